@@ -1,0 +1,151 @@
+"""Configuration of the RoFormer model family (model_type ``"roformer_hf"``)."""
+
+from typing import Any, ClassVar
+
+from transformers import PreTrainedConfig
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+# "default" and "ntk" are computed by roformer_hf.rope; every other type by transformers' own functions.
+ROPE_TYPES = ("default", "ntk", *sorted(ROPE_INIT_FUNCTIONS))
+ROPE_TYPES_WITH_FACTOR = ("ntk", "linear", "dynamic", "yarn", "llama3")
+ATTENTION_TYPES = ("softmax", "linear")
+
+
+class RoFormerConfig(PreTrainedConfig):
+    r"""
+    Configuration of a RoFormer model. The defaults are those of the original Chinese base checkpoint
+    (`chinese_roformer_L-12_H-768_A-12`), and the field names are those that transformers' RoFormer uses, so the
+    `config.json` of an original checkpoint loads as it is.
+
+    Args:
+        vocab_size (`int`, defaults to 50000):
+            Number of entries in the word-level vocabulary.
+        embedding_size (`int`, *optional*):
+            Width of the token embeddings. `None` means `hidden_size`; when they differ, a linear projection maps
+            embeddings to `hidden_size` (as in the small checkpoints).
+        hidden_size (`int`, defaults to 768):
+            Width of the encoder layers.
+        num_hidden_layers (`int`, defaults to 12):
+            Number of encoder layers.
+        num_attention_heads (`int`, defaults to 12):
+            Number of attention heads; must divide `hidden_size` into an even head dimension.
+        intermediate_size (`int`, defaults to 3072):
+            Width of the feed-forward layer.
+        hidden_act (`str`, defaults to `"gelu"`):
+            Activation of the feed-forward layer and of the MLM head transform.
+        hidden_dropout_prob (`float`, defaults to 0.1):
+            Dropout after embeddings, attention output and feed-forward output.
+        attention_probs_dropout_prob (`float`, defaults to 0.1):
+            Dropout on the attention probabilities.
+        max_position_embeddings (`int`, defaults to 1536):
+            The longest length the model was trained on. Not a cap: RoPE has no position table. It is the hint for
+            truncation and the reference length of the scaled RoPE types.
+        type_vocab_size (`int`, defaults to 2):
+            Number of token types (segments).
+        initializer_range (`float`, defaults to 0.02):
+            Standard deviation of the truncated normal initialiser of weights.
+        layer_norm_eps (`float`, defaults to 1e-12):
+            Epsilon of the layer norms.
+        rotary_value (`bool`, defaults to `False`):
+            Whether values are rotated too (as in the original's `rotary_value` option).
+        rope_parameters (`dict`, *optional*):
+            RoPE settings in transformers' form, `{"rope_type": "default", "rope_theta": 10000.0}` by default.
+            `rope_type` is one of `"default"`, `"ntk"` (NTK-aware base scaling, needs `factor`) or any type of
+            transformers' `ROPE_INIT_FUNCTIONS` (`"linear"`, `"dynamic"`, `"yarn"`, ...).
+        attention_type (`str`, defaults to `"softmax"`):
+            `"softmax"` for standard attention, `"linear"` for linear attention with RoPE (elu + 1 features).
+        pad_token_id (`int`, defaults to 0):
+            Id of `[PAD]`.
+        is_decoder (`bool`, defaults to `False`):
+            Causal self-attention, for `RoFormerForCausalLM`.
+        use_cache (`bool`, defaults to `True`):
+            Whether a decoder returns its key/value cache.
+        tie_word_embeddings (`bool`, defaults to `True`):
+            Whether the MLM / LM decoder shares its weight with the word embeddings.
+
+    Example:
+
+    ```python
+    >>> from roformer_hf import RoFormerConfig, RoFormerModel
+    >>> config = RoFormerConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024)
+    >>> model = RoFormerModel(config)
+    ```
+    """
+
+    model_type = "roformer_hf"
+    keys_to_ignore_at_inference: ClassVar[list[str]] = ["past_key_values"]
+
+    vocab_size: int = 50000
+    embedding_size: int | None = None
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 1536
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    rotary_value: bool = False
+    rope_parameters: dict | None = None
+    attention_type: str = "softmax"
+    pad_token_id: int | None = 0
+    bos_token_id: int | None = None
+    eos_token_id: int | list[int] | None = None
+    is_decoder: bool = False
+    use_cache: bool = True
+    tie_word_embeddings: bool = True
+
+    def __post_init__(self, **kwargs):
+        if self.embedding_size is None:
+            self.embedding_size = self.hidden_size
+        super().__post_init__(**kwargs)
+        self._check_architecture()
+        self._check_rope_parameters()
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def _check_architecture(self) -> None:
+        if self.hidden_size % self.num_attention_heads != 0:
+            raise ValueError(
+                f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
+                f"({self.num_attention_heads}): choose a number of heads that divides hidden_size."
+            )
+        if self.head_dim % 2 != 0:
+            raise ValueError(
+                f"RoPE rotates pairs of dimensions, so the head dimension must be even, but "
+                f"hidden_size / num_attention_heads = {self.hidden_size} / {self.num_attention_heads} = "
+                f"{self.head_dim}: change hidden_size or num_attention_heads."
+            )
+        if self.attention_type not in ATTENTION_TYPES:
+            raise ValueError(
+                f"Unknown attention_type {self.attention_type!r}: use one of {', '.join(map(repr, ATTENTION_TYPES))}."
+            )
+
+    def _check_rope_parameters(self) -> None:
+        rope_parameters: dict[str, Any] = self.rope_parameters
+        rope_type = rope_parameters.get("rope_type", "default")
+        if rope_type not in ROPE_TYPES:
+            raise ValueError(
+                f"Unknown rope_type {rope_type!r} in rope_parameters: use one of {', '.join(map(repr, ROPE_TYPES))}."
+            )
+        factor = rope_parameters.get("factor")
+        if rope_type in ROPE_TYPES_WITH_FACTOR and factor is None:
+            raise ValueError(f'rope_type {rope_type!r} needs a scaling factor: add "factor" to rope_parameters.')
+        if factor is not None and not factor > 0:
+            raise ValueError(f"rope_parameters factor must be > 0, got {factor}.")
+        if not rope_parameters.get("rope_theta", 1.0) > 0:
+            raise ValueError(f"rope_parameters rope_theta must be > 0, got {rope_parameters['rope_theta']}.")
+
+    def _validate_ntk_rope_parameters(self, rope_parameters: dict, ignore_keys: set[str] | None = None) -> None:
+        """Called by transformers' `validate_rope` for `rope_type="ntk"`; the checks live in `_check_rope_parameters`."""
+        self._check_received_keys(
+            "ntk", set(rope_parameters), {"rope_type", "factor"}, optional_keys={"rope_theta"}, ignore_keys=ignore_keys
+        )
+
+
+__all__ = ["RoFormerConfig"]

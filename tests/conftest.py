@@ -1,0 +1,27 @@
+"""Shared fixtures: where the real data lives and a tiny configuration every test can afford."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DATA_DIR = Path(os.environ.get("ROFORMER_HF_DATA", REPO_ROOT.parent / "shared" / "data"))
+ROFORMER_VOCAB = DATA_DIR / "vocab" / "roformer_chinese_base_vocab.txt"
+BERT_VOCAB = DATA_DIR / "vocab" / "bert_base_chinese_vocab.txt"
+PEOPLES_DAILY = DATA_DIR / "pretrain" / "peoples_daily_199801.txt"
+CLS_DIR = DATA_DIR / "cls"
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    if not DATA_DIR.is_dir():
+        pytest.fail(f"the shared data folder {DATA_DIR} is missing: set ROFORMER_HF_DATA to its path")
+    return DATA_DIR
+
+
+@pytest.fixture(scope="session")
+def roformer_vocab(data_dir) -> Path:
+    return ROFORMER_VOCAB
