@@ -4,8 +4,61 @@ Importing the package registers every class with transformers' Auto classes unde
 beside (never instead of) transformers' own "roformer".
 """
 
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoModelForMaskedLM,
+    AutoModelForMultipleChoice,
+    AutoModelForQuestionAnswering,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+    AutoTokenizer,
+)
+
 from .configuration import RoFormerConfig
+from .modeling import (
+    RoFormerForCausalLM,
+    RoFormerForMaskedLM,
+    RoFormerForMultipleChoice,
+    RoFormerForQuestionAnswering,
+    RoFormerForSequenceClassification,
+    RoFormerForTokenClassification,
+    RoFormerModel,
+    RoFormerPreTrainedModel,
+)
+from .tokenization import RoFormerJiebaTokenizer
+
+# exist_ok: transformers' own RoFormer config shares the class name; the mapping keys on the class, so both coexist.
+AutoTokenizer.register(RoFormerConfig, tokenizer_class=RoFormerJiebaTokenizer, exist_ok=True)
+RoFormerJiebaTokenizer.register_for_auto_class("AutoTokenizer")
+
+AutoConfig.register(RoFormerConfig.model_type, RoFormerConfig)
+RoFormerConfig.register_for_auto_class()
+# register_for_auto_class: save_pretrained writes `auto_map` and copies the code, for trust_remote_code=True.
+for auto_class, model_class in (
+    (AutoModel, RoFormerModel),
+    (AutoModelForMaskedLM, RoFormerForMaskedLM),
+    (AutoModelForCausalLM, RoFormerForCausalLM),
+    (AutoModelForSequenceClassification, RoFormerForSequenceClassification),
+    (AutoModelForTokenClassification, RoFormerForTokenClassification),
+    (AutoModelForQuestionAnswering, RoFormerForQuestionAnswering),
+    (AutoModelForMultipleChoice, RoFormerForMultipleChoice),
+):
+    auto_class.register(RoFormerConfig, model_class, exist_ok=True)  # exist_ok: the same class-name clash as above
+    model_class.register_for_auto_class(auto_class.__name__)
 
 __version__ = "0.1.0"
 
-__all__ = ["RoFormerConfig"]
+__all__ = [
+    "RoFormerConfig",
+    "RoFormerForCausalLM",
+    "RoFormerForMaskedLM",
+    "RoFormerForMultipleChoice",
+    "RoFormerForQuestionAnswering",
+    "RoFormerForSequenceClassification",
+    "RoFormerForTokenClassification",
+    "RoFormerJiebaTokenizer",
+    "RoFormerModel",
+    "RoFormerPreTrainedModel",
+]

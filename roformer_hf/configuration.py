@@ -105,6 +105,15 @@ class RoFormerConfig(PreTrainedConfig):
         self._check_architecture()
         self._check_rope_parameters()
 
+    @classmethod
+    def get_config_dict(cls, pretrained_model_name_or_path, **kwargs) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Reads a `config.json` written for transformers' own RoFormer (model_type "roformer") as ours: the fields
+        are the same, so only the model type changes (instead of a warning about mismatched model types)."""
+        config_dict, kwargs = super().get_config_dict(pretrained_model_name_or_path, **kwargs)
+        if config_dict.get("model_type") == "roformer":
+            config_dict = {**config_dict, "model_type": cls.model_type}
+        return config_dict, kwargs
+
     @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads

@@ -7,12 +7,34 @@ RoFormer), not the "rotate half" layout of LLaMA, so weights load as they are.
 The work is split in two, as in transformers' LLaMA: `RoFormerRotaryEmbedding` turns `position_ids` into
 `(cos, sin)` once per forward, in float32, and the pure function `apply_rotary` rotates any number of tensors with
 them in every layer.
+
+Beyond the original, all chosen in `config.rope_parameters` or by the shape of `position_ids`:
+
+- `rope_type="ntk"`: NTK-aware scaling of the base, theta' = theta * factor ** (d / (d - 2)) for a rotated dimension
+  d. The highest frequency (1 radian per position) is kept and the lowest is divided by `factor`, so a model sees
+  familiar local angles and long distances interpolated rather than unseen.
+- every type of transformers' `ROPE_INIT_FUNCTIONS` (`"linear"`, `"dynamic"`, `"yarn"`, `"llama3"`, ...), computed by
+  transformers' own functions. `"dynamic"` recomputes the frequencies from the current length (largest position + 1)
+  and is plain RoPE, bit for bit, up to `max_position_embeddings`. The attention scaling of `"yarn"` multiplies
+  cos and sin.
+- 2-D positions: `position_ids` of shape `(batch, seq, 2)` hold (x, y). The first half of every head's dimensions is
+  rotated by x and the second half by y, each with the frequencies of a RoPE over head_dim / 2, so a query-key score
+  depends on (delta x, delta y) only.
+
+The frequencies are derived from the config in every forward (a few dozen numbers): no buffer to save, initialise
+or move between devices, and a changed `config.rope_parameters` takes effect at once.
 """
+
+import copy
 
 import torch
 from torch import nn
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 from .configuration import RoFormerConfig
+
+# The types whose frequencies depend on the current length; the others never read it (no device sync for them).
+LENGTH_DEPENDENT_ROPE_TYPES = ("dynamic", "longrope")
 
 
 def default_inverse_frequencies(head_dim: int, base: float) -> torch.Tensor:
@@ -21,33 +43,108 @@ def default_inverse_frequencies(head_dim: int, base: float) -> torch.Tensor:
     return (1.0 / base**exponents).float()
 
 
-class RoFormerRotaryEmbedding(nn.Module):
-    """Computes the cosines and sines of RoPE from position ids.
+def ntk_inverse_frequencies(head_dim: int, base: float, factor: float) -> torch.Tensor:
+    """NTK-aware scaling: the default frequencies of the base theta * factor ** (head_dim / (head_dim - 2)).
 
-    The inverse frequencies are a non-persistent buffer: derived from the config, never saved in a checkpoint.
+    theta_0 = 1 is kept; the lowest frequency, base ** (-(head_dim - 2) / head_dim), is divided by exactly `factor`.
     """
+    if head_dim < 4:
+        raise ValueError(f'rope_type "ntk" needs at least 4 rotated dimensions per RoPE, got {head_dim}.')
+    return default_inverse_frequencies(head_dim, base * factor ** (head_dim / (head_dim - 2)))
+
+
+def inverse_frequencies(
+    config: RoFormerConfig, rotary_dim: int, seq_len: int | None = None
+) -> tuple[torch.Tensor, float]:
+    """The inverse frequencies of `config.rope_parameters` for a RoPE over `rotary_dim` dimensions.
+
+    Args:
+        config ([`RoFormerConfig`]):
+            Reads `rope_parameters` and `max_position_embeddings`.
+        rotary_dim (`int`):
+            Number of dimensions rotated together: `head_dim` for 1-D positions, `head_dim / 2` per axis for 2-D.
+        seq_len (`int`, *optional*):
+            Current length (largest position + 1), for the types that depend on it (`"dynamic"`, `"longrope"`);
+            `None` means no longer than `max_position_embeddings`.
+
+    Returns:
+        `(inverse_frequencies, attention_scaling)`: a float32 tensor of shape `(rotary_dim / 2,)` on the CPU and the
+        factor by which cos and sin are multiplied (1.0 except for types like `"yarn"`).
+    """
+    rope_parameters = config.rope_parameters
+    rope_type = rope_parameters.get("rope_type", "default")
+    base = rope_parameters["rope_theta"]
+    if rope_type == "default" or (rope_type == "dynamic" and (seq_len or 0) <= config.max_position_embeddings):
+        return default_inverse_frequencies(rotary_dim, base), 1.0
+    if rope_type == "ntk":
+        return ntk_inverse_frequencies(rotary_dim, base, rope_parameters["factor"]), 1.0
+    rope_init_function = ROPE_INIT_FUNCTIONS[rope_type]
+    frequencies, attention_scaling = rope_init_function(_config_rotating(config, rotary_dim), "cpu", seq_len=seq_len)
+    if frequencies.shape != (rotary_dim // 2,):
+        raise ValueError(
+            f"rope_type {rope_type!r} gave {frequencies.numel()} frequencies for a RoPE over {rotary_dim} dimensions "
+            f"(expected {rotary_dim // 2}): its rope_parameters do not fit this head size or 2-D positions."
+        )
+    return frequencies.float(), float(attention_scaling)
+
+
+def _config_rotating(config: RoFormerConfig, rotary_dim: int) -> RoFormerConfig:
+    """`config`, or a shallow copy whose `partial_rotary_factor` makes transformers' functions rotate `rotary_dim`."""
+    if rotary_dim == config.head_dim:
+        return config
+    partial_config = copy.copy(config)
+    partial_config.rope_parameters = {**config.rope_parameters, "partial_rotary_factor": rotary_dim / config.head_dim}
+    return partial_config
+
+
+def check_position_ids(position_ids: torch.Tensor, head_dim: int) -> torch.Tensor:
+    """Returns `position_ids` as `(batch_size, seq_len, num_axes)`, num_axes 1 or 2, or raises a ValueError."""
+    if position_ids.dim() == 2:
+        return position_ids[..., None]
+    if position_ids.dim() != 3 or position_ids.shape[-1] not in (1, 2):
+        raise ValueError(
+            f"position_ids must have shape (batch_size, seq_len) or (batch_size, seq_len, 2) for 2-D positions "
+            f"(x, y), got shape {tuple(position_ids.shape)}."
+        )
+    if position_ids.shape[-1] == 2 and head_dim % 4 != 0:
+        raise ValueError(
+            f"2-D RoPE rotates pairs in each half of a head, so head_dim must be divisible by 4, got {head_dim}: "
+            f"change hidden_size or num_attention_heads."
+        )
+    return position_ids
+
+
+class RoFormerRotaryEmbedding(nn.Module):
+    """Computes the cosines and sines of RoPE from 1-D or 2-D position ids, for the RoPE type of the config."""
 
     def __init__(self, config: RoFormerConfig):
         super().__init__()
         self.config = config
-        inverse_frequencies = default_inverse_frequencies(config.head_dim, config.rope_parameters["rope_theta"])
-        self.register_buffer("inv_freq", inverse_frequencies, persistent=False)
-        self.attention_scaling = 1.0
 
     @torch.no_grad()
     def forward(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """
         Args:
-            position_ids (`torch.LongTensor` of shape `(batch_size, seq_len)`):
-                Position of every token.
+            position_ids (`torch.LongTensor` of shape `(batch_size, seq_len)` or `(batch_size, seq_len, 2)`):
+                Position of every token: an index, or a pair (x, y) for 2-D RoPE.
 
         Returns:
             `(cos, sin)`, each a float32 tensor of shape `(batch_size, seq_len, head_dim)` in which every angle
-            appears twice in a row, once for each member of its (2i, 2i + 1) pair.
+            appears twice in a row, once for each member of its (2i, 2i + 1) pair. For 2-D positions the first
+            half of the angles comes from x, the second half from y.
         """
-        angles = position_ids[..., None].float() * self.inv_freq.to(position_ids.device)  # (B, T, D/2)
-        angles = angles.repeat_interleave(2, dim=-1)  # (B, T, D): [a0, a0, a1, a1, ...]
-        return angles.cos() * self.attention_scaling, angles.sin() * self.attention_scaling
+        head_dim = self.config.head_dim
+        position_ids = check_position_ids(position_ids, head_dim)  # (B, T, A), A = 1 or 2 axes
+        num_axes = position_ids.shape[-1]
+        reads_length = self.config.rope_parameters.get("rope_type") in LENGTH_DEPENDENT_ROPE_TYPES
+        angles, attention_scaling = [], 1.0
+        for axis in range(num_axes):
+            axis_positions = position_ids[..., axis]  # (B, T)
+            seq_len = int(axis_positions.max()) + 1 if reads_length and axis_positions.numel() else None
+            frequencies, attention_scaling = inverse_frequencies(self.config, head_dim // num_axes, seq_len)
+            angles.append(axis_positions[..., None].float() * frequencies.to(position_ids.device))  # (B, T, D/2A)
+        angles = torch.cat(angles, dim=-1).repeat_interleave(2, dim=-1)  # (B, T, D): [a0, a0, a1, a1, ...]
+        return angles.cos() * attention_scaling, angles.sin() * attention_scaling
 
 
 def rotate_pairs(hidden_states: torch.Tensor) -> torch.Tensor:

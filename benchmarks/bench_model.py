@@ -1,0 +1,253 @@
+"""Speed and peak memory of roformer_hf against transformers' RoFormer, same weights, one fresh process per measurement.
+
+The model is the one of the goals: 2 layers, 768 wide, 12 heads, feed-forward 3072, the 50,000-word vocabulary and
+the default dropouts (0.1), batch 1. transformers' RoFormer has only eager attention; ours runs with its default
+(SDPA, plus the CPU dispatch of `roformer_hf.blockwise_attention`) and, for reference, with eager attention.
+
+- train: `RoFormerForSequenceClassification` with a label, forward + loss + backward + `zero_grad` (the optimizer step
+  costs the same for both and is left out).
+- infer: `RoFormerModel` forward under `torch.inference_mode()`.
+
+Every measurement runs in a fresh subprocess: one warm-up step, then `--repeats` timed steps. The implementations of
+a row take turns, `--rounds` times, so that the load of a shared machine hits them alike; the table shows the median
+step time and the median peak. Peak memory is what the steps add on top of the loaded model: on the CPU the growth of the
+process's resident-set high-water mark (VmHWM, reset after loading), on CUDA `torch.cuda.max_memory_allocated`.
+Ratios are transformers / ours: above 1 means ours is faster (time) or smaller (memory).
+
+    python benchmarks/bench_model.py                         # the goals' rows on the CPU
+    python benchmarks/bench_model.py --device cuda --rows train:2048,infer:4096,infer:16384
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+DEFAULT_ROWS = "train:512,train:2048,infer:512,infer:4096"
+MODEL_SIZE = {
+    "vocab_size": 50000,
+    "hidden_size": 768,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 12,
+    "intermediate_size": 3072,
+}
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cpu", help="cpu or cuda.")
+    parser.add_argument(
+        "--rows", default=DEFAULT_ROWS, help="Comma-separated task:length pairs (task train or infer)."
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="Fresh processes per implementation, taken in turn.")
+    parser.add_argument("--repeats", type=int, default=2, help="Timed steps per process, after one warm-up step.")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help="Weights.")
+    parser.add_argument(
+        "--attention_dropout", type=float, default=0.1, help="attention_probs_dropout_prob of the model (0.1 default)."
+    )
+    parser.add_argument("--no_eager", action="store_true", help="Skip the row of our eager attention.")
+    parser.add_argument("--json", type=Path, help="Also write the results to this JSON file.")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: JSON of one measurement to run
+    return parser.parse_args()
+
+
+# --- one measurement, in a fresh process ------------------------------------------------------------------------
+
+
+def load_model(implementation: str, checkpoint: str, task: str, device: str, dtype: torch.dtype):
+    """transformers' or our class for `task`, from the same checkpoint (written by transformers)."""
+    if implementation == "transformers":
+        from transformers import RoFormerForSequenceClassification, RoFormerModel
+
+        classes, kwargs = (RoFormerForSequenceClassification, RoFormerModel), {"attn_implementation": "eager"}
+    else:
+        from roformer_hf import RoFormerForSequenceClassification, RoFormerModel
+
+        attention = implementation.removeprefix("roformer_hf-")
+        classes, kwargs = (RoFormerForSequenceClassification, RoFormerModel), {"attn_implementation": attention}
+    model_class = classes[0] if task == "train" else classes[1]
+    model = model_class.from_pretrained(checkpoint, dtype=dtype, **kwargs).to(device)
+    return model.train() if task == "train" else model.eval()
+
+
+def run_step(model, task: str, input_ids: torch.Tensor, labels: torch.Tensor) -> None:
+    if task == "train":
+        model(input_ids=input_ids, labels=labels).loss.backward()
+        model.zero_grad(set_to_none=True)
+    else:
+        with torch.inference_mode():
+            model(input_ids=input_ids)
+
+
+def resident_memory(field: str) -> int:
+    """VmRSS or VmHWM of this process, in bytes."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def reset_peak_memory(device: str) -> int:
+    """Starts a new peak measurement; returns the baseline in bytes."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        return torch.cuda.memory_allocated()
+    Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current VmRSS
+    return resident_memory("VmRSS")
+
+
+def peak_memory(device: str) -> int:
+    if device.startswith("cuda"):
+        return torch.cuda.max_memory_allocated()
+    return resident_memory("VmHWM")
+
+
+def measure(spec: dict) -> dict:
+    """Loads one model, runs a warm-up and `repeats` steps, returns the step times and the peak memory growth."""
+    torch.manual_seed(0)
+    dtype = getattr(torch, spec["dtype"])
+    model = load_model(spec["implementation"], spec["checkpoint"], spec["task"], spec["device"], dtype)
+    input_ids = torch.randint(1, MODEL_SIZE["vocab_size"], (1, spec["length"]), device=spec["device"])
+    labels = torch.tensor([1], device=spec["device"])
+    baseline = reset_peak_memory(spec["device"])
+    times = []
+    for step in range(spec["repeats"] + 1):
+        start = time.perf_counter()
+        run_step(model, spec["task"], input_ids, labels)
+        if spec["device"].startswith("cuda"):
+            torch.cuda.synchronize()
+        if step > 0:  # step 0 warms up
+            times.append(time.perf_counter() - start)
+    return {"seconds": statistics.median(times), "times": times, "peak_bytes": peak_memory(spec["device"]) - baseline}
+
+
+# --- the driver -------------------------------------------------------------------------------------------------
+
+
+def write_checkpoint(folder: str, args: argparse.Namespace, max_length: int) -> None:
+    """A random-weight checkpoint saved by transformers' RoFormer: the weights both sides load."""
+    from transformers import RoFormerConfig, RoFormerForSequenceClassification
+
+    torch.manual_seed(0)
+    config = RoFormerConfig(
+        **MODEL_SIZE,
+        max_position_embeddings=max_length,  # transformers' sinusoid table must cover the input
+        attention_probs_dropout_prob=args.attention_dropout,
+        num_labels=2,
+    )
+    RoFormerForSequenceClassification(config).save_pretrained(folder)
+
+
+def implementations(args: argparse.Namespace) -> list[str]:
+    names = ["transformers", "roformer_hf-sdpa"]
+    if not args.no_eager:
+        names.append("roformer_hf-eager")
+    if args.device.startswith("cuda") and is_flash_attention_installed():
+        names.append("roformer_hf-flash_attention_2")
+    return names
+
+
+def is_flash_attention_installed() -> bool:
+    from transformers.utils import is_flash_attn_2_available
+
+    return is_flash_attn_2_available()
+
+
+def run_in_subprocess(spec: dict) -> dict:
+    completed = subprocess.run(
+        [sys.executable, __file__, "--worker", json.dumps(spec)], capture_output=True, text=True, check=False
+    )
+    if completed.returncode != 0:
+        return {"error": completed.stderr.strip().splitlines()[-1] if completed.stderr.strip() else "failed"}
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def print_table(results: list[dict]) -> None:
+    header = f"| {'task':5} | {'tokens':>6} | {'implementation':29} | {'time (s)':>8} | {'peak (MB)':>9} | "
+    header += f"{'speed-up':>8} | {'memory ratio':>12} |"
+    print(header)
+    print("|" + "|".join("-" * (len(cell)) for cell in header.split("|")[1:-1]) + "|")
+    reference = {}
+    for row in results:
+        key = (row["task"], row["length"])
+        if "error" in row:
+            print(f"| {row['task']:5} | {row['length']:>6} | {row['implementation']:29} | {row['error'][:60]}")
+            continue
+        if row["implementation"] == "transformers":
+            reference[key] = row
+        base = reference.get(key)
+        speed_up = f"{base['seconds'] / row['seconds']:.2f}x" if base else "-"
+        memory_ratio = f"{row['peak_bytes'] / base['peak_bytes']:.2f}x" if base and base["peak_bytes"] > 0 else "-"
+        print(
+            f"| {row['task']:5} | {row['length']:>6} | {row['implementation']:29} | {row['seconds']:8.3f} | "
+            f"{row['peak_bytes'] / 2**20:9.0f} | {speed_up:>8} | {memory_ratio:>12} |"
+        )
+
+
+def measure_row(task: str, length: int, checkpoint: str, args: argparse.Namespace) -> list[dict]:
+    """Every implementation for one row, `--rounds` times in turn, so that a change of load hits all of them alike."""
+    runs = {implementation: [] for implementation in implementations(args)}
+    for _ in range(args.rounds):
+        for implementation, results in runs.items():
+            spec = {
+                "implementation": implementation,
+                "checkpoint": checkpoint,
+                "task": task,
+                "length": length,
+                "device": args.device,
+                "dtype": args.dtype,
+                "repeats": args.repeats,
+            }
+            results.append(run_in_subprocess(spec))
+            print(f"  {task} {length} {implementation}: {results[-1]}", file=sys.stderr, flush=True)
+    rows = []
+    for implementation, results in runs.items():
+        row = {"task": task, "length": length, "implementation": implementation}
+        failed = [result["error"] for result in results if "error" in result]
+        if failed:
+            rows.append({**row, "error": failed[0]})
+            continue
+        rows.append(
+            {
+                **row,
+                "seconds": statistics.median(time for result in results for time in result["times"]),
+                "peak_bytes": statistics.median(result["peak_bytes"] for result in results),
+                "runs": results,
+            }
+        )
+    return rows
+
+
+def main() -> None:
+    args = parse_args()
+    if args.worker:
+        print(json.dumps(measure(json.loads(args.worker))))
+        return
+    rows = [(task, int(length)) for task, length in (item.split(":") for item in args.rows.split(","))]
+    if any(task not in ("train", "infer") for task, _ in rows):
+        sys.exit(f"--rows takes task:length pairs with task train or infer, got {args.rows!r}")
+    print(
+        f"device {args.device}, torch {torch.__version__}, {torch.get_num_threads()} threads, dtype {args.dtype}, "
+        f"attention dropout {args.attention_dropout}, {args.rounds} rounds x {args.repeats} steps"
+    )
+    results = []
+    with tempfile.TemporaryDirectory() as checkpoint:
+        write_checkpoint(checkpoint, args, max(length for _, length in rows))
+        for task, length in rows:
+            results.extend(measure_row(task, length, checkpoint, args))
+    print_table(results)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    main()

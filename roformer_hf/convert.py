@@ -1,0 +1,379 @@
+"""Converts original RoFormer checkpoints into roformer_hf checkpoints.
+
+Two sources are read:
+
+- a transformers "roformer" checkpoint folder, the layout of the original checkpoints on the Hub
+  (`config.json`, `model.safetensors` or `pytorch_model.bin`, `vocab.txt`). The parameter names are already ours;
+  the sinusoidal position table (`roformer.encoder.embed_positions.weight`) is dropped, since roformer_hf computes
+  RoPE from the config, and the config is rewritten with `model_type="roformer_hf"`.
+- an original TensorFlow checkpoint of the bert4keras RoFormer (`bert_config.json`, `bert_model.ckpt.*`,
+  `vocab.txt`), a name-based TF1 checkpoint. Variables are renamed by the pure, mutually inverse functions
+  `bert4keras_to_roformer_hf` and `roformer_hf_to_bert4keras`; kernels are transposed (TF stores `(in, out)`,
+  `nn.Linear` keeps `(out, in)`). Reading it needs tensorflow: `pip install "roformer_hf[tf]"`.
+
+The output is a complete roformer_hf checkpoint: weights (safetensors), config, tokenizer, the model code with
+`auto_map` (for `trust_remote_code=True`) and a model card. It is written to a temporary folder beside the output and
+moved into place when whole; an existing output folder is only replaced with `--overwrite`.
+
+Usage:
+
+    python -m roformer_hf.convert path/to/chinese_roformer_L-12_H-768_A-12 path/to/output
+    python -m roformer_hf.convert path/to/roformer_chinese_base path/to/output --overwrite
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file
+from transformers.utils import logging
+
+from . import modeling
+from .configuration import RoFormerConfig
+from .model_card import write_model_card
+from .tokenization import RoFormerJiebaTokenizer
+
+logger = logging.get_logger(__name__)
+
+
+class ConversionError(ValueError):
+    """A source that cannot be converted; the message names the problem and the fix."""
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Names: bert4keras variable <-> roformer_hf parameter
+# ----------------------------------------------------------------------------------------------------------------
+
+# Variables that are a whole tensor, with no kernel/bias leaf.
+BERT4KERAS_TABLES = {
+    "bert/embeddings/word_embeddings": "roformer.embeddings.word_embeddings.weight",
+    "bert/embeddings/token_type_embeddings": "roformer.embeddings.token_type_embeddings.weight",
+    "cls/predictions/output_bias": "cls.predictions.bias",
+}
+# Modules outside the encoder layers.
+BERT4KERAS_MODULES = {
+    "bert/embeddings/LayerNorm": "roformer.embeddings.LayerNorm",
+    "bert/encoder/embedding_hidden_mapping_in": "roformer.embeddings_project",
+    "cls/predictions/transform/dense": "cls.predictions.transform.dense",
+    "cls/predictions/transform/LayerNorm": "cls.predictions.transform.LayerNorm",
+}
+# Modules of encoder layer i: the part after `bert/encoder/layer_{i}/`, the same path with dots in ours.
+BERT4KERAS_LAYER = re.compile(
+    r"bert/encoder/layer_(\d+)/"
+    r"(attention/self/(?:query|key|value)|attention/output/(?:dense|LayerNorm)|intermediate/dense|output/(?:dense|LayerNorm))"
+)
+OUR_LAYER = re.compile(
+    r"roformer\.encoder\.layer\.(\d+)\."
+    r"(attention\.self\.(?:query|key|value)|attention\.output\.(?:dense|LayerNorm)|intermediate\.dense|output\.(?:dense|LayerNorm))"
+)
+# Linear layers have kernel/bias, layer norms gamma/beta; ours have weight/bias for both.
+LINEAR_LEAVES = {"kernel": "weight", "bias": "bias"}
+NORM_LEAVES = {"gamma": "weight", "beta": "bias"}
+# Variables of the original checkpoints that no roformer_hf model has: the BERT pooler and next-sentence head.
+BERT4KERAS_UNUSED = re.compile(r"bert/pooler/dense/(kernel|bias)|cls/seq_relationship/(output_weights|output_bias)")
+# Training bookkeeping that some TF checkpoints carry beside the weights.
+BERT4KERAS_BOOKKEEPING = re.compile(r"global_step|.*/adam_[mv]|bad_steps|good_steps|loss_scale")
+# The decoder of the MLM head is tied to the word embeddings and its bias is `cls.predictions.bias`.
+TIED_PARAMETERS = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
+
+
+def bert4keras_to_roformer_hf(name: str) -> str | None:
+    """The roformer_hf parameter name of a bert4keras variable, `None` when it has none.
+
+    `"bert/encoder/layer_0/attention/self/query/kernel"` -> `"roformer.encoder.layer.0.attention.self.query.weight"`.
+    The inverse of `roformer_hf_to_bert4keras`.
+    """
+    if name in BERT4KERAS_TABLES:
+        return BERT4KERAS_TABLES[name]
+    module, _, leaf = name.rpartition("/")
+    if layer := BERT4KERAS_LAYER.fullmatch(module):
+        our_module = f"roformer.encoder.layer.{layer[1]}.{layer[2].replace('/', '.')}"
+    elif module in BERT4KERAS_MODULES:
+        our_module = BERT4KERAS_MODULES[module]
+    else:
+        return None
+    leaves = NORM_LEAVES if module.endswith("LayerNorm") else LINEAR_LEAVES
+    return f"{our_module}.{leaves[leaf]}" if leaf in leaves else None
+
+
+def roformer_hf_to_bert4keras(name: str) -> str | None:
+    """The bert4keras variable name of a roformer_hf parameter, `None` when it has none (e.g. a task head).
+
+    `"roformer.encoder.layer.0.attention.self.query.weight"` -> `"bert/encoder/layer_0/attention/self/query/kernel"`.
+    The inverse of `bert4keras_to_roformer_hf`.
+    """
+    tables = {ours: theirs for theirs, ours in BERT4KERAS_TABLES.items()}
+    if name in tables:
+        return tables[name]
+    module, _, leaf = name.rpartition(".")
+    modules = {ours: theirs for theirs, ours in BERT4KERAS_MODULES.items()}
+    if layer := OUR_LAYER.fullmatch(module):
+        their_module = f"bert/encoder/layer_{layer[1]}/{layer[2].replace('.', '/')}"
+    elif module in modules:
+        their_module = modules[module]
+    else:
+        return None
+    leaves = NORM_LEAVES if module.endswith("LayerNorm") else LINEAR_LEAVES
+    their_leaf = {ours: theirs for theirs, ours in leaves.items()}.get(leaf)
+    return f"{their_module}/{their_leaf}" if their_leaf else None
+
+
+def bert4keras_to_state_dict(variables: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+    """Renames bert4keras variables to roformer_hf parameters and transposes the kernels.
+
+    Args:
+        variables (`dict[str, np.ndarray]`):
+            The model variables of a bert4keras checkpoint, every one with a roformer_hf name.
+
+    Returns:
+        The state dict; the inverse of `state_dict_to_bert4keras`.
+    """
+    state_dict = {}
+    for name, array in variables.items():
+        array = array.T if name.endswith("/kernel") else array
+        state_dict[bert4keras_to_roformer_hf(name)] = torch.from_numpy(np.ascontiguousarray(array))
+    return state_dict
+
+
+def state_dict_to_bert4keras(state_dict: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
+    """Renames roformer_hf parameters to bert4keras variables and transposes the linear weights.
+
+    The tied MLM decoder is left out (bert4keras ties it too). Parameters with no bert4keras name (task heads) raise
+    a `ConversionError`. The inverse of `bert4keras_to_state_dict`.
+    """
+    unnamed = [name for name in state_dict if name not in TIED_PARAMETERS and roformer_hf_to_bert4keras(name) is None]
+    if unnamed:
+        raise ConversionError(f"These parameters have no bert4keras name: {', '.join(unnamed)}.")
+    variables = {}
+    for name, tensor in state_dict.items():
+        if name in TIED_PARAMETERS:
+            continue
+        their_name = roformer_hf_to_bert4keras(name)
+        array = tensor.detach().cpu().numpy()
+        variables[their_name] = array.T if their_name.endswith("/kernel") else array
+    return variables
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Reading the sources
+# ----------------------------------------------------------------------------------------------------------------
+
+TRANSFORMERS_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+POSITION_TABLE = "encoder.embed_positions.weight"
+
+
+def detect_source(folder: Path) -> str:
+    """`"transformers"` or `"bert4keras"`, from the files in `folder`; a `ConversionError` for anything else."""
+    if not folder.is_dir():
+        raise ConversionError(f"{folder} is not a folder: give the folder of the checkpoint to convert.")
+    has_vocab = (folder / "vocab.txt").is_file()
+    if (folder / "config.json").is_file() and any((folder / name).is_file() for name in TRANSFORMERS_WEIGHTS):
+        kind = "transformers"
+    elif (folder / "bert_config.json").is_file() and any(folder.glob("*.index")):
+        kind = "bert4keras"
+    else:
+        kind = None
+    if kind is None or not has_vocab:
+        raise ConversionError(
+            f"{folder} is not a RoFormer checkpoint: expected either config.json, model.safetensors or "
+            "pytorch_model.bin and vocab.txt (a transformers RoFormer), or bert_config.json, a TF checkpoint "
+            f"(bert_model.ckpt.index and .data-*) and vocab.txt (an original bert4keras RoFormer); found "
+            f"{', '.join(sorted(path.name for path in folder.iterdir())) or 'nothing'}."
+        )
+    return kind
+
+
+def config_from_dict(settings: dict, source: Path) -> RoFormerConfig:
+    """A `RoFormerConfig` from the settings of an original config, keeping only the fields RoFormerConfig has."""
+    known = RoFormerConfig().to_dict().keys() - {"model_type", "transformers_version", "_name_or_path"}
+    dropped = sorted(settings.keys() - known - {"model_type"})
+    if dropped:
+        logger.info(f"Ignoring settings of {source} that RoFormerConfig does not have: {', '.join(dropped)}")
+    return RoFormerConfig(**{key: value for key, value in settings.items() if key in known})
+
+
+def read_transformers_checkpoint(folder: Path) -> tuple[RoFormerConfig, dict[str, torch.Tensor]]:
+    """The config and weights of a transformers "roformer" checkpoint, without its position table."""
+    settings = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    if settings.get("model_type") != "roformer":
+        raise ConversionError(
+            f"{folder / 'config.json'} has model_type {settings.get('model_type')!r}, not 'roformer': "
+            "this converter reads transformers RoFormer checkpoints (a roformer_hf checkpoint needs no conversion)."
+        )
+    config = config_from_dict(settings, folder)
+    if (folder / "model.safetensors").is_file():
+        state_dict = load_file(folder / "model.safetensors")
+    else:
+        state_dict = torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
+    state_dict = {name: tensor for name, tensor in state_dict.items() if not name.endswith(POSITION_TABLE)}
+    return config, state_dict
+
+
+def read_bert4keras_checkpoint(folder: Path) -> tuple[RoFormerConfig, dict[str, torch.Tensor]]:
+    """The config and weights of an original TF checkpoint; a `ConversionError` lists variables it cannot place."""
+    variables = read_tf_variables(folder)
+    unplaced = [name for name in variables if bert4keras_to_roformer_hf(name) is None]
+    unused = [name for name in unplaced if BERT4KERAS_UNUSED.fullmatch(name)]
+    unexpected = sorted(set(unplaced) - set(unused))
+    if unexpected:
+        raise ConversionError(
+            f"The TF checkpoint in {folder} has variables that are not those of a bert4keras RoFormer: "
+            f"{', '.join(unexpected)}. Expected names such as bert/embeddings/word_embeddings and "
+            "bert/encoder/layer_0/attention/self/query/kernel (a BERT checkpoint with position embeddings is not a "
+            "RoFormer)."
+        )
+    if unused:
+        logger.info(f"Leaving out variables no roformer_hf model has: {', '.join(sorted(unused))}")
+    variables = {name: array for name, array in variables.items() if bert4keras_to_roformer_hf(name) is not None}
+    settings = json.loads((folder / "bert_config.json").read_text(encoding="utf-8"))
+    if "bert/embeddings/word_embeddings" in variables:
+        settings.setdefault("embedding_size", variables["bert/embeddings/word_embeddings"].shape[1])
+    has_mlm_head = any(name.startswith("cls/predictions/") for name in variables)
+    settings["architectures"] = ["RoFormerForMaskedLM" if has_mlm_head else "RoFormerModel"]
+    return config_from_dict(settings, folder), bert4keras_to_state_dict(variables)
+
+
+def read_tf_variables(folder: Path) -> dict[str, np.ndarray]:
+    """The variables of the name-based TF checkpoint in `folder` by name, without training bookkeeping."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ start-up messages are noise here
+    try:
+        import tensorflow as tf
+    except ImportError as error:
+        raise ConversionError(
+            'Reading an original TensorFlow checkpoint needs tensorflow: pip install "roformer_hf[tf]".'
+        ) from error
+    prefixes = sorted(path.with_suffix("") for path in folder.glob("*.index"))
+    if len(prefixes) > 1:
+        raise ConversionError(f"{folder} holds several TF checkpoints ({', '.join(map(str, prefixes))}): keep one.")
+    reader = tf.train.load_checkpoint(str(prefixes[0]))
+    names = [name for name in reader.get_variable_to_shape_map() if not BERT4KERAS_BOOKKEEPING.fullmatch(name)]
+    return {name: reader.get_tensor(name) for name in names}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Building and writing the roformer_hf checkpoint
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def build_model(config: RoFormerConfig, state_dict: dict[str, torch.Tensor]) -> modeling.RoFormerPreTrainedModel:
+    """The head named by `config.architectures` (default: MLM when the weights have one), loaded with every weight."""
+    has_mlm_head = any(name.startswith("cls.predictions.") for name in state_dict)
+    architecture = (config.architectures or ["RoFormerForMaskedLM" if has_mlm_head else "RoFormerModel"])[0]
+    model_class = getattr(modeling, architecture, None)
+    if model_class is None or not architecture.startswith("RoFormer"):
+        raise ConversionError(f"The checkpoint's architecture {architecture!r} is not a RoFormer model.")
+    # ignore_mismatched_sizes: report wrong shapes below, with the other problems, instead of transformers' error.
+    model, loading_info = model_class.from_pretrained(
+        None, config=config, state_dict=state_dict, output_loading_info=True, ignore_mismatched_sizes=True
+    )
+    problems = {
+        "missing": sorted(loading_info["missing_keys"]),
+        "unexpected": sorted(loading_info["unexpected_keys"]),
+        "shape in the weights vs in the config": sorted(
+            f"{name} {tuple(in_weights)} vs {tuple(in_config)}"
+            for name, in_weights, in_config in loading_info["mismatched_keys"]
+        ),
+    }
+    if any(problems.values()):
+        details = "; ".join(f"{kind}: {', '.join(names)}" for kind, names in problems.items() if names)
+        raise ConversionError(
+            f"The weights do not fit a {architecture} built from the checkpoint's config ({details}): check that the "
+            "config file belongs to these weights."
+        )
+    return model.eval()
+
+
+def build_tokenizer(folder: Path, config: RoFormerConfig) -> RoFormerJiebaTokenizer:
+    """The tokenizer of the checkpoint's vocab.txt; its size must match the embeddings."""
+    tokenizer = RoFormerJiebaTokenizer(vocab_file=str(folder / "vocab.txt"))
+    if len(tokenizer) != config.vocab_size:
+        raise ConversionError(
+            f"{folder / 'vocab.txt'} has {len(tokenizer)} entries but the model has {config.vocab_size} token "
+            "embeddings: give the vocab.txt the checkpoint was trained with."
+        )
+    return tokenizer
+
+
+def convert(source: str | Path, output: str | Path, *, overwrite: bool = False) -> Path:
+    """Converts the checkpoint in `source` to a roformer_hf checkpoint in `output`.
+
+    Args:
+        source (`str` or `Path`):
+            A transformers "roformer" checkpoint folder or an original bert4keras TF checkpoint folder.
+        output (`str` or `Path`):
+            The folder to write. It must not exist, unless `overwrite`.
+        overwrite (`bool`, defaults to `False`):
+            Replace `output` if it exists.
+
+    Returns:
+        The path of the written checkpoint.
+    """
+    source, output = Path(source).resolve(), Path(output).resolve()
+    kind = detect_source(source)
+    if output == source or output in source.parents:
+        raise ConversionError(f"The output {output} would replace the source {source}: choose another folder.")
+    if output.exists() and not overwrite:
+        raise ConversionError(f"{output} exists: choose another output folder or pass --overwrite to replace it.")
+    reader = read_transformers_checkpoint if kind == "transformers" else read_bert4keras_checkpoint
+    config, state_dict = reader(source)
+    model = build_model(config, state_dict)
+    tokenizer = build_tokenizer(source, config)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
+    try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        write_model_card(staging, config=model.config, converted_from=source.name)
+        replace_folder(output, staging)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return output
+
+
+def replace_folder(output: Path, staging: Path) -> None:
+    """Moves the finished `staging` folder to `output`, replacing `output` only once the new folder is whole."""
+    if not output.exists():
+        staging.rename(output)
+        return
+    previous = staging.with_name(staging.name + ".previous")
+    output.rename(previous)
+    staging.rename(output)
+    shutil.rmtree(previous)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m roformer_hf.convert",
+        description="Convert a transformers RoFormer checkpoint folder or an original bert4keras TensorFlow "
+        "checkpoint folder to a roformer_hf checkpoint (weights, config, tokenizer, code, model card).",
+    )
+    parser.add_argument(
+        "source",
+        help="checkpoint folder: config.json + weights + vocab.txt, or bert_config.json "
+        "+ bert_model.ckpt.* + vocab.txt",
+    )
+    parser.add_argument("output", help="folder to write; must not exist unless --overwrite")
+    parser.add_argument("--overwrite", action="store_true", help="replace the output folder if it exists")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        output = convert(args.source, args.output, overwrite=args.overwrite)
+    except ConversionError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(f"Wrote the roformer_hf checkpoint {output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,319 @@
+"""Model cards (the README.md of a checkpoint) for RoFormer checkpoints, and `push_to_hub` with such a card.
+
+A card says what the model is (read from its config), how to load it (with `trust_remote_code=True`, since the code
+travels with the checkpoint) and, when a training script made it, how it was trained (a `TrainingSummary`).
+
+transformers' `PushToHubMixin.push_to_hub` writes a generic card after `save_pretrained`, so the models' `push_to_hub`
+calls `push_to_hub_with_model_card` instead: save, write this card, upload the folder, all through public
+`huggingface_hub` API.
+"""
+
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from huggingface_hub import HfApi, ModelCard, ModelCardData
+from huggingface_hub.hf_api import CommitInfo
+from transformers import PreTrainedConfig
+
+# What each head does, and the pipeline that serves it.
+HEAD_TASKS = {
+    "RoFormerModel": ("encoder (hidden states, no head)", "feature-extraction"),
+    "RoFormerForMaskedLM": ("masked language model", "fill-mask"),
+    "RoFormerForCausalLM": ("causal language model", "text-generation"),
+    "RoFormerForSequenceClassification": ("text classifier", "text-classification"),
+    "RoFormerForTokenClassification": ("token classifier", "token-classification"),
+    "RoFormerForQuestionAnswering": ("extractive question answering model", "question-answering"),
+    "RoFormerForMultipleChoice": ("multiple-choice model", None),
+}
+AUTO_CLASSES = {
+    "RoFormerModel": "AutoModel",
+    "RoFormerForMaskedLM": "AutoModelForMaskedLM",
+    "RoFormerForCausalLM": "AutoModelForCausalLM",
+    "RoFormerForSequenceClassification": "AutoModelForSequenceClassification",
+    "RoFormerForTokenClassification": "AutoModelForTokenClassification",
+    "RoFormerForQuestionAnswering": "AutoModelForQuestionAnswering",
+    "RoFormerForMultipleChoice": "AutoModelForMultipleChoice",
+}
+HUB_MODEL_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+# transformers 5 has no "question-answering" pipeline; roformer_hf.pipelines has one for span heads.
+QUESTION_ANSWERING_EXAMPLE = """
+
+With roformer_hf's question-answering pipeline:
+
+```python
+from roformer_hf.pipelines import RoFormerQuestionAnsweringPipeline
+
+answerer = RoFormerQuestionAnsweringPipeline(model=model, tokenizer=tokenizer)
+answerer(question="借款多少？", context="原告与被告签订借款合同，约定借款十万元。")
+```"""
+PIPELINE_EXAMPLES = {
+    "fill-mask": '"今天天气很[MASK]。"',
+    "feature-extraction": '"今天天气很好。"',
+    "text-classification": '"原告与被告签订借款合同，约定借款十万元。"',
+    "token-classification": '"北京大学位于海淀区。"',
+    "text-generation": '"今天天气"',
+}
+
+
+@dataclass
+class TrainingSummary:
+    """How a training script made a checkpoint, for its model card.
+
+    Args:
+        script (`str`):
+            The script that trained the model, e.g. `"run_mlm.py"`.
+        task (`str`):
+            What it was trained to do, e.g. `"masked language modelling with whole-word masking"`.
+        datasets (`list[str]`):
+            The training (and evaluation) data, one readable line each, e.g. `"CAIL2019 (data/cail_sample.jsonl)"`.
+        hyperparameters (`dict[str, Any]`, *optional*):
+            Settings worth repeating, e.g. `{"learning_rate": 5e-5, "num_train_epochs": 3}`.
+        results (`dict[str, float]`, *optional*):
+            Final metrics, e.g. `{"eval_accuracy": 0.93}`.
+        command (`str`, *optional*):
+            The command line that ran the script.
+    """
+
+    script: str
+    task: str
+    datasets: list[str]
+    hyperparameters: dict[str, Any] = field(default_factory=dict)
+    results: dict[str, float] = field(default_factory=dict)
+    command: str | None = None
+
+    @classmethod
+    def from_trainer(cls, trainer, *, script: str, task: str, datasets: list[str], **kwargs) -> "TrainingSummary":
+        """Reads the usual hyperparameters from `trainer.args` (a `TrainingArguments`); `kwargs` fill the rest."""
+        args = trainer.args
+        hyperparameters = {
+            "learning_rate": args.learning_rate,
+            "train_batch_size": args.per_device_train_batch_size * max(args.n_gpu, 1),
+            "gradient_accumulation_steps": args.gradient_accumulation_steps,
+            "num_train_epochs": args.num_train_epochs,
+            "max_steps": args.max_steps,
+            "lr_scheduler_type": str(getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)),
+            "warmup_steps": args.warmup_steps,
+            "weight_decay": args.weight_decay,
+            "seed": args.seed,
+        }
+        hyperparameters.update(kwargs.pop("hyperparameters", {}))
+        return cls(script=script, task=task, datasets=datasets, hyperparameters=hyperparameters, **kwargs)
+
+
+def model_card(
+    config: PreTrainedConfig,
+    *,
+    repo_id: str | None = None,
+    training_summary: TrainingSummary | None = None,
+    base_model: str | None = None,
+    converted_from: str | None = None,
+    tags: list[str] | None = None,
+) -> ModelCard:
+    """Builds the model card of a RoFormer checkpoint.
+
+    Args:
+        config (`RoFormerConfig`):
+            The model's config; `config.architectures` (set by `save_pretrained`) names the head.
+        repo_id (`str`, *optional*):
+            Where the checkpoint lives (Hub repository or folder), used in the loading examples.
+        training_summary (`TrainingSummary`, *optional*):
+            How a training script made the checkpoint. Without it, the card says no training run is recorded.
+        base_model (`str`, *optional*):
+            The checkpoint this one was converted or fine-tuned from: a Hub model id goes into the card's metadata
+            (the Hub links them), a local path only into the text.
+        converted_from (`str`, *optional*):
+            The original checkpoint that `python -m roformer_hf.convert` read.
+        tags (`list[str]`, *optional*):
+            More Hub tags.
+
+    Returns:
+        A `huggingface_hub.ModelCard`; `card.save(path)` writes it.
+    """
+    architecture = (config.architectures or ["RoFormerModel"])[0]
+    description, pipeline_tag = HEAD_TASKS.get(architecture, ("model", None))
+    card_data = ModelCardData(
+        language="zh",
+        library_name="transformers",
+        pipeline_tag=pipeline_tag,
+        base_model=base_model if is_hub_model_id(base_model) else None,
+        tags=["roformer", "roformer_hf", "rope", "custom_code", *(tags or [])],
+    )
+    sections = [
+        _title_section(config, architecture, description, repo_id),
+        _architecture_section(config, architecture),
+        _loading_section(architecture, pipeline_tag, repo_id or "path/to/checkpoint"),
+        _training_section(training_summary, base_model, converted_from),
+    ]
+    return ModelCard(f"---\n{card_data.to_yaml()}\n---\n\n" + "\n\n".join(sections) + "\n")
+
+
+def write_model_card(output_dir: str | Path, *, config: PreTrainedConfig, **card_options) -> Path:
+    """Writes `output_dir/README.md` and returns its path.
+
+    Args:
+        output_dir (`str` or `Path`):
+            The checkpoint folder.
+        config (`RoFormerConfig`):
+            The model's config.
+        card_options:
+            The keyword arguments of `model_card`: `repo_id`, `training_summary`, `base_model`, `converted_from`,
+            `tags`.
+    """
+    path = Path(output_dir) / "README.md"
+    model_card(config, **card_options).save(path)
+    return path
+
+
+def push_to_hub_with_model_card(
+    model,
+    repo_id: str,
+    *,
+    training_summary: TrainingSummary | None = None,
+    base_model: str | None = None,
+    commit_message: str | None = None,
+    commit_description: str | None = None,
+    private: bool | None = None,
+    token: bool | str | None = None,
+    revision: str | None = None,
+    create_pr: bool = False,
+    max_shard_size: int | str | None = "50GB",
+    tags: list[str] | None = None,
+) -> CommitInfo:
+    """Uploads `model` (weights, config, code) and its model card to the Hub repository `repo_id`.
+
+    The arguments are those of transformers' `PushToHubMixin.push_to_hub`, plus `training_summary` and `base_model`
+    for the card (see `model_card`).
+    """
+    api = HfApi(token=token)
+    repo_id = api.create_repo(repo_id, private=private, exist_ok=True).repo_id
+    with tempfile.TemporaryDirectory() as folder:
+        model.save_pretrained(folder, max_shard_size=max_shard_size)
+        card_tags = [*(model.model_tags or []), *(tags or [])]
+        write_model_card(
+            folder,
+            config=model.config,
+            repo_id=repo_id,
+            training_summary=training_summary,
+            base_model=base_model,
+            tags=card_tags,
+        )
+        return api.upload_folder(
+            repo_id=repo_id,
+            folder_path=folder,
+            commit_message=commit_message or "Upload model",
+            commit_description=commit_description,
+            revision=revision,
+            create_pr=create_pr,
+        )
+
+
+def is_hub_model_id(name: str | None) -> bool:
+    """Whether `name` reads as a Hub model id (`owner/name`) rather than a local folder."""
+    return bool(name) and HUB_MODEL_ID.fullmatch(name) is not None and not Path(name).exists()
+
+
+def _title_section(config: PreTrainedConfig, architecture: str, description: str, repo_id: str | None) -> str:
+    name = repo_id.rstrip("/").split("/")[-1] if repo_id else "RoFormer"
+    text = (
+        f"# {name}\n\n"
+        f"A Chinese RoFormer {description} (`{architecture}`, model type `roformer_hf`). RoFormer is BERT with rotary "
+        "position embeddings (RoPE) in place of a position table: every query and key is rotated by an angle "
+        "proportional to its position, so attention depends on relative positions and the model reads texts longer "
+        "than those it was trained on. Its vocabulary is word-level: jieba words plus BERT-Chinese characters "
+        f"({config.vocab_size:,} entries), tokenized by `RoFormerJiebaTokenizer`."
+    )
+    labels = _labels(config)
+    if labels:
+        text += f"\n\nLabels: {labels}."
+    return text
+
+
+def _labels(config: PreTrainedConfig) -> str:
+    id2label = config.id2label or {}
+    if all(str(label) == f"LABEL_{index}" for index, label in id2label.items()):
+        return ""
+    return ", ".join(f"{index} = `{label}`" for index, label in sorted(id2label.items()))
+
+
+def _architecture_section(config: PreTrainedConfig, architecture: str) -> str:
+    rope = config.rope_parameters or {}
+    rope_text = ", ".join(f"{key} {value}" for key, value in rope.items() if key != "rope_type")
+    rows = [
+        ("head", f"`{architecture}`"),
+        ("layers", config.num_hidden_layers),
+        ("hidden size", f"{config.hidden_size} (token embeddings {config.embedding_size})"),
+        ("attention heads", f"{config.num_attention_heads} (head dimension {config.head_dim})"),
+        ("feed-forward size", config.intermediate_size),
+        ("attention", config.attention_type),
+        ("RoPE", f"{rope.get('rope_type', 'default')} ({rope_text}), values rotated: {config.rotary_value}"),
+        ("trained length", f"{config.max_position_embeddings} tokens (a hint for truncation, not a cap)"),
+        ("vocabulary", f"{config.vocab_size:,} entries"),
+    ]
+    table = "\n".join(f"| {name} | {value} |" for name, value in rows)
+    return f"## Model\n\n| | |\n| --- | --- |\n{table}"
+
+
+def _loading_section(architecture: str, pipeline_tag: str | None, location: str) -> str:
+    auto_class = AUTO_CLASSES.get(architecture, "AutoModel")
+    text = (
+        "## How to load\n\n"
+        "The code comes with the checkpoint, so transformers loads it with `trust_remote_code=True` (it needs `jieba`, "
+        "and uses `rjieba` when installed); with the `roformer_hf` package installed, `import roformer_hf` registers "
+        "the classes and `trust_remote_code` is not needed.\n\n"
+        "```python\n"
+        f"from transformers import AutoTokenizer, {auto_class}\n\n"
+        f'tokenizer = AutoTokenizer.from_pretrained("{location}", trust_remote_code=True)\n'
+        f'model = {auto_class}.from_pretrained("{location}", trust_remote_code=True)\n'
+        "```"
+    )
+    if pipeline_tag in PIPELINE_EXAMPLES:
+        text += (
+            "\n\nWith a pipeline:\n\n```python\nfrom transformers import pipeline\n\n"
+            f'pipe = pipeline("{pipeline_tag}", model="{location}", trust_remote_code=True)\n'
+            f"pipe({PIPELINE_EXAMPLES[pipeline_tag]})\n```"
+        )
+    elif pipeline_tag == "question-answering":
+        text += QUESTION_ANSWERING_EXAMPLE
+    return text
+
+
+def _training_section(
+    training_summary: TrainingSummary | None, base_model: str | None, converted_from: str | None
+) -> str:
+    origin = f"\n\nBase model: `{base_model}`." if base_model else ""
+    if converted_from:
+        origin += (
+            f"\n\nConverted by `python -m roformer_hf.convert` from the original checkpoint `{converted_from}`: the "
+            "same weights under the same names, without the sinusoidal position table (RoPE is computed from the config)."
+        )
+    if training_summary is None:
+        return f"## Training\n\nThis checkpoint records no training run of roformer_hf's scripts.{origin}"
+    summary = training_summary
+    lines = [
+        "## Training",
+        "",
+        f"Trained by `{summary.script}` from roformer_hf: {summary.task}.{origin}",
+        "",
+        "Data:",
+        "",
+        *(f"- {dataset}" for dataset in summary.datasets),
+    ]
+    if summary.hyperparameters:
+        lines += ["", "| hyperparameter | value |", "| --- | --- |"]
+        lines += [f"| {name} | {value} |" for name, value in summary.hyperparameters.items()]
+    if summary.results:
+        lines += ["", "| result | value |", "| --- | --- |"]
+        lines += [f"| {name} | {_format_number(value)} |" for name, value in summary.results.items()]
+    if summary.command:
+        lines += ["", "Command:", "", "```bash", summary.command, "```"]
+    return "\n".join(lines)
+
+
+def _format_number(value: Any) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+__all__ = ["TrainingSummary", "model_card", "push_to_hub_with_model_card", "write_model_card"]

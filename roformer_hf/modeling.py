@@ -1,0 +1,894 @@
+"""The RoFormer model family: a BERT encoder whose attention knows positions through rotations (RoPE).
+
+What differs from BERT, and why:
+
+- **No position embeddings.** BERT adds a learnt vector per absolute position, which caps the length at the size of
+  the table. RoFormer instead rotates every query and key by an angle proportional to its position, so the score
+  q_m . k_n depends only on m - n: the model is relative, has no table and no length cap. The rotations are computed
+  once per forward from `position_ids` (in float32, by `RoFormerRotaryEmbedding`) and applied in every layer.
+- **Interleaved pairs.** Dimensions (2i, 2i + 1) rotate together, as in the original bert4keras checkpoints and in
+  transformers' RoFormer, not the "rotate half" layout of LLaMA; checkpoints load without any permutation.
+- **Word-level vocabulary.** The Chinese checkpoints use jieba words plus characters (50,000 entries), so a token is
+  often a whole word and 4,000 tokens cover a long document. Nothing in the model depends on it, except that token
+  ids must be smaller than `vocab_size`.
+- Optionally values are rotated too (`rotary_value`), and attention can be linear instead of softmax
+  (`attention_type="linear"`, see `linear_attention.py`).
+
+Parameter names are those of transformers' RoFormer (`roformer.encoder.layer.N.attention.self.query`, ...), so its
+checkpoints load as they are; only its fixed sinusoid table (`embed_positions`) is left out.
+"""
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from transformers import GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.cache_utils import Cache, DynamicCache
+from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutputWithPast,
+    CausalLMOutputWithPast,
+    MaskedLMOutput,
+    ModelOutput,
+    MultipleChoiceModelOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from .blockwise_attention import blockwise_attention_forward, prefers_blockwise_attention
+from .configuration import RoFormerConfig
+from .linear_attention import linear_attention_forward
+from .rope import RoFormerRotaryEmbedding, apply_rotary
+
+
+class RoFormerEmbeddings(nn.Module):
+    """Word and token-type embeddings, summed and normalised. There is no position term: positions enter attention."""
+
+    def __init__(self, config: RoFormerConfig):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.embedding_size, padding_idx=config.pad_token_id)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.embedding_size)
+        self.LayerNorm = nn.LayerNorm(config.embedding_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, inputs_embeds: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        if token_type_ids is None:
+            embeddings = inputs_embeds + self.token_type_embeddings.weight[0]  # every token has type 0
+        else:
+            embeddings = inputs_embeds + self.token_type_embeddings(token_type_ids)
+        return self.dropout(self.LayerNorm(embeddings))
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The reference: softmax(q k^T * scaling + mask) v, written out.
+
+    Args:
+        query, key, value (`torch.Tensor` of shape `(batch_size, num_heads, seq_len, head_dim)`):
+            Already rotated (`key`/`value` may be longer than `query` when a cache holds earlier tokens).
+        attention_mask (`torch.Tensor` of shape `(batch_size, 1, query_len, key_len)`, *optional*):
+            Additive: 0 where a query may look, a large negative number where it may not (transformers'
+            `create_*_mask` for "eager").
+
+    Returns:
+        `(attention_output, attention_weights)`: shapes `(batch_size, query_len, num_heads, head_dim)` and
+        `(batch_size, num_heads, query_len, key_len)`.
+    """
+    scores = torch.matmul(query, key.transpose(-1, -2)) * scaling  # (B, nh, Tq, Tk)
+    if attention_mask is not None:
+        scores = scores + attention_mask
+    weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    # Drops whole (query, key) links, as in BERT and the original RoFormer.
+    weights = F.dropout(weights, p=dropout, training=module.training)
+    attention_output = torch.matmul(weights, value).transpose(1, 2).contiguous()  # (B, Tq, nh, hs)
+    return attention_output, weights
+
+
+class RoFormerSelfAttention(nn.Module):
+    """Multi-head self-attention with RoPE on queries and keys (and values if `config.rotary_value`).
+
+    The backend is transformers' attention interface (`config._attn_implementation`: "sdpa" by default, "eager",
+    "flash_attention_2", ...), with one exception: on the CPU, training with attention dropout, torch's SDPA falls back
+    to an unfused kernel slower than eager, so long inputs go to `blockwise_attention_forward` instead (same maths,
+    memory linear in the length).
+    """
+
+    def __init__(self, config: RoFormerConfig, layer_idx: int):
+        super().__init__()
+        self.config = config
+        self.layer_idx = layer_idx
+        self.head_dim = config.head_dim
+        self.scaling = self.head_dim**-0.5
+        self.attention_dropout = config.attention_probs_dropout_prob
+        self.is_causal = config.is_decoder
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        position_embeddings: tuple[torch.Tensor, torch.Tensor],
+        attention_mask: torch.Tensor | None = None,
+        padding_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        **kwargs,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        query = self.query(hidden_states).view(hidden_shape).transpose(1, 2)  # (B, nh, T, hs)
+        key = self.key(hidden_states).view(hidden_shape).transpose(1, 2)  # (B, nh, T, hs)
+        value = self.value(hidden_states).view(hidden_shape).transpose(1, 2)  # (B, nh, T, hs)
+        cos, sin = position_embeddings
+        if self.config.rotary_value:
+            value = apply_rotary(value, cos, sin)
+
+        if self.config.attention_type == "linear":
+            # Rotates the feature-mapped queries and keys itself; takes the (B, T) padding mask.
+            attention_output = linear_attention_forward(query, key, value, cos, sin, padding_mask, self.is_causal)
+            return attention_output.reshape(*input_shape, -1), None
+
+        query, key = apply_rotary(query, cos, sin), apply_rotary(key, cos, sin)
+        if past_key_values is not None:
+            key, value = past_key_values.update(key, value, self.layer_idx)
+
+        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        if self.training and prefers_blockwise_attention(self.config, query, self.attention_dropout):
+            attention_interface = blockwise_attention_forward
+        attention_output, attention_weights = attention_interface(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=self.attention_dropout if self.training else 0.0,
+            scaling=self.scaling,
+            **kwargs,
+        )
+        return attention_output.reshape(*input_shape, -1), attention_weights  # (B, T, nh * hs)
+
+
+class RoFormerSelfOutput(nn.Module):
+    """Output projection of attention, then dropout, residual and post-LayerNorm (BERT's order)."""
+
+    def __init__(self, config: RoFormerConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + residual)
+
+
+class RoFormerAttention(nn.Module):
+    """Self-attention and its output block; the names `self` and `output` are those of the checkpoints."""
+
+    def __init__(self, config: RoFormerConfig, layer_idx: int):
+        super().__init__()
+        self.self = RoFormerSelfAttention(config, layer_idx)
+        self.output = RoFormerSelfOutput(config)
+
+    def forward(self, hidden_states: torch.Tensor, **kwargs) -> tuple[torch.Tensor, torch.Tensor | None]:
+        attention_output, attention_weights = self.self(hidden_states, **kwargs)
+        return self.output(attention_output, hidden_states), attention_weights
+
+
+class RoFormerIntermediate(nn.Module):
+    def __init__(self, config: RoFormerConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.intermediate_act_fn = ACT2FN[config.hidden_act]
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.intermediate_act_fn(self.dense(hidden_states))
+
+
+class RoFormerOutput(nn.Module):
+    """Second feed-forward projection, then dropout, residual and post-LayerNorm."""
+
+    def __init__(self, config: RoFormerConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + residual)
+
+
+class RoFormerLayer(GradientCheckpointingLayer):
+    """One post-LN encoder block: attention, then feed-forward, each with residual and LayerNorm."""
+
+    def __init__(self, config: RoFormerConfig, layer_idx: int):
+        super().__init__()
+        self.attention = RoFormerAttention(config, layer_idx)
+        self.intermediate = RoFormerIntermediate(config)
+        self.output = RoFormerOutput(config)
+
+    def forward(self, hidden_states: torch.Tensor, **kwargs) -> tuple[torch.Tensor, torch.Tensor | None]:
+        attention_output, attention_weights = self.attention(hidden_states, **kwargs)
+        return self.output(self.intermediate(attention_output), attention_output), attention_weights
+
+
+class RoFormerEncoder(nn.Module):
+    def __init__(self, config: RoFormerConfig):
+        super().__init__()
+        self.layer = nn.ModuleList([RoFormerLayer(config, layer_idx) for layer_idx in range(config.num_hidden_layers)])
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+        **kwargs,
+    ) -> BaseModelOutputWithPast:
+        """`kwargs` (position_embeddings, attention_mask, padding_mask, past_key_values) go to every layer."""
+        all_hidden_states = (hidden_states,) if output_hidden_states else None
+        all_attentions = () if output_attentions else None
+        for layer in self.layer:
+            hidden_states, attention_weights = layer(hidden_states, output_attentions=output_attentions, **kwargs)
+            if output_hidden_states:
+                all_hidden_states += (hidden_states,)
+            if output_attentions:
+                all_attentions += (attention_weights,)
+        return BaseModelOutputWithPast(
+            last_hidden_state=hidden_states, hidden_states=all_hidden_states, attentions=all_attentions
+        )
+
+
+class RoFormerPreTrainedModel(PreTrainedModel):
+    config: RoFormerConfig
+    config_class = RoFormerConfig
+    base_model_prefix = "roformer"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["RoFormerLayer"]  # noqa: RUF012 (transformers' class attributes are lists)
+    _supports_sdpa = True
+    _supports_flash_attn = True
+    _supports_attention_backend = True
+    # transformers' RoFormer stores a fixed sinusoid table; RoPE here is computed from position ids instead.
+    _keys_to_ignore_on_load_unexpected = [r"embed_positions"]  # noqa: RUF012
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        super()._init_weights(module)
+        if isinstance(module, RoFormerLMPredictionHead):
+            init.zeros_(module.bias)
+
+
+class RoFormerModel(RoFormerPreTrainedModel):
+    r"""
+    The bare RoFormer encoder (or decoder, with `config.is_decoder`), returning the last hidden states.
+
+    Args:
+        config ([`RoFormerConfig`]): The model configuration.
+    """
+
+    def __init__(self, config: RoFormerConfig):
+        super().__init__(config)
+        self.embeddings = RoFormerEmbeddings(config)
+        if config.embedding_size != config.hidden_size:
+            self.embeddings_project = nn.Linear(config.embedding_size, config.hidden_size)
+        self.rotary_emb = RoFormerRotaryEmbedding(config)
+        self.encoder = RoFormerEncoder(config)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.embeddings.word_embeddings = value
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> BaseModelOutputWithPast | tuple:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, seq_len)`):
+                Token ids, each in `[0, vocab_size)`.
+            attention_mask (`torch.Tensor` of shape `(batch_size, past_len + seq_len)`, *optional*):
+                1 for tokens to attend to, 0 for padding. Missing means no padding.
+            token_type_ids (`torch.LongTensor` of shape `(batch_size, seq_len)`, *optional*):
+                Segment ids (0 for the first text, 1 for the second). Missing means all 0.
+            position_ids (`torch.LongTensor` of shape `(batch_size, seq_len)` or `(batch_size, seq_len, 2)`, *optional*):
+                Position of every token, any integers (no cap; only differences matter), or (x, y) pairs for 2-D RoPE.
+                Missing means `past_len, past_len + 1, ...`.
+            inputs_embeds (`torch.Tensor` of shape `(batch_size, seq_len, embedding_size)`, *optional*):
+                Word embeddings to use instead of `input_ids`.
+            past_key_values ([`~cache_utils.Cache`], *optional*):
+                Keys and values of earlier tokens (decoder only); a new `DynamicCache` is made when `use_cache`.
+            use_cache (`bool`, *optional*):
+                Whether a decoder returns its cache. Defaults to `config.use_cache` for a decoder, `False` otherwise.
+            output_attentions, output_hidden_states (`bool`, *optional*):
+                Whether to return the attention weights (needs `attn_implementation="eager"`) / every layer's output.
+            return_dict (`bool`, *optional*):
+                `False` returns a tuple instead of a [`~modeling_outputs.BaseModelOutputWithPast`].
+        """
+        inputs_embeds = self._embed(input_ids, inputs_embeds)
+        batch_size, seq_len = inputs_embeds.shape[:2]
+        use_cache = self._wants_cache(use_cache, past_key_values)
+        if use_cache and past_key_values is None:
+            past_key_values = DynamicCache(config=self.config)
+        past_len = past_key_values.get_seq_length() if past_key_values is not None else 0
+        check_model_inputs(self.config, (batch_size, seq_len), past_len, attention_mask, token_type_ids, position_ids)
+        if position_ids is None:
+            position_ids = torch.arange(past_len, past_len + seq_len, device=inputs_embeds.device).unsqueeze(0)
+
+        hidden_states = self.embeddings(inputs_embeds, token_type_ids)
+        if self.config.embedding_size != self.config.hidden_size:
+            hidden_states = self.embeddings_project(hidden_states)
+        encoder_outputs = self.encoder(
+            hidden_states,
+            output_hidden_states=self._default(output_hidden_states, "output_hidden_states"),
+            output_attentions=self._default(output_attentions, "output_attentions"),
+            position_embeddings=self.rotary_emb(position_ids),  # (cos, sin), once for all layers
+            attention_mask=self._layer_attention_mask(attention_mask, hidden_states, past_key_values),
+            padding_mask=attention_mask if attention_mask is not None and attention_mask.dim() == 2 else None,
+            past_key_values=past_key_values,
+            **kwargs,
+        )
+        outputs = BaseModelOutputWithPast(
+            last_hidden_state=encoder_outputs.last_hidden_state,
+            past_key_values=past_key_values if use_cache else None,
+            hidden_states=encoder_outputs.hidden_states,
+            attentions=encoder_outputs.attentions,
+        )
+        return outputs if self._default(return_dict, "return_dict") else outputs.to_tuple()
+
+    def _embed(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None) -> torch.Tensor:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of input_ids and inputs_embeds.")
+        if inputs_embeds is not None:
+            return inputs_embeds
+        check_input_ids(input_ids, self.embeddings.word_embeddings.num_embeddings)
+        return self.embeddings.word_embeddings(input_ids)
+
+    def _wants_cache(self, use_cache: bool | None, past_key_values: Cache | None) -> bool:
+        if not self.config.is_decoder:
+            return False
+        if self.config.attention_type == "linear":
+            if past_key_values is not None:
+                raise ValueError(
+                    "RoFormer with linear attention keeps no key/value cache: call the model (or generate) with "
+                    "use_cache=False."
+                )
+            return False
+        return self.config.use_cache if use_cache is None else use_cache
+
+    def _layer_attention_mask(
+        self, attention_mask: torch.Tensor | None, hidden_states: torch.Tensor, past_key_values: Cache | None
+    ) -> torch.Tensor | None:
+        """The mask in the form the attention backend wants (None when nothing is masked, where it allows)."""
+        if self.config.attention_type == "linear":
+            return None  # linear attention takes the (B, T) padding mask
+        if self.config.is_decoder:
+            return create_causal_mask(
+                config=self.config,
+                inputs_embeds=hidden_states,
+                attention_mask=attention_mask,
+                past_key_values=past_key_values,
+            )
+        return create_bidirectional_mask(
+            config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
+        )
+
+    def _default(self, value: bool | None, name: str) -> bool:
+        return getattr(self.config, name) if value is None else value
+
+
+def check_input_ids(input_ids: torch.Tensor, vocab_size: int) -> None:
+    """Raises a ValueError naming the fix when `input_ids` cannot index the embedding table."""
+    if input_ids.dim() != 2:
+        raise ValueError(
+            f"input_ids must have shape (batch_size, seq_len), got {tuple(input_ids.shape)}: add a batch dimension "
+            "with input_ids[None] or use return_tensors='pt' in the tokenizer."
+        )
+    if input_ids.numel() == 0:
+        return
+    smallest, largest = int(input_ids.min()), int(input_ids.max())
+    if smallest < 0 or largest >= vocab_size:
+        raise ValueError(
+            f"input_ids hold ids from {smallest} to {largest}, but the model's vocabulary has ids 0 to "
+            f"{vocab_size - 1}: use the tokenizer that belongs to this checkpoint, or call "
+            "model.resize_token_embeddings(len(tokenizer)) after adding tokens."
+        )
+
+
+def check_model_inputs(
+    config: RoFormerConfig,
+    input_shape: tuple[int, int],
+    past_len: int,
+    attention_mask: torch.Tensor | None,
+    token_type_ids: torch.Tensor | None,
+    position_ids: torch.Tensor | None,
+) -> None:
+    """Raises a ValueError naming the fix when a side input does not fit the (batch_size, seq_len) of the tokens."""
+    batch_size, seq_len = input_shape
+    if attention_mask is not None and attention_mask.dim() == 2:
+        if tuple(attention_mask.shape) != (batch_size, past_len + seq_len):
+            raise ValueError(
+                f"attention_mask has shape {tuple(attention_mask.shape)} but the input has shape {input_shape}"
+                + (f" after {past_len} cached tokens" if past_len else "")
+                + f": pass a mask of shape ({batch_size}, {past_len + seq_len}), 1 for tokens and 0 for padding."
+            )
+    elif attention_mask is not None and attention_mask.dim() != 4:
+        raise ValueError(
+            f"attention_mask must have shape (batch_size, seq_len) (or be a prepared 4-D mask), got "
+            f"{tuple(attention_mask.shape)}."
+        )
+    if token_type_ids is not None:
+        if tuple(token_type_ids.shape) != input_shape:
+            raise ValueError(
+                f"token_type_ids has shape {tuple(token_type_ids.shape)} but the input has shape {input_shape}: "
+                "pass one segment id per token."
+            )
+        if token_type_ids.numel() and (token_type_ids.min() < 0 or token_type_ids.max() >= config.type_vocab_size):
+            raise ValueError(
+                f"token_type_ids must be in [0, {config.type_vocab_size}) (config.type_vocab_size), got values from "
+                f"{int(token_type_ids.min())} to {int(token_type_ids.max())}."
+            )
+    if position_ids is not None and (position_ids.dim() not in (2, 3) or position_ids.shape[1] != seq_len):
+        raise ValueError(
+            f"position_ids has shape {tuple(position_ids.shape)} but the input has shape {input_shape}: pass "
+            f"({batch_size}, {seq_len}) positions, or ({batch_size}, {seq_len}, 2) for 2-D positions."
+        )
+
+
+class RoFormerPredictionHeadTransform(nn.Module):
+    """dense -> activation -> LayerNorm, mapping hidden states to the width of the word embeddings."""
+
+    def __init__(self, config: RoFormerConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.embedding_size)
+        self.transform_act_fn = ACT2FN[config.hidden_act]
+        self.LayerNorm = nn.LayerNorm(config.embedding_size, eps=config.layer_norm_eps)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.transform_act_fn(self.dense(hidden_states)))
+
+
+class RoFormerLMPredictionHead(nn.Module):
+    """Scores over the vocabulary; `decoder.weight` is tied to the word embeddings and `decoder.bias` to `bias`."""
+
+    def __init__(self, config: RoFormerConfig):
+        super().__init__()
+        self.transform = RoFormerPredictionHeadTransform(config)
+        self.decoder = nn.Linear(config.embedding_size, config.vocab_size)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.transform(hidden_states))
+
+
+class RoFormerOnlyMLMHead(nn.Module):
+    def __init__(self, config: RoFormerConfig):
+        super().__init__()
+        self.predictions = RoFormerLMPredictionHead(config)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.predictions(hidden_states)
+
+
+def _finish(output: ModelOutput, return_dict: bool | None, config: RoFormerConfig) -> ModelOutput | tuple:
+    """Heads return a tuple (without the None fields) when asked to, as transformers' models do."""
+    return output if (config.return_dict if return_dict is None else return_dict) else output.to_tuple()
+
+
+# The decoder of the LM heads shares the word embeddings, and its bias the head's `bias` (the checkpoint's name).
+_LM_HEAD_TIED_WEIGHTS = {
+    "cls.predictions.decoder.weight": "roformer.embeddings.word_embeddings.weight",
+    "cls.predictions.decoder.bias": "cls.predictions.bias",
+}
+
+
+class RoFormerForMaskedLM(RoFormerPreTrainedModel):
+    r"""
+    RoFormer with the masked-language-modelling head (`cls.predictions`), the pretraining objective of the original.
+
+    Args:
+        config ([`RoFormerConfig`]): The model configuration; `is_decoder` must be False.
+    """
+
+    _tied_weights_keys = _LM_HEAD_TIED_WEIGHTS
+
+    def __init__(self, config: RoFormerConfig):
+        super().__init__(config)
+        if config.is_decoder:
+            raise ValueError("RoFormerForMaskedLM attends in both directions: set config.is_decoder=False.")
+        self.roformer = RoFormerModel(config)
+        self.cls = RoFormerOnlyMLMHead(config)
+        self.post_init()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        self.cls.predictions.decoder = new_embeddings
+        self.cls.predictions.bias = new_embeddings.bias
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> MaskedLMOutput | tuple:
+        r"""
+        Args:
+            labels (`torch.LongTensor` of shape `(batch_size, seq_len)`, *optional*):
+                The original id at masked positions, -100 elsewhere (ignored by the loss).
+
+        The other arguments are those of [`RoFormerModel.forward`].
+        """
+        outputs = self.roformer(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
+        logits = self.cls(outputs.last_hidden_state)  # (B, T, vocab_size)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1).to(logits.device))
+        output = MaskedLMOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+        return _finish(output, return_dict, self.config)
+
+
+class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
+    r"""
+    RoFormer as a left-to-right language model (`config.is_decoder=True`), with a key/value cache for `generate`.
+    Positions continue from the length of the cache, so cached and uncached generation agree.
+
+    Args:
+        config ([`RoFormerConfig`]): The model configuration; `is_decoder` must be True.
+    """
+
+    _tied_weights_keys = _LM_HEAD_TIED_WEIGHTS
+
+    def __init__(self, config: RoFormerConfig):
+        super().__init__(config)
+        if not config.is_decoder:
+            raise ValueError("RoFormerForCausalLM needs causal attention: set config.is_decoder=True.")
+        self.roformer = RoFormerModel(config)
+        self.cls = RoFormerOnlyMLMHead(config)
+        self.post_init()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        self.cls.predictions.decoder = new_embeddings
+        self.cls.predictions.bias = new_embeddings.bias
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> CausalLMOutputWithPast | tuple:
+        r"""
+        Args:
+            labels (`torch.LongTensor` of shape `(batch_size, seq_len)`, *optional*):
+                Usually the `input_ids` themselves (shifted inside the loss); -100 is ignored.
+            logits_to_keep (`int` or `torch.Tensor`, *optional*):
+                Compute logits only for the last `logits_to_keep` positions (0 means all), as `generate` does.
+
+        The other arguments are those of [`RoFormerModel.forward`].
+        """
+        outputs = self.roformer(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            past_key_values=past_key_values,
+            use_cache=use_cache,
+            return_dict=True,
+            **kwargs,
+        )
+        hidden_states = outputs.last_hidden_state
+        keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+        logits = self.cls(hidden_states[:, keep])
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits=logits, labels=labels, vocab_size=logits.shape[-1], **kwargs)
+        output = CausalLMOutputWithPast(
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+        return _finish(output, return_dict, self.config)
+
+
+class RoFormerClassificationHead(nn.Module):
+    """On the [CLS] (first) token: dropout -> dense -> activation -> dropout -> out_proj."""
+
+    def __init__(self, config: RoFormerConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = ACT2FN[config.hidden_act]
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        cls_state = self.dropout(hidden_states[:, 0])  # (B, hidden_size)
+        return self.out_proj(self.dropout(self.activation(self.dense(cls_state))))
+
+
+def sequence_classification_loss(config: RoFormerConfig, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The loss of `config.problem_type`, inferred as transformers does when unset (and then stored in the config).
+
+    "regression" (one label: mean squared error), "single_label_classification" (integer labels: cross-entropy) or
+    "multi_label_classification" (float multi-hot labels: binary cross-entropy with logits).
+    """
+    num_labels = logits.shape[-1]
+    if config.problem_type is None:
+        if num_labels == 1:
+            config.problem_type = "regression"
+        elif labels.dtype in (torch.long, torch.int):
+            config.problem_type = "single_label_classification"
+        else:
+            config.problem_type = "multi_label_classification"
+    labels = labels.to(logits.device)
+    if config.problem_type == "regression":
+        if num_labels == 1:
+            return F.mse_loss(logits.squeeze(-1), labels.squeeze(-1).to(logits.dtype))
+        return F.mse_loss(logits, labels.to(logits.dtype))
+    if config.problem_type == "single_label_classification":
+        return F.cross_entropy(logits.view(-1, num_labels), labels.view(-1))
+    return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+
+
+class RoFormerForSequenceClassification(RoFormerPreTrainedModel):
+    r"""
+    RoFormer with a classification (or regression) head on the first token; the loss follows `config.problem_type`.
+
+    Args:
+        config ([`RoFormerConfig`]): The model configuration; `num_labels` sets the number of outputs.
+    """
+
+    def __init__(self, config: RoFormerConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.roformer = RoFormerModel(config)
+        self.classifier = RoFormerClassificationHead(config)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> SequenceClassifierOutput | tuple:
+        r"""
+        Args:
+            labels (`torch.Tensor` of shape `(batch_size,)` or `(batch_size, num_labels)`, *optional*):
+                Class ids (single-label), multi-hot floats (multi-label) or target values (regression).
+
+        The other arguments are those of [`RoFormerModel.forward`].
+        """
+        outputs = self.roformer(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
+        logits = self.classifier(outputs.last_hidden_state)  # (B, num_labels)
+        loss = sequence_classification_loss(self.config, logits, labels) if labels is not None else None
+        output = SequenceClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+        return _finish(output, return_dict, self.config)
+
+
+class RoFormerForTokenClassification(RoFormerPreTrainedModel):
+    r"""
+    RoFormer with a linear layer on every token (tagging, named entities).
+
+    Args:
+        config ([`RoFormerConfig`]): The model configuration; `num_labels` sets the number of tags.
+    """
+
+    def __init__(self, config: RoFormerConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.roformer = RoFormerModel(config)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> TokenClassifierOutput | tuple:
+        r"""
+        Args:
+            labels (`torch.LongTensor` of shape `(batch_size, seq_len)`, *optional*):
+                Tag id of every token, -100 for tokens left out of the loss.
+
+        The other arguments are those of [`RoFormerModel.forward`].
+        """
+        outputs = self.roformer(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))  # (B, T, num_labels)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1).to(logits.device))
+        output = TokenClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+        return _finish(output, return_dict, self.config)
+
+
+class RoFormerForQuestionAnswering(RoFormerPreTrainedModel):
+    r"""
+    RoFormer for extractive question answering: start and end scores for every token (`qa_outputs`).
+
+    Args:
+        config ([`RoFormerConfig`]): The model configuration (`num_labels` is 2: start and end).
+    """
+
+    def __init__(self, config: RoFormerConfig):
+        config.num_labels = 2
+        super().__init__(config)
+        self.roformer = RoFormerModel(config)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        start_positions: torch.LongTensor | None = None,
+        end_positions: torch.LongTensor | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> QuestionAnsweringModelOutput | tuple:
+        r"""
+        Args:
+            start_positions, end_positions (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
+                Token index of the answer's first and last token; indices outside the input are ignored.
+
+        The other arguments are those of [`RoFormerModel.forward`].
+        """
+        outputs = self.roformer(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
+        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)  # 2 x (B, T)
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            # A position past the end marks an answer cut off by truncation: ignored, as in transformers.
+            ignored_index = start_logits.shape[1]
+            start_positions = start_positions.view(-1).clamp(0, ignored_index).to(start_logits.device)
+            end_positions = end_positions.view(-1).clamp(0, ignored_index).to(end_logits.device)
+            start_loss = F.cross_entropy(start_logits, start_positions, ignore_index=ignored_index)
+            end_loss = F.cross_entropy(end_logits, end_positions, ignore_index=ignored_index)
+            loss = (start_loss + end_loss) / 2
+        output = QuestionAnsweringModelOutput(
+            loss=loss,
+            start_logits=start_logits.contiguous(),
+            end_logits=end_logits.contiguous(),
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+        return _finish(output, return_dict, self.config)
+
+
+class RoFormerForMultipleChoice(RoFormerPreTrainedModel):
+    r"""
+    RoFormer for multiple choice: every (context, choice) pair is encoded, summarised and scored by one linear layer.
+
+    The summary is the hidden state of the last token, as in transformers' RoFormer; with an `attention_mask`, the last
+    token that is not padding (transformers takes the last position even when it is padding).
+
+    Args:
+        config ([`RoFormerConfig`]): The model configuration.
+    """
+
+    def __init__(self, config: RoFormerConfig):
+        super().__init__(config)
+        self.roformer = RoFormerModel(config)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> MultipleChoiceModelOutput | tuple:
+        r"""
+        Args:
+            input_ids, attention_mask, token_type_ids (`torch.Tensor` of shape `(batch_size, num_choices, seq_len)`):
+                One row per choice; `position_ids` and `inputs_embeds` likewise carry the extra choice dimension.
+            labels (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
+                Index of the right choice.
+        """
+        num_choices = (input_ids if input_ids is not None else inputs_embeds).shape[1]
+        flat = [t.flatten(0, 1) if t is not None else None for t in (input_ids, attention_mask, token_type_ids)]
+        position_ids = position_ids.flatten(0, 1) if position_ids is not None else None
+        inputs_embeds = inputs_embeds.flatten(0, 1) if inputs_embeds is not None else None
+        outputs = self.roformer(*flat, position_ids, inputs_embeds, return_dict=True, **kwargs)
+        hidden_states = outputs.last_hidden_state  # (B * num_choices, T, hidden_size)
+        if flat[1] is None:
+            last_token = hidden_states[:, -1]
+        else:
+            last_index = flat[1].shape[1] - 1 - flat[1].flip(-1).argmax(-1)  # last position holding a 1
+            last_token = hidden_states[torch.arange(hidden_states.shape[0]), last_index]
+        logits = self.classifier(last_token).view(-1, num_choices)  # (B, num_choices)
+        loss = F.cross_entropy(logits, labels.to(logits.device)) if labels is not None else None
+        output = MultipleChoiceModelOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+        return _finish(output, return_dict, self.config)
+
+
+__all__ = [
+    "RoFormerForCausalLM",
+    "RoFormerForMaskedLM",
+    "RoFormerForMultipleChoice",
+    "RoFormerForQuestionAnswering",
+    "RoFormerForSequenceClassification",
+    "RoFormerForTokenClassification",
+    "RoFormerLayer",
+    "RoFormerModel",
+    "RoFormerPreTrainedModel",
+]

@@ -1,0 +1,223 @@
+"""Checkpoints carry their code: they load with `trust_remote_code=True` where roformer_hf is not installed, and
+`push_to_hub` uploads them with a model card."""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import huggingface_hub
+import pytest
+import torch
+
+import roformer_hf
+
+TEXTS = ["今天天气很好，我们去公园散步。", "原告与被告签订借款合同，约定借款十万元。"]
+# Every head and the Auto class that loads it.
+AUTO_CLASSES = {
+    "RoFormerModel": "AutoModel",
+    "RoFormerForMaskedLM": "AutoModelForMaskedLM",
+    "RoFormerForCausalLM": "AutoModelForCausalLM",
+    "RoFormerForSequenceClassification": "AutoModelForSequenceClassification",
+    "RoFormerForTokenClassification": "AutoModelForTokenClassification",
+    "RoFormerForQuestionAnswering": "AutoModelForQuestionAnswering",
+    "RoFormerForMultipleChoice": "AutoModelForMultipleChoice",
+}
+
+# Runs in a fresh interpreter in which `import roformer_hf` fails: loads every checkpoint with the Auto classes and
+# trust_remote_code=True, and saves the ids, the outputs and the module of every class it got.
+CHILD = """
+import sys
+
+sys.modules["roformer_hf"] = None  # as if roformer_hf were not installed
+try:
+    import roformer_hf
+except ImportError:
+    pass
+else:
+    raise SystemExit("roformer_hf is importable in the child process")
+
+import json
+
+import torch
+import transformers
+
+folders, texts, result_file = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
+results = {}
+for architecture, (folder, auto_class) in folders.items():
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+    model = getattr(transformers, auto_class).from_pretrained(folder, trust_remote_code=True).eval()
+    batch = tokenizer(texts, padding=True, return_tensors="pt")
+    inputs = dict(batch)
+    if architecture == "RoFormerForMultipleChoice":  # every text a choice of one example
+        inputs = {name: tensor[None] for name, tensor in inputs.items()}
+    with torch.no_grad():
+        output = model(**inputs)[0]
+    results[architecture] = {
+        "input_ids": batch["input_ids"],
+        "output": output,
+        "model_module": type(model).__module__,
+        "tokenizer_module": type(tokenizer).__module__,
+        "config_module": type(model.config).__module__,
+    }
+torch.save(results, result_file)
+"""
+
+
+def model_inputs(architecture: str, batch) -> dict:
+    """The inputs of a head, as the child makes them: multiple choice reads every text as a choice of one example."""
+    if architecture == "RoFormerForMultipleChoice":
+        return {name: tensor[None] for name, tensor in batch.items()}
+    return dict(batch)
+
+
+def tiny_config(architecture: str) -> roformer_hf.RoFormerConfig:
+    return roformer_hf.RoFormerConfig(
+        vocab_size=50000,
+        embedding_size=16,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=48,
+        is_decoder=architecture == "RoFormerForCausalLM",
+        id2label={0: "civil", 1: "criminal"},
+    )
+
+
+@pytest.fixture(scope="module")
+def tokenizer(roformer_vocab):
+    return roformer_hf.RoFormerJiebaTokenizer(vocab_file=str(roformer_vocab))
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory, tokenizer):
+    """Every head saved with the tokenizer, and its output on TEXTS."""
+    root = tmp_path_factory.mktemp("checkpoints")
+    saved = {}
+    for architecture in AUTO_CLASSES:
+        torch.manual_seed(0)
+        model = getattr(roformer_hf, architecture)(tiny_config(architecture)).eval()
+        folder = root / architecture
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        batch = tokenizer(TEXTS, padding=True, return_tensors="pt")
+        with torch.no_grad():
+            output = model(**model_inputs(architecture, batch))[0]
+        saved[architecture] = (folder, batch["input_ids"], output)
+    return saved
+
+
+def relative_imports(module_file: Path) -> set[str]:
+    """The modules that a module imports relatively (`from .rope import ...`), followed recursively."""
+    found, pending = set(), [module_file]
+    while pending:
+        text = pending.pop().read_text(encoding="utf-8")
+        for name in re.findall(r"^\s*from \.(\w+) import", text, flags=re.MULTILINE):
+            if name not in found:
+                found.add(name)
+                pending.append(module_file.parent / f"{name}.py")
+    return found
+
+
+@pytest.mark.parametrize("architecture", list(AUTO_CLASSES))
+def test_save_pretrained_writes_auto_map_and_code(checkpoints, architecture):
+    folder = checkpoints[architecture][0]
+    auto_map = json.loads((folder / "config.json").read_text())["auto_map"]
+    assert auto_map["AutoConfig"] == "configuration.RoFormerConfig"
+    assert auto_map[AUTO_CLASSES[architecture]] == f"modeling.{architecture}"
+    package = Path(roformer_hf.__file__).parent
+    needed = {"modeling", "configuration"} | relative_imports(package / "modeling.py")
+    assert {f"{name}.py" for name in needed} <= {path.name for path in folder.glob("*.py")}
+
+
+def test_tokenizer_save_pretrained_writes_auto_map_and_code(checkpoints):
+    folder = checkpoints["RoFormerModel"][0]
+    auto_map = json.loads((folder / "tokenizer_config.json").read_text())["auto_map"]
+    assert auto_map["AutoTokenizer"][0] == "tokenization.RoFormerJiebaTokenizer"
+    package = Path(roformer_hf.__file__).parent
+    needed = {"tokenization"} | relative_imports(package / "tokenization.py")
+    assert {f"{name}.py" for name in needed} <= {path.name for path in folder.glob("*.py")}
+
+
+def test_checkpoints_load_with_remote_code_where_roformer_hf_is_missing(checkpoints, tmp_path):
+    (tmp_path / "child.py").write_text(CHILD)
+    folders = {name: (str(folder), AUTO_CLASSES[name]) for name, (folder, _, _) in checkpoints.items()}
+    result_file = tmp_path / "results.pt"
+    environment = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "HF_HUB_OFFLINE": "1",
+        "HF_MODULES_CACHE": str(tmp_path / "modules"),
+        "HF_HOME": str(tmp_path / "hf_home"),
+    }
+    command = [sys.executable, "child.py", json.dumps(folders), json.dumps(TEXTS, ensure_ascii=False), "results.pt"]
+    process = subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300)
+    assert process.returncode == 0, process.stderr[-3000:]
+    results = torch.load(result_file, weights_only=False)
+    for architecture, (_, input_ids, output) in checkpoints.items():
+        result = results[architecture]
+        for kind in ("model_module", "tokenizer_module", "config_module"):
+            assert result[kind].startswith("transformers_modules."), (architecture, kind, result[kind])
+        assert torch.equal(result["input_ids"], input_ids), architecture
+        torch.testing.assert_close(result["output"], output, rtol=1e-5, atol=1e-5, msg=architecture)
+
+
+@pytest.fixture
+def fake_hub(tmp_path, monkeypatch):
+    """Stands in for the Hub (no network): `uploads` records every upload, `uploaded` holds a copy of the folder."""
+    hub = {"uploads": [], "uploaded": tmp_path / "uploaded"}
+
+    def create_repo(api, repo_id, **kwargs):
+        return huggingface_hub.RepoUrl(f"https://huggingface.co/{repo_id}")
+
+    def upload_folder(api, *, repo_id, folder_path, **kwargs):
+        hub["uploads"].append((repo_id, kwargs))
+        shutil.copytree(folder_path, hub["uploaded"])
+        return "commit"
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", create_repo)
+    monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", upload_folder)
+    return hub
+
+
+def test_push_to_hub_uploads_a_model_card(fake_hub):
+    from roformer_hf.model_card import TrainingSummary
+
+    model = roformer_hf.RoFormerForSequenceClassification(tiny_config("RoFormerForSequenceClassification"))
+    summary = TrainingSummary(
+        script="run_classification.py",
+        task="text classification (civil / criminal)",
+        datasets=["CAIL2019 court facts (data/cail_sample.jsonl)"],
+        hyperparameters={"learning_rate": 5e-5},
+        results={"eval_accuracy": 0.875},
+        command="python run_classification.py --num_train_epochs 1",
+    )
+    assert model.push_to_hub("someone/roformer-cail", training_summary=summary, commit_message="first") == "commit"
+    uploaded = fake_hub["uploaded"]
+    card = (uploaded / "README.md").read_text(encoding="utf-8")
+    assert card.startswith("---\n")
+    assert "pipeline_tag: text-classification" in card
+    assert (
+        'AutoModelForSequenceClassification.from_pretrained("someone/roformer-cail", trust_remote_code=True)' in card
+    )
+    assert "run_classification.py" in card and "0.8750" in card and "data/cail_sample.jsonl" in card
+    assert "`civil`" in card and "`criminal`" in card
+    assert json.loads((uploaded / "config.json").read_text())["auto_map"]
+    assert (uploaded / "model.safetensors").is_file() and (uploaded / "modeling.py").is_file()
+    [(repo_id, upload)] = fake_hub["uploads"]
+    assert repo_id == "someone/roformer-cail" and upload["commit_message"] == "first"
+
+
+def test_model_card_without_training_says_so(tmp_path):
+    from roformer_hf.model_card import write_model_card
+
+    config = tiny_config("RoFormerForMaskedLM")
+    config.architectures = ["RoFormerForMaskedLM"]
+    card = write_model_card(tmp_path, config=config, base_model="junnyu/roformer_chinese_base").read_text()
+    assert "pipeline_tag: fill-mask" in card and "base_model: junnyu/roformer_chinese_base" in card
+    assert "records no training run" in card
+    local_card = write_model_card(tmp_path, config=config, base_model=str(tmp_path)).read_text()
+    assert "base_model:" not in local_card and f"Base model: `{tmp_path}`" in local_card  # the Hub wants model ids
+    assert "| layers | 2 |" in card and "50,000" in card

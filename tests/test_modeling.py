@@ -1,0 +1,399 @@
+"""The RoFormer models: agreement with transformers' RoFormer on its own checkpoints, and the model's invariants."""
+
+import json
+import logging
+
+import pytest
+import torch
+import transformers
+from safetensors import safe_open
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoModelForMaskedLM,
+    AutoModelForSequenceClassification,
+)
+
+import roformer_hf
+from roformer_hf import RoFormerConfig, RoFormerForCausalLM, RoFormerForMaskedLM, RoFormerModel
+from roformer_hf.blockwise_attention import blockwise_attention_forward
+from roformer_hf.modeling import eager_attention_forward
+
+TINY = {
+    "vocab_size": 99,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 37,
+    "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+}
+TOLERANCE = {"eager": 1e-5, "sdpa": 1e-4}
+HEADS = [
+    "RoFormerForMaskedLM",
+    "RoFormerForSequenceClassification",
+    "RoFormerForCausalLM",
+    "RoFormerForTokenClassification",
+    "RoFormerForQuestionAnswering",
+    "RoFormerForMultipleChoice",
+]
+
+
+def tiny_config(**overrides) -> RoFormerConfig:
+    return RoFormerConfig(**{**TINY, **overrides})
+
+
+def transformers_checkpoint(folder, head: str, **overrides) -> torch.nn.Module:
+    """A random-weight transformers RoFormer `head`, saved to `folder`."""
+    torch.manual_seed(0)
+    config = transformers.RoFormerConfig(**{**TINY, "is_decoder": head == "RoFormerForCausalLM", **overrides})
+    model = getattr(transformers, head)(config).eval()
+    model.save_pretrained(folder)
+    return model
+
+
+def batch_with_padding(batch_size: int = 2, seq_len: int = 13) -> dict:
+    torch.manual_seed(1)
+    input_ids = torch.randint(1, TINY["vocab_size"], (batch_size, seq_len))
+    attention_mask = torch.ones(batch_size, seq_len, dtype=torch.long)
+    attention_mask[-1, seq_len - 4 :] = 0
+    token_type_ids = torch.zeros(batch_size, seq_len, dtype=torch.long)
+    token_type_ids[:, seq_len // 2 :] = 1
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+
+
+def outputs_to_compare(head: str, output, attention_mask: torch.Tensor) -> list[torch.Tensor]:
+    """The outputs of a head at the positions that are not padding."""
+    real = attention_mask.bool()
+    if head == "RoFormerForQuestionAnswering":
+        return [output.start_logits[real], output.end_logits[real]]
+    if head in ("RoFormerForSequenceClassification", "RoFormerForMultipleChoice"):
+        return [output.logits]
+    return [output.logits[real]]
+
+
+# --- agreement with transformers' RoFormer -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+@pytest.mark.parametrize("head", HEADS)
+@pytest.mark.parametrize(("rotary_value", "embedding_size"), [(False, None), (True, None), (False, 16)])
+def test_parity_with_transformers(tmp_path, head, attn_implementation, rotary_value, embedding_size):
+    reference = transformers_checkpoint(tmp_path, head, rotary_value=rotary_value, embedding_size=embedding_size)
+    ours, loading_info = getattr(roformer_hf, head).from_pretrained(
+        tmp_path, attn_implementation=attn_implementation, output_loading_info=True
+    )
+    assert type(ours).__module__ == "roformer_hf.modeling"
+    assert not loading_info["missing_keys"] and not loading_info["unexpected_keys"]  # embed_positions: ignored
+    inputs = batch_with_padding()
+    if head == "RoFormerForMultipleChoice":  # (batch, choices, seq); transformers summarises the last position
+        inputs = {name: tensor[None].repeat(2, 1, 1) for name, tensor in inputs.items()}
+        inputs["attention_mask"] = torch.ones_like(inputs["attention_mask"])
+    with torch.no_grad():
+        expected, actual = reference(**inputs), ours.eval()(**inputs)
+    mask = inputs["attention_mask"]
+    for want, got in zip(
+        outputs_to_compare(head, expected, mask), outputs_to_compare(head, actual, mask), strict=True
+    ):
+        assert (want - got).abs().max() <= TOLERANCE[attn_implementation]
+
+
+@pytest.mark.parametrize(
+    ("labels", "problem_type"),
+    [
+        (torch.tensor([2, 0]), "single_label_classification"),
+        (torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]), "multi_label_classification"),
+        (torch.tensor([[0.5], [-1.0]]), "regression"),
+    ],
+)
+def test_sequence_classification_losses_match_transformers(tmp_path, labels, problem_type):
+    num_labels = labels.shape[-1] if labels.dim() == 2 else 3
+    reference = transformers_checkpoint(tmp_path, "RoFormerForSequenceClassification", num_labels=num_labels)
+    ours = roformer_hf.RoFormerForSequenceClassification.from_pretrained(tmp_path).eval()
+    inputs = batch_with_padding()
+    with torch.no_grad():
+        expected, actual = reference(**inputs, labels=labels), ours(**inputs, labels=labels)
+    assert ours.config.problem_type == reference.config.problem_type == problem_type
+    torch.testing.assert_close(actual.loss, expected.loss, atol=1e-5, rtol=1e-5)
+
+
+def test_transformers_config_reads_without_warning(tmp_path, caplog):
+    transformers_checkpoint(tmp_path, "RoFormerForMaskedLM", embedding_size=16, rotary_value=True)
+    with caplog.at_level(logging.WARNING):
+        config = RoFormerConfig.from_pretrained(tmp_path)
+    assert type(config) is RoFormerConfig and config.model_type == "roformer_hf"
+    assert (config.embedding_size, config.rotary_value, config.rope_parameters["rope_theta"]) == (16, True, 10000.0)
+    assert not [record for record in caplog.records if "model of type" in record.getMessage()]
+
+
+# --- RoPE: no cap, relative ------------------------------------------------------------------------------------
+
+
+def test_no_length_cap():
+    torch.manual_seed(0)
+    model = RoFormerModel(tiny_config(max_position_embeddings=64)).eval()
+    input_ids = torch.randint(1, TINY["vocab_size"], (1, 1000))
+    with torch.no_grad():
+        hidden_states = model(input_ids).last_hidden_state
+    assert hidden_states.shape == (1, 1000, TINY["hidden_size"]) and torch.isfinite(hidden_states).all()
+
+
+@pytest.mark.parametrize("rotary_value", [False, True])
+def test_shifting_positions_leaves_outputs_unchanged(rotary_value):
+    torch.manual_seed(0)
+    model = RoFormerModel(tiny_config(rotary_value=rotary_value, initializer_range=0.5)).eval()
+    inputs = batch_with_padding()
+    positions = torch.arange(inputs["input_ids"].shape[1])[None]
+    with torch.no_grad():
+        at_zero = model(**inputs, position_ids=positions).last_hidden_state
+        shifted = model(**inputs, position_ids=positions + 1234).last_hidden_state
+    if rotary_value:  # rotated values carry absolute angles into the output: only the scores are relative
+        assert (at_zero - shifted).abs().max() > 1e-3
+    else:
+        assert (at_zero - shifted).abs().max() <= 1e-4
+
+
+def test_two_dimensional_positions_pass_through():
+    torch.manual_seed(0)
+    # Large weights make attention sharp enough for positions to show in the output.
+    model = RoFormerModel(tiny_config(num_attention_heads=2, initializer_range=0.5)).eval()
+    input_ids = torch.randint(1, TINY["vocab_size"], (1, 6))
+    grid = torch.tensor([[[x, y] for y in range(2) for x in range(3)]])  # (1, 6, 2)
+    with torch.no_grad():
+        one_d = model(input_ids).last_hidden_state
+        two_d = model(input_ids, position_ids=grid).last_hidden_state
+        two_d_shifted = model(input_ids, position_ids=grid + torch.tensor([5, 7])).last_hidden_state
+    assert (one_d - two_d).abs().max() > 1e-2
+    assert (two_d - two_d_shifted).abs().max() <= 1e-4
+
+
+# --- attention backends --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("is_decoder", [False, True])
+def test_eager_equals_sdpa(is_decoder):
+    torch.manual_seed(0)
+    config = tiny_config(is_decoder=is_decoder)
+    eager = RoFormerModel(config).eval()
+    eager.set_attn_implementation("eager")
+    sdpa = RoFormerModel(tiny_config(is_decoder=is_decoder)).eval()
+    sdpa.load_state_dict(eager.state_dict())
+    assert sdpa.config._attn_implementation == "sdpa"  # the default
+    inputs = batch_with_padding()
+    real = inputs["attention_mask"].bool()
+    with torch.no_grad():
+        expected = eager(**inputs, use_cache=False).last_hidden_state
+        actual = sdpa(**inputs, use_cache=False).last_hidden_state
+    assert (expected[real] - actual[real]).abs().max() <= 1e-5
+
+
+class _Attention(torch.nn.Module):
+    def __init__(self, is_causal: bool):
+        super().__init__()
+        self.is_causal = is_causal
+
+
+@pytest.mark.parametrize(("is_causal", "with_padding"), [(False, False), (False, True), (True, False), (True, True)])
+def test_blockwise_attention_matches_eager(monkeypatch, is_causal, with_padding):
+    monkeypatch.setattr("roformer_hf.blockwise_attention.BLOCK_ELEMENTS", 2 * 3 * 8 * 37)  # several blocks
+    torch.manual_seed(0)
+    query, key, value = (torch.randn(2, 3, 37, 8, requires_grad=True) for _ in range(3))
+    allowed = torch.ones(2, 1, 37, 37, dtype=torch.bool)
+    if is_causal:
+        allowed = allowed.tril()
+    if with_padding:
+        allowed[1, :, :, 30:] = False
+    module = _Attention(is_causal)
+    mask_given = with_padding or not is_causal  # the causal mask alone is left to is_causal, as SDPA is given it
+    output, _ = blockwise_attention_forward(module, query, key, value, allowed if mask_given else None, 8**-0.5)
+    additive = torch.zeros(allowed.shape).masked_fill(~allowed, torch.finfo(torch.float32).min)
+    expected, _ = eager_attention_forward(module.eval(), query, key, value, additive, 8**-0.5)
+    torch.testing.assert_close(output, expected, atol=1e-6, rtol=1e-5)
+    grad_output = torch.randn_like(output)
+    grads = torch.autograd.grad(output, (query, key, value), grad_output)
+    expected_grads = torch.autograd.grad(expected, (query, key, value), grad_output)
+    for got, want in zip(grads, expected_grads, strict=True):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+
+
+def test_blockwise_attention_dropout_gradients(monkeypatch):
+    """With dropout, the backward pass redraws the forward's masks: checked against finite differences."""
+    monkeypatch.setattr("roformer_hf.blockwise_attention.BLOCK_ELEMENTS", 2 * 9 * 4)
+    query, key, value = (torch.randn(1, 2, 9, 4, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    module = _Attention(is_causal=False)
+
+    def attention(query, key, value):
+        torch.manual_seed(7)  # the same masks in every call of gradcheck
+        return blockwise_attention_forward(module, query, key, value, None, 0.5, dropout=0.3)[0]
+
+    assert torch.autograd.gradcheck(attention, (query, key, value))
+    dropped = attention(query, key, torch.ones_like(value)) == 0  # dropped links make rows sum to less than 1
+    assert not dropped.all()
+
+
+def test_training_on_cpu_with_dropout_uses_blockwise_attention(monkeypatch):
+    calls = []
+
+    def recording_attention(*args, **kwargs):
+        calls.append(kwargs["dropout"])
+        return blockwise_attention_forward(*args, **kwargs)
+
+    monkeypatch.setattr("roformer_hf.modeling.blockwise_attention_forward", recording_attention)
+    model = RoFormerModel(tiny_config(attention_probs_dropout_prob=0.1))
+    input_ids = torch.randint(1, TINY["vocab_size"], (1, 8))
+    model.train()(input_ids)
+    assert calls == [0.1, 0.1]  # every layer, in training
+    model.eval()(input_ids)
+    assert len(calls) == 2  # SDPA's fused kernel in inference
+    model.set_attn_implementation("eager")
+    model.train()(input_ids)
+    assert len(calls) == 2  # an explicit choice of eager is kept
+
+
+def test_linear_attention_ignores_padding():
+    torch.manual_seed(0)
+    model = RoFormerModel(tiny_config(attention_type="linear")).eval()
+    input_ids = torch.randint(1, TINY["vocab_size"], (1, 9))
+    padded = torch.cat([input_ids, torch.zeros(1, 4, dtype=torch.long)], dim=1)
+    mask = torch.cat([torch.ones(1, 9), torch.zeros(1, 4)], dim=1).long()
+    with torch.no_grad():
+        expected = model(input_ids).last_hidden_state
+        actual = model(padded, attention_mask=mask).last_hidden_state[:, :9]
+    torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)
+
+
+# --- decoding --------------------------------------------------------------------------------------------------
+
+
+def test_generate_with_cache_equals_without():
+    torch.manual_seed(0)
+    model = RoFormerForCausalLM(tiny_config(is_decoder=True)).eval()
+    prompt = torch.randint(1, TINY["vocab_size"], (2, 5))
+    settings = {"max_new_tokens": 8, "do_sample": False, "pad_token_id": 0}
+    with_cache = model.generate(prompt, attention_mask=torch.ones_like(prompt), use_cache=True, **settings)
+    without_cache = model.generate(prompt, attention_mask=torch.ones_like(prompt), use_cache=False, **settings)
+    assert with_cache.shape == (2, 13)
+    assert torch.equal(with_cache, without_cache)
+
+
+def test_cached_steps_match_full_forward():
+    torch.manual_seed(0)
+    model = RoFormerForCausalLM(tiny_config(is_decoder=True)).eval()
+    input_ids = torch.randint(1, TINY["vocab_size"], (1, 10))
+    with torch.no_grad():
+        full = model(input_ids).logits
+        first = model(input_ids[:, :6], use_cache=True)
+        rest = model(input_ids[:, 6:], past_key_values=first.past_key_values).logits
+    torch.testing.assert_close(torch.cat([first.logits, rest], dim=1), full, atol=1e-5, rtol=1e-5)
+
+
+# --- checkpoints ---------------------------------------------------------------------------------------------
+
+
+def test_save_load_round_trip_is_bit_identical(tmp_path):
+    torch.manual_seed(0)
+    model = RoFormerForMaskedLM(tiny_config(embedding_size=16)).eval()
+    model.save_pretrained(tmp_path)
+    loaded = RoFormerForMaskedLM.from_pretrained(tmp_path).eval()
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, loaded.state_dict()[name]), name
+    inputs = batch_with_padding()
+    with torch.no_grad():
+        assert torch.equal(model(**inputs).logits, loaded(**inputs).logits)
+    assert loaded.cls.predictions.decoder.weight is loaded.roformer.embeddings.word_embeddings.weight
+
+
+def test_checkpoint_holds_no_rotary_table(tmp_path):
+    RoFormerForMaskedLM(tiny_config()).save_pretrained(tmp_path)
+    assert not list(tmp_path.glob("*.bin"))
+    with safe_open(tmp_path / "model.safetensors", "pt") as checkpoint:
+        names = list(checkpoint.keys())
+    assert "roformer.encoder.layer.0.attention.self.query.weight" in names
+    assert not [name for name in names if any(part in name for part in ("embed_positions", "sin", "cos", "freq"))]
+
+
+def test_auto_classes_resolve_to_ours_and_to_transformers(tmp_path):
+    ours_folder, theirs_folder = tmp_path / "roformer_hf", tmp_path / "roformer"
+    RoFormerForMaskedLM(tiny_config()).save_pretrained(ours_folder)
+    transformers_checkpoint(theirs_folder, "RoFormerForMaskedLM")
+    config = json.loads((ours_folder / "config.json").read_text())
+    assert config["model_type"] == "roformer_hf"
+    assert config["auto_map"]["AutoModelForMaskedLM"].endswith("RoFormerForMaskedLM")
+
+    assert type(AutoConfig.from_pretrained(ours_folder)) is RoFormerConfig
+    assert type(AutoModelForMaskedLM.from_pretrained(ours_folder)) is RoFormerForMaskedLM
+    assert type(AutoModel.from_pretrained(ours_folder)) is RoFormerModel
+    assert type(AutoConfig.from_pretrained(theirs_folder)) is transformers.RoFormerConfig
+    assert type(AutoModelForMaskedLM.from_pretrained(theirs_folder)) is transformers.RoFormerForMaskedLM
+    causal = tiny_config(is_decoder=True)
+    assert type(AutoModelForCausalLM.from_config(causal)) is RoFormerForCausalLM
+    assert type(AutoModelForSequenceClassification.from_config(tiny_config())).__module__ == "roformer_hf.modeling"
+
+
+def test_resize_token_embeddings_keeps_the_decoder_tied():
+    model = RoFormerForMaskedLM(tiny_config())
+    model.resize_token_embeddings(TINY["vocab_size"] + 5)
+    decoder = model.get_output_embeddings()
+    assert decoder.weight is model.roformer.embeddings.word_embeddings.weight
+    assert decoder.weight.shape[0] == decoder.bias.shape[0] == model.cls.predictions.bias.shape[0] == 104
+    logits = model(torch.tensor([[1, 103, 2]])).logits
+    assert logits.shape == (1, 3, 104)
+
+
+def test_gradient_checkpointing_gives_the_same_gradients():
+    torch.manual_seed(0)
+    model = RoFormerForMaskedLM(tiny_config()).train()
+    inputs = batch_with_padding()
+    labels = inputs["input_ids"].masked_fill(inputs["attention_mask"] == 0, -100)
+
+    def gradients() -> dict[str, torch.Tensor]:
+        model.zero_grad()
+        model(**inputs, labels=labels).loss.backward()
+        return {name: parameter.grad.clone() for name, parameter in model.named_parameters()}
+
+    plain = gradients()
+    model.activation_checkpointing_enable()
+    checkpointed = gradients()
+    for name, gradient in plain.items():
+        torch.testing.assert_close(checkpointed[name], gradient, atol=1e-6, rtol=1e-5)
+
+
+# --- bad input -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"input_ids": torch.tensor([[1, 2, 99]])}, "vocabulary has ids 0 to 98"),
+        ({"input_ids": torch.tensor([[1, -2, 3]])}, "resize_token_embeddings"),
+        ({"attention_mask": torch.ones(1, 4)}, "pass a mask of shape \\(1, 3\\)"),
+        ({"token_type_ids": torch.tensor([[0, 1, 2]])}, "type_vocab_size"),
+        ({"token_type_ids": torch.zeros(1, 2, dtype=torch.long)}, "one segment id per token"),
+        ({"position_ids": torch.arange(5)[None]}, "position_ids has shape"),
+        ({"input_ids": torch.tensor([1, 2, 3])}, "add a batch dimension"),
+    ],
+)
+def test_bad_input_raises_value_error(change, message):
+    model = RoFormerModel(tiny_config()).eval()
+    with pytest.raises(ValueError, match=message):
+        model(**{"input_ids": torch.tensor([[1, 2, 3]]), **change})
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"hidden_size": 30, "num_attention_heads": 4}, "not divisible"),
+        ({"hidden_size": 36, "num_attention_heads": 4}, "even"),
+    ],
+)
+def test_bad_config_raises_value_error(settings, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_config(**settings)
+
+
+def test_heads_refuse_the_wrong_direction():
+    with pytest.raises(ValueError, match="is_decoder=True"):
+        RoFormerForCausalLM(tiny_config())
+    with pytest.raises(ValueError, match="is_decoder=False"):
+        RoFormerForMaskedLM(tiny_config(is_decoder=True))

@@ -1,0 +1,492 @@
+"""Tests of run_classification.py: the pure long-document functions, then short end-to-end runs on tiny models
+(single-label, multi-label, regression, chunking, head_tail truncation, pairs) and the bad inputs."""
+
+import csv
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import run_classification
+from roformer_hf.script_utils import ScriptError
+from run_classification import (
+    MULTI_LABEL,
+    REGRESSION,
+    SINGLE_LABEL,
+    DataArguments,
+    LabelInfo,
+    add_special_tokens,
+    compute_task_metrics,
+    encode_batch,
+    first_per_document,
+    logits_to_scores,
+    pool_chunk_logits,
+    prediction_records,
+    split_into_windows,
+    truncate_pair,
+    truncate_token_ids,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TINY_MODEL = "hidden_size=32,num_hidden_layers=2,num_attention_heads=2,intermediate_size=64"
+
+# ----------------------------------------------------------------------------------------------------------------
+# Truncation, windows, special tokens
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("side", "expected"),
+    [("head", [0, 1, 2, 3, 4, 5, 6, 7]), ("tail", [2, 3, 4, 5, 6, 7, 8, 9]), ("head_tail", [0, 1, 4, 5, 6, 7, 8, 9])],
+)
+def test_truncate_token_ids(side, expected):
+    assert truncate_token_ids(range(10), 8, side) == expected
+    assert truncate_token_ids(range(5), 8, side) == [0, 1, 2, 3, 4]
+
+
+def test_truncate_token_ids_rejects_unknown_side():
+    with pytest.raises(ValueError, match="head_tail"):
+        truncate_token_ids(range(10), 4, "middle")
+
+
+@pytest.mark.parametrize(
+    ("first_length", "second_length", "expected_lengths"),
+    [(3, 4, (3, 4)), (3, 20, (3, 7)), (20, 3, (7, 3)), (20, 20, (5, 5)), (9, 9, (5, 5))],
+)
+def test_truncate_pair_budget(first_length, second_length, expected_lengths):
+    first, second = truncate_pair(list(range(first_length)), list(range(100, 100 + second_length)), 10)
+    assert (len(first), len(second)) == expected_lengths
+    assert first == list(range(len(first))) and second == list(range(100, 100 + len(second)))
+
+
+def test_truncate_pair_applies_the_side_to_both_texts():
+    first, second = truncate_pair(list(range(20)), list(range(100, 120)), 8, "tail")
+    assert first == [16, 17, 18, 19] and second == [116, 117, 118, 119]
+
+
+def test_split_into_windows_golden():
+    assert split_into_windows(range(10), 4, 1) == [[0, 1, 2, 3], [3, 4, 5, 6], [6, 7, 8, 9]]
+    # The last window moves back to end on the last token: [6..9] instead of [8, 9].
+    assert split_into_windows(range(10), 4, 0) == [[0, 1, 2, 3], [4, 5, 6, 7], [6, 7, 8, 9]]
+    assert split_into_windows(range(3), 4, 2) == [[0, 1, 2]]
+    assert split_into_windows([], 4, 2) == [[]]
+
+
+@pytest.mark.parametrize("length", [1, 7, 8, 9, 50, 101])
+@pytest.mark.parametrize(("window_length", "stride"), [(8, 0), (8, 3), (8, 7), (16, 4)])
+def test_split_into_windows_covers_the_document(length, window_length, stride):
+    windows = split_into_windows(list(range(length)), window_length, stride)
+    assert sorted({token for window in windows for token in window}) == list(range(length))
+    assert all(len(window) == min(window_length, length) for window in windows)
+    for previous, current in itertools.pairwise(windows[:-1]):  # all but the last window overlap by `stride`
+        assert current[0] == previous[0] + window_length - stride
+
+
+def test_add_special_tokens():
+    assert add_special_tokens([5, 6], None, 101, 102) == {"input_ids": [101, 5, 6, 102], "token_type_ids": [0] * 4}
+    assert add_special_tokens([5], [7, 8], 101, 102) == {
+        "input_ids": [101, 5, 102, 7, 8, 102],
+        "token_type_ids": [0, 0, 0, 1, 1, 1],
+    }
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Pooling, scores, metrics, prediction records
+# ----------------------------------------------------------------------------------------------------------------
+
+WINDOW_LOGITS = np.array([[1.0, 0.0], [3.0, -2.0], [0.0, 5.0], [2.0, 2.0], [-1.0, 4.0]])
+WINDOW_DOCUMENTS = [0, 0, 1, 2, 2]
+
+
+def test_pool_chunk_logits_mean_and_max_by_hand():
+    mean = pool_chunk_logits(WINDOW_LOGITS, WINDOW_DOCUMENTS, "mean")
+    np.testing.assert_allclose(mean, [[2.0, -1.0], [0.0, 5.0], [0.5, 3.0]])
+    maximum = pool_chunk_logits(WINDOW_LOGITS, WINDOW_DOCUMENTS, "max")
+    np.testing.assert_allclose(maximum, [[3.0, 0.0], [0.0, 5.0], [2.0, 4.0]])
+
+
+def test_pool_chunk_logits_ignores_window_order():
+    order = [4, 2, 0, 3, 1]
+    shuffled = pool_chunk_logits(WINDOW_LOGITS[order], np.array(WINDOW_DOCUMENTS)[order], "mean")
+    np.testing.assert_allclose(shuffled, pool_chunk_logits(WINDOW_LOGITS, WINDOW_DOCUMENTS, "mean"))
+
+
+def test_pool_chunk_logits_rejects_a_document_without_windows():
+    with pytest.raises(ValueError, match="no window"):
+        pool_chunk_logits(WINDOW_LOGITS, [0, 0, 2, 2, 2], "mean")
+    with pytest.raises(ValueError, match="document ids"):
+        pool_chunk_logits(WINDOW_LOGITS, [0, 1], "max")
+
+
+def test_first_per_document():
+    np.testing.assert_array_equal(first_per_document(np.array([7, 7, 3, 5, 5]), WINDOW_DOCUMENTS), [7, 3, 5])
+
+
+def test_logits_to_scores():
+    probabilities = logits_to_scores(np.array([[0.0, np.log(3.0)]]), SINGLE_LABEL)
+    np.testing.assert_allclose(probabilities, [[0.25, 0.75]])
+    np.testing.assert_allclose(logits_to_scores(np.array([[0.0, np.log(3.0)]]), MULTI_LABEL), [[0.5, 0.75]])
+    np.testing.assert_allclose(logits_to_scores(np.array([[2.5], [-1.0]]), REGRESSION), [2.5, -1.0])
+
+
+def test_compute_task_metrics_golden():
+    single = compute_task_metrics(
+        np.array([[2.0, 0.0], [0.0, 1.0], [3.0, 1.0], [0.0, 2.0]]), [0, 1, 1, 1], SINGLE_LABEL
+    )
+    assert single["accuracy"] == pytest.approx(0.75)
+    assert single["f1_macro"] == pytest.approx((2 / 3 + 0.8) / 2)
+    multi = compute_task_metrics(np.array([[1.0, -1.0], [1.0, 1.0]]), np.array([[1, 0], [1, 0]]), MULTI_LABEL)
+    assert multi["accuracy"] == pytest.approx(0.5) and multi["f1_micro"] == pytest.approx(0.8)
+    regression = compute_task_metrics(np.array([[1.0], [2.0], [4.0]]), np.array([1.0, 3.0, 4.0]), REGRESSION)
+    assert regression["mse"] == pytest.approx(1 / 3) and regression["mae"] == pytest.approx(1 / 3)
+
+
+def test_prediction_records():
+    info = LabelInfo(SINGLE_LABEL, ["civil", "criminal"])
+    records = prediction_records(np.array([[0.0, np.log(3.0)], [1.0, 0.0]]), info)
+    assert records[0]["label"] == "criminal" and records[1]["label"] == "civil"
+    assert records[0]["scores"] == pytest.approx({"civil": 0.25, "criminal": 0.75})
+    multi = prediction_records(np.array([[2.0, -2.0, 1.0]]), LabelInfo(MULTI_LABEL, ["a", "b", "c"]))
+    assert multi[0]["label"] == ["a", "c"]
+    assert prediction_records(np.array([[0.5]]), LabelInfo(REGRESSION, [])) == [{"label": 0.5}]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Preprocessing with the real tokenizer
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tokenizer(roformer_vocab):
+    from roformer_hf import RoFormerJiebaTokenizer
+
+    return RoFormerJiebaTokenizer(vocab_file=str(roformer_vocab))
+
+
+@pytest.fixture(scope="module")
+def cail_rows(data_dir) -> list[dict]:
+    lines = (data_dir / "cls" / "cail2019_domain.jsonl").read_text(encoding="utf-8").splitlines()
+    rows = [json.loads(line) for line in lines]
+    return [row for row in rows if row["label"] == "civil"][:30] + [row for row in rows if row["label"] == "criminal"][
+        :30
+    ]
+
+
+def encode_one(tokenizer, text, data_args, pair=None) -> dict:
+    batch = {"text": [text], "label": ["civil"], **({"pair": [pair]} if pair is not None else {})}
+    return encode_batch(batch, [0], tokenizer, LabelInfo(SINGLE_LABEL, ["civil", "criminal"]), data_args)
+
+
+def test_head_tail_truncation_keeps_the_start_and_the_end(tokenizer, cail_rows):
+    text = cail_rows[0]["text"]
+    token_ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert len(token_ids) > 64
+    encoded = encode_one(tokenizer, text, DataArguments(max_seq_length=66, truncation_side="head_tail"))
+    # 64 tokens besides [CLS] and [SEP]: the first 16 and the last 48.
+    expected = [tokenizer.cls_token_id, *token_ids[:16], *token_ids[-48:], tokenizer.sep_token_id]
+    assert encoded["input_ids"] == [expected] and encoded["labels"] == [0]
+
+
+def test_head_truncation_matches_the_tokenizer(tokenizer, cail_rows):
+    text = cail_rows[1]["text"]
+    encoded = encode_one(tokenizer, text, DataArguments(max_seq_length=40))
+    reference = tokenizer(text, truncation=True, max_length=40)
+    assert encoded["input_ids"][0] == reference["input_ids"]
+    assert encoded["token_type_ids"][0] == reference["token_type_ids"]
+
+
+def test_pair_encoding_matches_the_tokenizer(tokenizer, cail_rows):
+    text, casename = cail_rows[2]["text"][:30], cail_rows[2]["casename"]
+    encoded = encode_one(tokenizer, text, DataArguments(text_pair_column_name="pair"), pair=casename)
+    reference = tokenizer(text, casename)
+    assert encoded["input_ids"][0] == reference["input_ids"]
+    assert encoded["token_type_ids"][0] == reference["token_type_ids"]
+
+
+def test_chunk_encoding_covers_the_document(tokenizer, cail_rows):
+    text = cail_rows[3]["text"]
+    token_ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    data_args = DataArguments(max_seq_length=34, long_doc_strategy="chunk", chunk_stride=8)
+    encoded = encode_one(tokenizer, text, data_args)
+    windows = split_into_windows(token_ids, 32, 8)
+    assert len(windows) > 2
+    assert encoded["input_ids"] == [[tokenizer.cls_token_id, *window, tokenizer.sep_token_id] for window in windows]
+    assert encoded["document_index"] == [0] * len(windows) and encoded["labels"] == [0] * len(windows)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# End-to-end runs on tiny models
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def tiny_run(roformer_vocab, output_dir: Path, *arguments: str) -> dict:
+    return run_classification.main(
+        [
+            *("--tokenizer_name", str(roformer_vocab), "--config_overrides", TINY_MODEL),
+            *("--output_dir", str(output_dir), "--max_steps", "3", "--max_seq_length", "64"),
+            *("--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "8", "--learning_rate", "1e-3"),
+            *("--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true", "--use_cpu", "true"),
+            *arguments,
+        ]
+    )
+
+
+def read_predictions(output_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (output_dir / "predictions.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+def direct_logits(output_dir: Path, encoded: list[dict]) -> np.ndarray:
+    """Logits of the saved model, one forward per input: the reference for order and pooling."""
+    from roformer_hf import RoFormerForSequenceClassification
+
+    model = RoFormerForSequenceClassification.from_pretrained(output_dir).eval()
+    with torch.no_grad():
+        return np.stack([model(**{k: torch.tensor([v]) for k, v in e.items()}).logits[0].numpy() for e in encoded])
+
+
+@pytest.fixture(scope="module")
+def single_label_run(tmp_path_factory, roformer_vocab, cail_rows):
+    """Train 3 steps on 40 CAIL documents, evaluate on 10, predict 10 (grouped by length while training)."""
+    folder = tmp_path_factory.mktemp("single_label")
+    rows = [{"text": row["text"], "label": row["label"], "id": row["id"]} for row in cail_rows]
+    train = write_jsonl(folder / "train.jsonl", rows[5:25] + rows[35:55])
+    validation = write_jsonl(folder / "validation.jsonl", rows[:5] + rows[30:35])
+    test_rows = sorted(rows[25:30] + rows[55:60], key=lambda row: row["id"])
+    test = write_jsonl(folder / "test.jsonl", test_rows)
+    output_dir = folder / "output"
+    metrics = tiny_run(
+        roformer_vocab,
+        output_dir,
+        *("--train_file", str(train), "--validation_file", str(validation), "--test_file", str(test)),
+        *("--do_train", "--do_eval", "--do_predict", "--train_sampling_strategy", "group_by_length"),
+    )
+    return metrics, output_dir, test, test_rows
+
+
+def test_single_label_metrics_and_outputs(single_label_run):
+    metrics, output_dir, _, _ = single_label_run
+    for name in ("eval_accuracy", "eval_f1_macro", "test_accuracy", "test_f1_macro"):
+        assert 0 <= metrics[name] <= 1
+    assert metrics["eval_samples"] == 10 and metrics["test_samples"] == 10
+    assert (output_dir / "confusion_matrix_eval.png").stat().st_size > 0
+    assert (output_dir / "confusion_matrix_test.png").stat().st_size > 0
+    assert "run_classification.py" in (output_dir / "README.md").read_text(encoding="utf-8")
+    assert json.loads((output_dir / "config.json").read_text())["id2label"] == {"0": "civil", "1": "criminal"}
+
+
+def test_predictions_follow_the_test_file(single_label_run, tokenizer):
+    _, output_dir, _, test_rows = single_label_run
+    predictions = read_predictions(output_dir)
+    assert len(predictions) == len(test_rows)
+    encoded = [tokenizer(row["text"], truncation=True, max_length=64) for row in test_rows]
+    encoded = [{key: e[key] for key in ("input_ids", "token_type_ids", "attention_mask")} for e in encoded]
+    expected = logits_to_scores(direct_logits(output_dir, encoded), SINGLE_LABEL)
+    for prediction, row_scores in zip(predictions, expected, strict=True):
+        assert set(prediction["scores"]) == {"civil", "criminal"}
+        np.testing.assert_allclose(
+            [prediction["scores"]["civil"], prediction["scores"]["criminal"]], row_scores, atol=1e-5
+        )
+        assert prediction["label"] == ["civil", "criminal"][int(np.argmax(row_scores))]
+
+
+def test_predict_with_the_fine_tuned_checkpoint(single_label_run, tmp_path):
+    _, output_dir, test, _ = single_label_run
+    metrics = run_classification.main(
+        [
+            *("--model_name_or_path", str(output_dir), "--test_file", str(test), "--do_predict"),
+            *("--max_seq_length", "64", "--output_dir", str(tmp_path), "--report_to", "none", "--use_cpu", "true"),
+        ]
+    )
+    again, first = read_predictions(tmp_path), read_predictions(output_dir)
+    assert [record["label"] for record in again] == [record["label"] for record in first]
+    for record_again, record_first in zip(again, first, strict=True):
+        assert record_again["scores"] == pytest.approx(record_first["scores"], abs=1e-6)
+    assert metrics["test_accuracy"] == pytest.approx(single_label_run[0]["test_accuracy"])
+
+
+def test_chunk_strategy_pools_window_logits(tmp_path, roformer_vocab, tokenizer, cail_rows):
+    rows = [{"text": row["text"], "label": row["label"]} for row in cail_rows]
+    train = write_jsonl(tmp_path / "train.jsonl", rows[:8] + rows[30:38])
+    test_rows = [rows[40], rows[10], rows[41]]
+    test = write_jsonl(tmp_path / "test.jsonl", test_rows)
+    output_dir = tmp_path / "output"
+    arguments = ("--long_doc_strategy", "chunk", "--chunk_stride", "8", "--chunk_pooling", "mean")
+    metrics = tiny_run(
+        roformer_vocab,
+        output_dir,
+        *("--train_file", str(train), "--test_file", str(test), "--do_train", "--do_predict"),
+        *("--validation_file", str(test), "--eval_strategy", "steps", "--eval_steps", "3"),  # metrics while training
+        *("--max_seq_length", "34", *arguments),
+    )
+    assert metrics["test_samples"] == 3 and metrics["eval_samples"] == 3
+    assert metrics["eval_accuracy"] == pytest.approx(metrics["test_accuracy"])
+    state = json.loads((output_dir / "trainer_state.json").read_text())
+    assert [entry["eval_accuracy"] for entry in state["log_history"] if "eval_accuracy" in entry] == [
+        pytest.approx(metrics["eval_accuracy"])
+    ]
+    for row, prediction in zip(test_rows, read_predictions(output_dir), strict=True):
+        windows = split_into_windows(tokenizer(row["text"], add_special_tokens=False)["input_ids"], 32, 8)
+        assert len(windows) > 1
+        encoded = [
+            {
+                "input_ids": [tokenizer.cls_token_id, *window, tokenizer.sep_token_id],
+                "token_type_ids": [0] * (len(window) + 2),
+                "attention_mask": [1] * (len(window) + 2),
+            }
+            for window in windows
+        ]
+        pooled = direct_logits(output_dir, encoded).mean(axis=0, keepdims=True)  # the hand-computed pooling
+        scores = logits_to_scores(pooled, SINGLE_LABEL)[0]
+        np.testing.assert_allclose(
+            [prediction["scores"]["civil"], prediction["scores"]["criminal"]], scores, atol=1e-5
+        )
+
+
+def test_multi_label(tmp_path, roformer_vocab, cail_rows):
+    rows = [
+        {"text": row["text"], "labels": [row["label"], *(["long"] if len(row["text"]) > 600 else [])]}
+        for row in cail_rows
+    ]
+    train = write_jsonl(tmp_path / "train.jsonl", rows[:20] + rows[30:50])
+    output_dir = tmp_path / "output"
+    metrics = tiny_run(
+        roformer_vocab,
+        output_dir,
+        *("--train_file", str(train), "--validation_split_percentage", "25", "--test_file", str(train)),
+        *("--label_column_name", "labels", "--do_train", "--do_eval", "--do_predict", "--max_predict_samples", "5"),
+    )
+    assert {"eval_accuracy", "eval_f1_micro", "eval_f1_macro", "test_f1_micro"} <= set(metrics)
+    config = json.loads((output_dir / "config.json").read_text())
+    assert config["problem_type"] == MULTI_LABEL and set(config["label2id"]) == {"civil", "criminal", "long"}
+    predictions = read_predictions(output_dir)
+    assert len(predictions) == 5
+    for prediction in predictions:
+        assert set(prediction["label"]) <= {"civil", "criminal", "long"}
+        assert set(prediction["label"]) == {name for name, score in prediction["scores"].items() if score > 0.5}
+
+
+def test_regression(tmp_path, roformer_vocab, data_dir):
+    lines = (data_dir / "cls" / "chnsenticorp_htl.jsonl").read_text(encoding="utf-8").splitlines()[:40]
+    rows = [{"text": row["text"], "score": float(row["label"])} for row in map(json.loads, lines)]
+    train = write_jsonl(tmp_path / "train.jsonl", rows)
+    output_dir = tmp_path / "output"
+    metrics = tiny_run(
+        roformer_vocab,
+        output_dir,
+        *("--train_file", str(train), "--label_column_name", "score", "--do_train", "--do_eval"),
+        *("--eval_strategy", "steps", "--eval_steps", "1", "--early_stopping_patience", "10"),
+        *(
+            "--validation_split_percentage",
+            "25",
+            "--do_predict",
+            "--test_file",
+            str(train),
+            "--max_predict_samples",
+            "4",
+        ),
+    )
+    assert metrics["eval_mse"] >= 0 and metrics["eval_mae"] >= 0 and "eval_pearson" in metrics
+    assert json.loads((output_dir / "config.json").read_text())["problem_type"] == REGRESSION
+    predictions = read_predictions(output_dir)
+    assert len(predictions) == 4 and all(isinstance(prediction["label"], float) for prediction in predictions)
+
+
+def test_sentence_pairs_from_csv(tmp_path, roformer_vocab, cail_rows):
+    train = tmp_path / "train.csv"
+    with train.open("w", encoding="utf-8", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=["fact", "casename", "label"])
+        writer.writeheader()
+        writer.writerows(
+            {"fact": row["text"], "casename": row["casename"], "label": row["label"]} for row in cail_rows
+        )
+    output_dir = tmp_path / "output"
+    metrics = tiny_run(
+        roformer_vocab,
+        output_dir,
+        *("--train_file", str(train), "--text_column_name", "fact", "--text_pair_column_name", "casename"),
+        *("--do_train", "--do_eval", "--validation_split_percentage", "20", "--truncation_side", "tail"),
+        *("--activation_checkpointing", "true"),
+    )
+    assert 0 <= metrics["eval_accuracy"] <= 1 and metrics["eval_samples"] == 12
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Bad input: one clear line, non-zero exit
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def bad_data(tmp_path, cail_rows):
+    rows = [{"text": row["text"][:100], "label": row["label"]} for row in cail_rows[25:35]]
+    return tmp_path, rows
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("missing_label", "has no column 'label'"),
+        ("unseen_test_label", "never seen in training: theft"),
+        ("empty_text", "have an empty 'text' .*data row 3 of the file"),
+        ("text_not_text", "holds int64 values, not text"),
+    ],
+)
+def test_bad_input_raises_a_clear_error(bad_data, roformer_vocab, case, message):
+    folder, rows = bad_data
+    test_rows = rows
+    if case == "missing_label":
+        rows = [{"text": row["text"], "category": row["label"]} for row in rows]
+    elif case == "unseen_test_label":
+        test_rows = [*rows, {"text": "被告人盗窃财物。", "label": "theft"}]
+    elif case == "empty_text":
+        rows = [*rows[:2], {"text": "  ", "label": "civil"}, *rows[2:]]
+    elif case == "text_not_text":
+        rows = [{"text": index, "label": row["label"]} for index, row in enumerate(rows)]
+    train, test = write_jsonl(folder / "train.jsonl", rows), write_jsonl(folder / "test.jsonl", test_rows)
+    with pytest.raises(ScriptError, match=message):
+        tiny_run(
+            roformer_vocab,
+            folder / "out",
+            "--train_file",
+            str(train),
+            "--test_file",
+            str(test),
+            "--do_train",
+            "--do_predict",
+        )
+
+
+def test_bad_input_exits_with_one_line(bad_data, roformer_vocab):
+    folder, rows = bad_data
+    train = write_jsonl(folder / "train.jsonl", [{"content": row["text"], "label": row["label"]} for row in rows])
+    completed = subprocess.run(
+        [sys.executable, "run_classification.py", "--train_file", str(train), "--do_train"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert completed.returncode != 0
+    assert "Traceback" not in completed.stderr
+    assert completed.stderr.strip().splitlines()[-1].startswith("error: the train data has no column 'text'")
+
+
+def test_no_arguments_runs_the_shipped_sample():
+    _, data_args, training_args = run_classification.parse_args([])
+    assert Path(data_args.train_file) == REPO_ROOT / "data" / "cail_sample.jsonl"
+    assert Path(data_args.train_file).stat().st_size < 1_000_000
+    assert training_args.do_train and training_args.do_eval and data_args.validation_split_percentage > 0
+
+
+def test_early_stopping_needs_evaluations():
+    with pytest.raises(ScriptError, match="--eval_strategy"):
+        run_classification.parse_args(["--train_file", "x.jsonl", "--do_train", "--early_stopping_patience", "2"])

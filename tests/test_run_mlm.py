@@ -1,0 +1,398 @@
+"""Tests of run_mlm.py: stages, whole-word masking, packing, resuming, outputs, bad input, and a 2-process run."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import datasets
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForMaskedLM, AutoTokenizer, TrainerCallback
+
+import run_mlm
+from roformer_hf import RoFormerConfig, RoFormerJiebaTokenizer
+from roformer_hf.script_utils import ModelArguments, ScriptError, build_config, parse_config_overrides
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEMO_VOCAB = REPO_ROOT / "data" / "demo_vocab.txt"
+TINY_MODEL = "hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64"
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> RoFormerJiebaTokenizer:
+    return RoFormerJiebaTokenizer(vocab_file=str(DEMO_VOCAB))
+
+
+@pytest.fixture(scope="module")
+def news_lines(data_dir) -> list[str]:
+    with open(data_dir / "pretrain" / "peoples_daily_199801.txt", encoding="utf-8") as file:
+        return [next(file).strip() for _ in range(300)]
+
+
+@pytest.fixture
+def news_file(tmp_path, news_lines) -> Path:
+    path = tmp_path / "news.txt"
+    path.write_text("\n".join(news_lines[:150]) + "\n", encoding="utf-8")
+    return path
+
+
+def run_arguments(train_file: Path, output_dir: Path, *extra: str) -> list[str]:
+    """Arguments of a tiny two-stage run that takes a few seconds."""
+    return [
+        *("--train_file", str(train_file), "--tokenizer_name", str(DEMO_VOCAB), "--config_overrides", TINY_MODEL),
+        *("--stages", "32:8:4,64:4:4", "--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "8"),
+        *("--validation_split_percentage", "10", "--max_eval_samples", "16", "--learning_rate", "1e-3"),
+        *("--save_steps", "2", "--logging_steps", "1", "--output_dir", str(output_dir)),
+        *("--cache_dir", str(output_dir.parent / "cache"), "--seed", "7"),
+        *extra,
+    ]
+
+
+# --- stages and arguments ---
+
+
+def test_parse_stages():
+    assert run_mlm.parse_stages("512:256:200000, 1536:256:12500") == [
+        run_mlm.Stage(512, 256, 200000),
+        run_mlm.Stage(1536, 256, 12500),
+    ]
+
+
+@pytest.mark.parametrize("text", ["512:256", "512:256:x", "512:256:100:1", "512:-2:100", "512:256:0", ""])
+def test_malformed_stages_are_named(text):
+    with pytest.raises(ScriptError, match="--stages"):
+        run_mlm.parse_stages(text)
+
+
+def test_global_batch_sets_gradient_accumulation(tmp_path, news_file):
+    _, data_args, masking_args, training_args = run_mlm.parse_args(
+        run_arguments(news_file, tmp_path / "out", "--stages", "32:24:5,64:8:3", "--per_device_train_batch_size", "4")
+    )
+    stages = run_mlm.plan_stages(data_args, masking_args, training_args)
+    first, second = (run_mlm.stage_training_args(training_args, stages, index) for index in (0, 1))
+    assert (first.gradient_accumulation_steps, first.max_steps, second.gradient_accumulation_steps) == (6, 5, 2)
+    assert Path(second.output_dir) == tmp_path / "out" / "stage-2"
+    with pytest.raises(ScriptError, match="not a multiple of per_device_train_batch_size"):
+        run_mlm.plan_stages(data_args, run_mlm.MaskingArguments(stages="32:8:5,64:10:5"), training_args)
+
+
+def test_arguments_from_json_and_yaml_files(tmp_path, news_file):
+    arguments = {"train_file": str(news_file), "tokenizer_name": str(DEMO_VOCAB), "stages": "32:8:2", "seed": 3}
+    (tmp_path / "args.json").write_text(json.dumps(arguments))
+    (tmp_path / "args.yaml").write_text("\n".join(f"{key}: {value!r}" for key, value in arguments.items()))
+    for name in ("args.json", "args.yaml"):
+        _, data_args, masking_args, training_args = run_mlm.parse_args([str(tmp_path / name)])
+        assert (data_args.train_file, masking_args.stages, training_args.seed) == (str(news_file), "32:8:2", 3)
+        assert (training_args.do_train, training_args.output_dir) == (True, "outputs")
+
+
+def test_no_whole_word_mask_flag(news_file):
+    _, _, masking_args, _ = run_mlm.parse_args(["--train_file", str(news_file), "--no_whole_word_mask"])
+    assert masking_args.whole_word_mask is False
+
+
+def test_config_overrides_are_typed():
+    overrides = parse_config_overrides(
+        "hidden_size=256,hidden_dropout_prob=0,rotary_value=true,embedding_size=none,rope_parameters.rope_theta=20000",
+        RoFormerConfig(),
+    )
+    assert overrides == {
+        "hidden_size": 256,
+        "hidden_dropout_prob": 0.0,
+        "rotary_value": True,
+        "embedding_size": None,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 20000.0},
+    }
+    config = build_config(ModelArguments(config_overrides="hidden_size=64,num_attention_heads=2"), vocab_size=100)
+    assert (config.hidden_size, config.embedding_size, config.vocab_size) == (64, 64, 100)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ("hidden_size=big", "not a valid int"),
+        ("hidden_sizes=3", "no field 'hidden_sizes'"),
+        ("hidden_size", "not 'key=value'"),
+        ("num_attention_heads=5", "not divisible"),
+    ],
+)
+def test_bad_config_overrides_are_named(overrides, message):
+    with pytest.raises(ScriptError, match=message):
+        build_config(ModelArguments(config_overrides=overrides))
+
+
+# --- packing and masking ---
+
+
+def test_packing_keeps_words_apart(tokenizer, news_lines):
+    encoding = tokenizer(news_lines[:20], return_word_ids=True)
+    blocks = run_mlm.pack_into_blocks(dict(encoding), block_length=50)
+    all_ids = [token for ids in encoding["input_ids"] for token in ids]
+    assert all(len(block) == 50 for block in blocks["input_ids"])
+    assert [token for block in blocks["input_ids"] for token in block] == all_ids[: len(all_ids) // 50 * 50]
+    # every (text, word) pair of the input gets its own id, numbered in order across the texts
+    pairs = [(text, word) for text, words in enumerate(encoding["word_ids"]) for word in words]
+    new_ids: dict[tuple[int, int], int] = {}
+    expected = [new_ids.setdefault(pair, len(new_ids)) if pair[1] >= 0 else -1 for pair in pairs]
+    assert [word for block in blocks["word_ids"] for word in block] == expected[: len(all_ids) // 50 * 50]
+
+
+def masked_batch(tokenizer, news_lines, whole_word_mask=True, **collator_options):
+    encoding = tokenizer(news_lines[:200], return_word_ids=True)
+    blocks = run_mlm.pack_into_blocks(dict(encoding), block_length=64)
+    examples = [{"input_ids": ids, "word_ids": words} for ids, words in zip(*blocks.values(), strict=True)]
+    collator = run_mlm.WholeWordMaskCollator(tokenizer, whole_word_mask=whole_word_mask, **collator_options)
+    torch.manual_seed(0)
+    batch = collator(examples)
+    return batch, torch.tensor(blocks["input_ids"]), torch.tensor(blocks["word_ids"])
+
+
+def test_whole_word_mask_masks_every_piece_of_a_chosen_word_and_nothing_else(tokenizer, news_lines):
+    batch, input_ids, word_ids = masked_batch(tokenizer, news_lines, mlm_probability=0.3, mask_replace_probability=1.0)
+    chosen = batch["labels"] != -100
+    assert torch.equal(batch["labels"][chosen], input_ids[chosen])
+    assert torch.equal(batch["input_ids"], torch.where(chosen, tokenizer.mask_token_id, input_ids))
+    assert not chosen[word_ids < 0].any()  # never [CLS], [SEP]
+    multi_piece_words = 0
+    for row in range(word_ids.shape[0]):
+        for word in word_ids[row].unique().tolist():
+            pieces = chosen[row][word_ids[row] == word]
+            if word >= 0:
+                assert pieces.all() or not pieces.any(), f"word {word} of block {row} is partly masked"
+                multi_piece_words += int(len(pieces) > 1 and bool(pieces.all()))
+    assert multi_piece_words > 20
+    assert 0.25 < chosen[word_ids >= 0].float().mean() < 0.35
+
+
+def test_token_mask_splits_words(tokenizer, news_lines):
+    batch, _, word_ids = masked_batch(tokenizer, news_lines, whole_word_mask=False, mlm_probability=0.5)
+    chosen = batch["labels"] != -100
+    partly_masked = [
+        pieces.any() and not pieces.all()
+        for row in range(word_ids.shape[0])
+        for word in word_ids[row].unique().tolist()
+        if word >= 0
+        for pieces in [chosen[row][word_ids[row] == word]]
+    ]
+    assert any(partly_masked)
+    assert not chosen[word_ids < 0].any()
+
+
+def test_mask_random_keep_shares(tokenizer, news_lines):
+    batch, input_ids, _ = masked_batch(tokenizer, news_lines, mlm_probability=0.5)
+    chosen = batch["labels"] != -100
+    masked = (batch["input_ids"] == tokenizer.mask_token_id) & chosen
+    kept = (batch["input_ids"] == input_ids) & chosen
+    shares = torch.stack([masked.sum(), kept.sum(), (chosen & ~masked & ~kept).sum()]) / chosen.sum()
+    torch.testing.assert_close(shares, torch.tensor([0.8, 0.1, 0.1]), atol=0.03, rtol=0)
+
+
+def test_validation_masks_repeat(tokenizer, news_lines):
+    encoding = tokenizer(news_lines[:10], return_word_ids=True)
+    examples = [
+        {"input_ids": ids, "word_ids": words, "mask_seed": index}
+        for index, (ids, words) in enumerate(zip(encoding["input_ids"], encoding["word_ids"], strict=True))
+    ]
+    collator = run_mlm.WholeWordMaskCollator(tokenizer)
+    first, second = collator(examples), collator(examples)
+    assert all(torch.equal(first[key], second[key]) for key in first)
+    assert torch.equal(first["attention_mask"].sum(1), torch.tensor([len(ids) for ids in encoding["input_ids"]]))
+
+
+# --- data ---
+
+
+def test_preprocess_packs_and_splits(tmp_path, news_file, tokenizer):
+    model_args, data_args, _, training_args = run_mlm.parse_args(run_arguments(news_file, tmp_path / "out"))
+    raw_datasets = run_mlm.load_raw_datasets(data_args, model_args)
+    assert (len(raw_datasets["train"]), len(raw_datasets["validation"])) == (135, 15)
+    examples = run_mlm.preprocess(raw_datasets, tokenizer, 48, data_args, training_args)
+    assert {len(ids) for ids in examples["train"]["input_ids"]} == {48}
+    assert examples["validation"]["mask_seed"][:3] == [0, 1, 2]
+
+
+def test_line_by_line_truncates(tmp_path, news_file, tokenizer):
+    model_args, data_args, _, training_args = run_mlm.parse_args(
+        run_arguments(news_file, tmp_path / "out", "--line_by_line")
+    )
+    examples = run_mlm.preprocess(
+        run_mlm.load_raw_datasets(data_args, model_args), tokenizer, 40, data_args, training_args
+    )
+    lengths = [len(ids) for ids in examples["train"]["input_ids"]]
+    assert len(lengths) == 135 and max(lengths) == 40 and min(lengths) < 40
+    assert all(ids[-1] == tokenizer.sep_token_id for ids in examples["train"]["input_ids"])
+
+
+def test_streaming_and_saved_dataset(tmp_path, news_lines, tokenizer):
+    jsonl = tmp_path / "news.jsonl"
+    jsonl.write_text("\n".join(json.dumps({"id": i, "body": line}) for i, line in enumerate(news_lines)), "utf-8")
+    common = ["--tokenizer_name", str(DEMO_VOCAB), "--text_column_name", "body", "--max_steps", "3"]
+    model_args, data_args, _, training_args = run_mlm.parse_args(["--train_file", str(jsonl), "--streaming", *common])
+    streamed = run_mlm.preprocess(
+        run_mlm.load_raw_datasets(data_args, model_args), tokenizer, 32, data_args, training_args
+    )
+    assert [len(example["input_ids"]) for _, example in zip(range(5), streamed["train"], strict=False)] == [32] * 5
+    datasets.Dataset.from_list([{"body": line} for line in news_lines]).save_to_disk(tmp_path / "saved")
+    model_args, data_args, _, _ = run_mlm.parse_args(["--dataset_name", str(tmp_path / "saved"), *common])
+    raw_datasets = run_mlm.load_raw_datasets(data_args, model_args)
+    assert (len(raw_datasets["train"]), len(raw_datasets["validation"])) == (285, 15)
+
+
+# --- bad input: one clear line, no traceback ---
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda args, tmp: args.__setitem__(1, str(tmp / "missing.txt")), "no such file"),
+        (lambda args, tmp: (tmp / "empty.txt").touch() or args.__setitem__(1, str(tmp / "empty.txt")), "is empty"),
+        (lambda args, tmp: args.extend(["--stages", "64:8"]), "--stages"),
+        (lambda args, tmp: args.extend(["--stages", "4:8:2"]), "at least 8"),
+        (lambda args, tmp: args.extend(["--stages", "32:6:2"]), "not a multiple"),
+        (lambda args, tmp: args.extend(["--mlm_probability", "1.5"]), "mlm_probability"),
+    ],
+)
+def test_bad_input_raises_script_error(tmp_path, news_file, change, message):
+    arguments = run_arguments(news_file, tmp_path / "out")
+    change(arguments, tmp_path)
+    with pytest.raises(ScriptError, match=message):
+        run_mlm.main(arguments)
+
+
+def test_unknown_text_column_and_blank_file(tmp_path):
+    jsonl = tmp_path / "data.jsonl"
+    jsonl.write_text('{"content": "人民日报"}\n', encoding="utf-8")
+    with pytest.raises(ScriptError, match=r"no column 'text'.*content"):
+        run_mlm.main(run_arguments(jsonl, tmp_path / "out"))
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n  \n\n", encoding="utf-8")
+    with pytest.raises(ScriptError, match="no text"):
+        run_mlm.main(run_arguments(blank, tmp_path / "out"))
+
+
+def test_vocab_without_mask_token(tmp_path, news_file):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("".join(line for line in DEMO_VOCAB.open(encoding="utf-8") if line.strip() != "[MASK]"), "utf-8")
+    arguments = run_arguments(news_file, tmp_path / "out")
+    arguments[3] = str(vocab)
+    with pytest.raises(ScriptError, match=r"\[MASK\]"):
+        run_mlm.main(arguments)
+
+
+def test_command_line_error_is_one_line(tmp_path, news_file):
+    arguments = run_arguments(news_file, tmp_path / "out", "--stages", "128:x:1")
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "run_mlm.py"), *arguments], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("error: --stages: '128:x:1'")
+
+
+# --- full runs ---
+
+
+def test_two_stage_run_saves_a_loadable_model(tmp_path, news_file):
+    output_dir = tmp_path / "out"
+    table = run_mlm.main(run_arguments(news_file, output_dir))
+    assert [(row["stage"], row["max_seq_length"], row["global_batch_size"], row["steps"]) for row in table] == [
+        (1, 32, 8, 4),
+        (2, 64, 4, 4),
+    ]
+    results = json.loads((output_dir / "all_results.json").read_text())
+    assert {"eval_loss", "eval_accuracy", "perplexity", "train_loss"} <= set(results)
+    assert results["eval_loss"] == table[-1]["eval_loss"]
+    assert json.loads((output_dir / "stage-2" / "trainer_state.json").read_text())["global_step"] == 4
+    assert (output_dir / "loss_curve.png").stat().st_size > 0
+    assert "run_mlm.py" in (output_dir / "README.md").read_text()
+
+    model = AutoModelForMaskedLM.from_pretrained(output_dir)
+    tokenizer = AutoTokenizer.from_pretrained(output_dir)
+    assert model.config.auto_map["AutoModelForMaskedLM"].endswith("RoFormerForMaskedLM")
+    assert type(tokenizer).__name__ == "RoFormerJiebaTokenizer"
+    final_weights = load_file(output_dir / "model.safetensors")
+    stage_weights = load_file(output_dir / "stage-2" / "checkpoint-4" / "model.safetensors")
+    assert all(torch.equal(final_weights[name], stage_weights[name]) for name in final_weights)
+
+
+def test_gradient_accumulation_matches_a_larger_batch(tmp_path, news_file):
+    """A global batch of 8 as 1 x 8 or as 2 accumulated x 4 gives the same loss and the same weights."""
+    no_dropout = TINY_MODEL + ",hidden_dropout_prob=0,attention_probs_dropout_prob=0"
+    tables, weights = [], []
+    for per_device in ("8", "4"):
+        output_dir = tmp_path / f"batch-{per_device}"
+        arguments = run_arguments(
+            news_file, output_dir, "--stages", "32:8:2", "--per_device_train_batch_size", per_device
+        )
+        arguments[arguments.index(TINY_MODEL)] = no_dropout
+        tables.append(run_mlm.main([*arguments, "--do_eval", "False"]))
+        weights.append(load_file(output_dir / "model.safetensors"))
+    assert tables[0][0]["train_loss"] == pytest.approx(tables[1][0]["train_loss"], rel=1e-5)
+    for name, weight in weights[0].items():
+        torch.testing.assert_close(weight, weights[1][name], rtol=1e-5, atol=1e-6)
+
+
+class Interrupt(Exception):
+    pass
+
+
+class InterruptAt(TrainerCallback):
+    def __init__(self, output_dir: str, step: int):
+        self.output_dir, self.step = output_dir, step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if args.output_dir == self.output_dir and state.global_step == self.step:
+            raise Interrupt
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("stage", "step"), [(2, 3), (2, 1)], ids=["inside-stage", "at-stage-boundary"])
+def test_interrupted_run_resumes_to_the_same_weights(tmp_path, news_file, monkeypatch, stage, step):
+    """Exactly the same weights (CPU, fp32): resuming restores weights, optimizer, schedule, RNG and data order."""
+    run_mlm.main(run_arguments(news_file, tmp_path / "straight"))
+
+    interrupted = tmp_path / "interrupted"
+    build_trainer = run_mlm.build_trainer
+
+    def build_interrupted_trainer(*args, **kwargs):
+        trainer = build_trainer(*args, **kwargs)
+        trainer.add_callback(InterruptAt(str(interrupted / f"stage-{stage}"), step))
+        return trainer
+
+    monkeypatch.setattr(run_mlm, "build_trainer", build_interrupted_trainer)
+    with pytest.raises(Interrupt):
+        run_mlm.main(run_arguments(news_file, interrupted))
+    monkeypatch.setattr(run_mlm, "build_trainer", build_trainer)
+    run_mlm.main(run_arguments(news_file, interrupted, "--resume_from_checkpoint", "True"))
+
+    straight_weights = load_file(tmp_path / "straight" / "model.safetensors")
+    resumed_weights = load_file(interrupted / "model.safetensors")
+    for name, weight in straight_weights.items():
+        assert torch.equal(weight, resumed_weights[name]), name
+
+
+@pytest.mark.slow
+def test_two_process_torchrun(tmp_path, news_file):
+    output_dir = tmp_path / "ddp"
+    arguments = run_arguments(news_file, output_dir, "--ddp_backend", "gloo", "--per_device_train_batch_size", "2")
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533"]
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(
+        [*command, str(REPO_ROOT / "run_mlm.py"), *arguments],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=environment,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    state = json.loads((output_dir / "stage-1" / "trainer_state.json").read_text())
+    assert state["global_step"] == 4
+    assert (
+        json.loads((output_dir / "stage-1" / "checkpoint-4" / "trainer_state.json").read_text())["train_batch_size"]
+        == 2
+    )
+    assert "eval_accuracy" in json.loads((output_dir / "all_results.json").read_text())
