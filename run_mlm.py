@@ -61,7 +61,7 @@ DEMO_ARGUMENTS = [
     *("--train_file", str(DATA_DIR / "peoples_daily_sample.txt")),
     *("--tokenizer_name", str(DATA_DIR / "demo_vocab.txt")),
     *("--config_overrides", "hidden_size=128,num_hidden_layers=2,num_attention_heads=2,intermediate_size=512"),
-    *("--stages", "64:32:160,128:16:60"),
+    *("--stages", "64:16:160,128:16:30"),
     *("--per_device_train_batch_size", "16", "--per_device_eval_batch_size", "32"),
     *("--learning_rate", "2e-3", "--warmup_steps", "20", "--weight_decay", "0.01"),
     *("--logging_steps", "20", "--save_steps", "200", "--save_total_limit", "2", "--output_dir", "outputs"),
@@ -164,8 +164,11 @@ class WholeWordMaskCollator:
     masking) is chosen with `mlm_probability`; the tokens of chosen words become `[MASK]` (80%), a random token
     (10%) or stay (10%), and only they get labels. Special tokens and padding (`word_ids` -1) are never chosen.
 
-    Examples with a `mask_seed` (the validation set) are masked the same way every time, so evaluations compare;
-    the others draw from torch's global generator, which the Trainer seeds and checkpoints.
+    The masks of an example depend only on its own seed: `mask_seed` for validation examples (the same masks at every
+    evaluation, so evaluations compare), and `(seed, epoch, example_index)` for training examples (new masks every
+    epoch). So a resumed run masks exactly as an uninterrupted one, whatever batches the Trainer fetches to skip
+    and whatever the state of the global RNG, and so do dataloader workers and DDP processes. Examples with neither
+    key draw from torch's global generator.
 
     Args:
         tokenizer (`PreTrainedTokenizerBase`): gives the ids of `[PAD]` and `[MASK]` and the vocabulary size.
@@ -173,6 +176,8 @@ class WholeWordMaskCollator:
         whole_word_mask (`bool`): choose whole words rather than single tokens.
         mask_replace_probability (`float`): share of chosen tokens replaced by `[MASK]`.
         random_replace_probability (`float`): share of chosen tokens replaced by a random token.
+        seed (`int`): seed of the training masks (the Trainer's seed).
+        epoch (`int`): the current epoch, set by `EpochCallback`.
     """
 
     tokenizer: PreTrainedTokenizerBase
@@ -180,6 +185,8 @@ class WholeWordMaskCollator:
     whole_word_mask: bool = True
     mask_replace_probability: float = 0.8
     random_replace_probability: float = 0.1
+    seed: int = 0
+    epoch: int = 0
 
     def __call__(self, examples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         length = max(len(example["input_ids"]) for example in examples)
@@ -191,10 +198,17 @@ class WholeWordMaskCollator:
             input_ids[row, :size] = torch.as_tensor(example["input_ids"])
             word_ids[row, :size] = torch.as_tensor(example["word_ids"])
             attention_mask[row, :size] = 1
-        draws = torch.stack([self._draws(length, example.get("mask_seed")) for example in examples], dim=1)
+        draws = torch.stack([self._draws(length, self._example_seed(example)) for example in examples], dim=1)
         labels = self._choose(word_ids, draws[0], input_ids)
         input_ids = self._replace(input_ids, labels != -100, draws[1:])
         return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
+    def _example_seed(self, example: dict[str, Any]) -> int | None:
+        if "mask_seed" in example:
+            return example["mask_seed"]
+        if "example_index" in example:
+            return ((self.seed * 1_000_003 + self.epoch) * 1_000_000_007 + example["example_index"]) % 2**63
+        return None
 
     @staticmethod
     def _draws(length: int, seed: int | None) -> torch.Tensor:
@@ -247,6 +261,9 @@ class StagedTrainer(Trainer):
         scheduler = super().create_scheduler(self.schedule_steps or num_training_steps, optimizer)
         if is_new and self.start_state is not None:
             scheduler.load_state_dict(self.start_state["scheduler"])
+            # a new scheduler sets the learning rate of its step 0; continue at the step the last stage reached
+            for group, learning_rate in zip(scheduler.optimizer.param_groups, scheduler.get_last_lr(), strict=True):
+                group["lr"] = learning_rate
         return scheduler
 
 
@@ -455,14 +472,17 @@ def preprocess(
                 partial(pack_into_blocks, block_length=max_seq_length), batched=True, **map_options
             )
     examples = _limit_examples(examples, data_args)
+    examples["train"] = examples["train"].map(_add_index, with_indices=True, fn_kwargs={"name": "example_index"})
     if "validation" in examples:
-        examples["validation"] = examples["validation"].map(_add_mask_seed, with_indices=True)
+        examples["validation"] = examples["validation"].map(
+            _add_index, with_indices=True, fn_kwargs={"name": "mask_seed"}
+        )
     _check_not_empty(examples, max_seq_length, data_args)
     return examples
 
 
-def _add_mask_seed(example: dict[str, Any], index: int) -> dict[str, int]:
-    return {"mask_seed": index}
+def _add_index(example: dict[str, Any], index: int, name: str) -> dict[str, int]:
+    return {name: index}
 
 
 def _limit_examples(examples: datasets.DatasetDict, data_args: DataArguments) -> datasets.DatasetDict:
@@ -531,20 +551,26 @@ def build_trainer(
     schedule_steps: int | None = None,
     start_state: dict | None = None,
 ) -> StagedTrainer:
-    """The Trainer of one stage, with the masking collator and masked-token accuracy."""
+    """The Trainer of one stage, with the masking collator, masked-token accuracy and stage-end checkpoints."""
     evaluate = args.do_eval and "validation" in examples
-    return StagedTrainer(
+    collator = WholeWordMaskCollator(
+        tokenizer, masking_args.mlm_probability, masking_args.whole_word_mask, seed=args.seed
+    )
+    trainer = StagedTrainer(
         model=model,
         args=args,
         train_dataset=examples["train"] if args.do_train else None,
         eval_dataset=examples["validation"] if evaluate else None,
         processing_class=tokenizer,
-        data_collator=WholeWordMaskCollator(tokenizer, masking_args.mlm_probability, masking_args.whole_word_mask),
+        data_collator=collator,
         compute_metrics=masked_token_accuracy if evaluate else None,
         preprocess_logits_for_metrics=predicted_token_ids if evaluate else None,
         schedule_steps=schedule_steps,
         start_state=start_state,
     )
+    trainer.add_callback(EpochCallback(collator))
+    trainer.add_callback(SaveAtEndCallback())
+    return trainer
 
 
 def find_starting_point(training_args: TrainingArguments, stages: list[Stage]) -> tuple[int, str | None]:
@@ -597,6 +623,16 @@ def stage_end_state(trainer: StagedTrainer) -> dict | None:
     return {"optimizer": trainer.optimizer.state_dict(), "scheduler": trainer.lr_scheduler.state_dict()}
 
 
+class EpochCallback(TrainerCallback):
+    """Tells the collator the epoch, so that every epoch masks the training examples anew."""
+
+    def __init__(self, collator: WholeWordMaskCollator):
+        self.collator = collator
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        self.collator.epoch = int(state.epoch or 0)
+
+
 class SaveAtEndCallback(TrainerCallback):
     """Saves a checkpoint at the last step of a stage, so the next stage (or a resumed run) can start from it."""
 
@@ -632,7 +668,6 @@ def train_and_evaluate(
         args = stage_training_args(training_args, stages, index)
         examples = preprocess(raw_datasets, tokenizer, stages[index].max_seq_length, data_args, training_args)
         trainer = build_trainer(model, tokenizer, examples, args, masking_args, schedule_steps, start_state)
-        trainer.add_callback(SaveAtEndCallback())
         run_stage(trainer, stages, index, checkpoint, starts_run=index == 0 and checkpoint is None)
         start_state, checkpoint = stage_end_state(trainer) if args.do_train else None, None
     if trainer is None:  # resumed from the end of the last stage
@@ -656,12 +691,13 @@ def run_stage(
         metrics = trainer.train(resume_from_checkpoint=checkpoint).metrics
         trainer.log_metrics("train", metrics)
         trainer.save_metrics("train", metrics)
-        trainer.save_state()
     if trainer.eval_dataset is not None:
         metrics = trainer.evaluate()
         metrics["perplexity"] = math.exp(min(metrics["eval_loss"], 100.0))
         trainer.log_metrics("eval", metrics)
         trainer.save_metrics("eval", metrics)
+    if trainer.args.do_train:
+        trainer.save_state()  # the log history, evaluations included, for the loss curve
 
 
 def read_stage_results(training_args: TrainingArguments, stages: list[Stage]) -> list[dict[str, Any]]:
@@ -700,7 +736,7 @@ def plot_loss_curve(training_args: TrainingArguments, stages: list[Stage], path:
             continue
         state = json.loads(state_file.read_text())
         history = state["log_history"]
-        for key, style in (("loss", "-"), ("eval_loss", "o")):
+        for key, style in (("loss", ".-"), ("eval_loss", "o")):
             points = [(offset + entry["step"], entry[key]) for entry in history if key in entry]
             if points:
                 label = f"{'train' if key == 'loss' else 'eval'} loss" if index == 0 else None
@@ -735,7 +771,7 @@ def save_outputs(
     _write_json(output_dir / "all_results.json", final)
     _write_json(output_dir / "stage_results.json", table)
     plot_loss_curve(training_args, stages, output_dir / "loss_curve.png")
-    write_card(trainer, output_dir, final, model_args, data_args, masking_args, argv)
+    write_card(trainer, stages, output_dir, final, model_args, data_args, masking_args, argv)
     if training_args.push_to_hub:
         push_to_hub(training_args)
     return table
@@ -747,6 +783,7 @@ def _write_json(path: Path, content: Any) -> None:
 
 def write_card(
     trainer: StagedTrainer,
+    stages: list[Stage],
     output_dir: Path,
     results: dict[str, float],
     model_args: ModelArguments,
@@ -758,15 +795,19 @@ def write_card(
     from roformer_hf.model_card import TrainingSummary, write_model_card
 
     masking = "whole-word masking over jieba words" if masking_args.whole_word_mask else "token masking"
-    command = "python run_mlm.py " + shlex.join(sys.argv[1:] if argv is None else argv)
+    hyperparameters = {"seed": trainer.args.seed - (len(stages) - 1), "max_seq_length": data_args.max_seq_length}
+    if masking_args.stages:  # batch size, accumulation and steps vary by stage
+        stage_steps = sum(stage.steps for stage in stages)
+        hyperparameters = {"stages": masking_args.stages, "max_steps": stage_steps, "seed": hyperparameters["seed"]}
+        hyperparameters.update(train_batch_size="per stage", gradient_accumulation_steps="per stage")
     summary = TrainingSummary.from_trainer(
         trainer,
         script="run_mlm.py",
         task=f"masked language modelling with {masking} (mlm_probability {masking_args.mlm_probability})",
         datasets=[data_args.dataset_name or data_args.train_file],
-        hyperparameters={"stages": masking_args.stages or f"max_seq_length {data_args.max_seq_length}"},
-        results={key: value for key, value in results.items() if key.startswith(("eval_", "perplexity"))},
-        command=command,
+        hyperparameters=hyperparameters,
+        results={key: results[key] for key in ("eval_loss", "perplexity", "eval_accuracy") if key in results},
+        command=" ".join(["python run_mlm.py", shlex.join(sys.argv[1:] if argv is None else argv)]).strip(),
     )
     write_model_card(
         output_dir, config=trainer.model.config, training_summary=summary, base_model=model_args.model_name_or_path

@@ -92,7 +92,7 @@ def growth(results: dict, kind: str, length: int) -> str:
 
 def print_table(results: dict, args: argparse.Namespace) -> None:
     mode = "causal" if args.causal else "bidirectional"
-    print(f"\n{mode}, batch 1, {args.num_heads} heads x {args.head_dim}, float32, {args.threads} threads, ")
+    print(f"\n{mode}, batch 1, {args.num_heads} heads x {args.head_dim}, float32, {args.threads} threads,")
     print(f"median of {args.repeats} runs, forward of the attention step alone\n")
     print("| tokens | softmax s | softmax peak MiB | linear s | linear peak MiB | softmax / linear time "
           "| softmax t(n)/t(n/4) | linear t(n)/t(n/4) | linear 4x length < 6x time |")  # fmt: skip

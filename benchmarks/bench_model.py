@@ -12,7 +12,9 @@ Every measurement runs in a fresh subprocess: one warm-up step, then `--repeats`
 a row take turns, `--rounds` times, so that the load of a shared machine hits them alike; the table shows the median
 step time and the median peak. Peak memory is what the steps add on top of the loaded model: on the CPU the growth of the
 process's resident-set high-water mark (VmHWM, reset after loading), on CUDA `torch.cuda.max_memory_allocated`.
-Ratios are transformers / ours: above 1 means ours is faster (time) or smaller (memory).
+Speed-ups are transformers' step time / ours (above 1: ours is faster), from wall-clock time and from the process's
+CPU time (steadier when other jobs share the cores); memory is our peak / transformers' peak (below 1: ours is
+smaller).
 
     python benchmarks/bench_model.py                         # the goals' rows on the CPU
     python benchmarks/bench_model.py --device cuda --rows train:2048,infer:4096,infer:16384
@@ -118,15 +120,16 @@ def measure(spec: dict) -> dict:
     input_ids = torch.randint(1, MODEL_SIZE["vocab_size"], (1, spec["length"]), device=spec["device"])
     labels = torch.tensor([1], device=spec["device"])
     baseline = reset_peak_memory(spec["device"])
-    times = []
+    times, cpu_times = [], []
     for step in range(spec["repeats"] + 1):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         run_step(model, spec["task"], input_ids, labels)
         if spec["device"].startswith("cuda"):
             torch.cuda.synchronize()
         if step > 0:  # step 0 warms up
             times.append(time.perf_counter() - start)
-    return {"seconds": statistics.median(times), "times": times, "peak_bytes": peak_memory(spec["device"]) - baseline}
+            cpu_times.append(time.process_time() - cpu_start)
+    return {"times": times, "cpu_times": cpu_times, "peak_bytes": peak_memory(spec["device"]) - baseline}
 
 
 # --- the driver -------------------------------------------------------------------------------------------------
@@ -170,26 +173,40 @@ def run_in_subprocess(spec: dict) -> dict:
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
+COLUMNS = (
+    "task",
+    "tokens",
+    "implementation",
+    "time (s)",
+    "CPU time (s)",
+    "peak (MB)",
+    "speed-up",
+    "CPU speed-up",
+    "memory",
+)
+
+
 def print_table(results: list[dict]) -> None:
-    header = f"| {'task':5} | {'tokens':>6} | {'implementation':29} | {'time (s)':>8} | {'peak (MB)':>9} | "
-    header += f"{'speed-up':>8} | {'memory ratio':>12} |"
-    print(header)
-    print("|" + "|".join("-" * (len(cell)) for cell in header.split("|")[1:-1]) + "|")
+    """Markdown table; speed-ups are transformers' time / ours, memory is our peak / transformers' peak."""
+    print("| " + " | ".join(COLUMNS) + " |")
+    print("|" + "|".join("-" * (len(column) + 2) for column in COLUMNS) + "|")
     reference = {}
     for row in results:
-        key = (row["task"], row["length"])
+        cells = [row["task"], str(row["length"]), row["implementation"]]
         if "error" in row:
-            print(f"| {row['task']:5} | {row['length']:>6} | {row['implementation']:29} | {row['error'][:60]}")
+            print("| " + " | ".join([*cells, row["error"][:80]]) + " |")
             continue
         if row["implementation"] == "transformers":
-            reference[key] = row
-        base = reference.get(key)
-        speed_up = f"{base['seconds'] / row['seconds']:.2f}x" if base else "-"
-        memory_ratio = f"{row['peak_bytes'] / base['peak_bytes']:.2f}x" if base and base["peak_bytes"] > 0 else "-"
-        print(
-            f"| {row['task']:5} | {row['length']:>6} | {row['implementation']:29} | {row['seconds']:8.3f} | "
-            f"{row['peak_bytes'] / 2**20:9.0f} | {speed_up:>8} | {memory_ratio:>12} |"
-        )
+            reference[(row["task"], row["length"])] = row
+        base = reference.get((row["task"], row["length"]))
+        cells += [f"{row['seconds']:.3f}", f"{row['cpu_seconds']:.3f}", f"{row['peak_bytes'] / 2**20:.0f}"]
+        if base:
+            cells += [
+                f"{base['seconds'] / row['seconds']:.2f}x",
+                f"{base['cpu_seconds'] / row['cpu_seconds']:.2f}x",
+                f"{row['peak_bytes'] / base['peak_bytes']:.2f}x" if base["peak_bytes"] > 0 else "-",
+            ]
+        print("| " + " | ".join(cells) + " |")
 
 
 def measure_row(task: str, length: int, checkpoint: str, args: argparse.Namespace) -> list[dict]:
@@ -219,6 +236,7 @@ def measure_row(task: str, length: int, checkpoint: str, args: argparse.Namespac
             {
                 **row,
                 "seconds": statistics.median(time for result in results for time in result["times"]),
+                "cpu_seconds": statistics.median(time for result in results for time in result["cpu_times"]),
                 "peak_bytes": statistics.median(result["peak_bytes"] for result in results),
                 "runs": results,
             }

@@ -160,7 +160,7 @@ def finetune(args, checkpoint: Path, train_file: Path, validation_file: Path, se
         *setting_arguments(setting, args.chunk_stride),
         *("--num_train_epochs", str(args.finetune_epochs), "--max_steps", str(args.finetune_max_steps)),
         *("--per_device_train_batch_size", str(args.batch_size), "--per_device_eval_batch_size", str(args.batch_size)),
-        *("--learning_rate", str(args.learning_rate), "--warmup_ratio", "0.1", "--save_strategy", "no"),
+        *("--learning_rate", str(args.learning_rate), "--warmup_steps", "0.1", "--save_strategy", "no"),
         *("--train_sampling_strategy", "group_by_length", "--output_dir", str(run_dir), "--seed", str(args.seed)),
         *("--report_to", "none", "--disable_tqdm", "true"),
         *device_arguments(args.device),
@@ -187,7 +187,8 @@ def main() -> None:
     rows.append(("naive Bayes, character 1-2-grams of the first 3,000 characters", accuracy, f1_macro, seconds))
     if args.pretrained is None:
         checkpoint, seconds = pretrain(args, output_dir)
-        print(f"pretrained {args.pretrain_steps} steps in {seconds:.0f} s -> {checkpoint}")
+        print(f"pretrained {args.pretrain_steps} steps in {seconds:.0f} s -> {checkpoint}", flush=True)
+        rows.append((f"(pretraining: run_mlm.py, {args.pretrain_steps} steps, People's Daily)", None, None, seconds))
     else:
         checkpoint = Path(args.pretrained)
     for setting in args.settings.split(","):
@@ -196,7 +197,8 @@ def main() -> None:
         print(f"{setting}: accuracy {accuracy:.4f} in {seconds:.0f} s", flush=True)
     print("\n| model | accuracy | macro-F1 | time (s) |\n| --- | --- | --- | --- |")
     for name, accuracy, f1_macro, seconds in rows:
-        print(f"| {name} | {accuracy:.3f} | {f1_macro:.3f} | {seconds:.0f} |")
+        scores = "| - | - |" if accuracy is None else f"| {accuracy:.3f} | {f1_macro:.3f} |"
+        print(f"| {name} {scores} {seconds:.0f} |")
 
 
 if __name__ == "__main__":

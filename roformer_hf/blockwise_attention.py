@@ -6,7 +6,10 @@ probabilities) it falls back to its "math" kernel, which is slower than eager at
 
 `blockwise_attention_forward` computes the same function, softmax(q k^T * scaling + mask) with dropout, times v, a
 block of queries at a time, and recomputes the probabilities of each block in the backward pass (the FlashAttention
-recipe). Memory is linear in the length, and every elementwise pass works on a block that stays in cache.
+recipe). Memory is linear in the length (one block of scores at a time), the scaling is applied to the queries rather
+than to every score, and the dropout masks are cheap to draw (below). On 2 CPU cores, a training step of a 2-layer,
+768-wide model at 2,048 tokens runs at the speed of eager attention (within 5%) with 0.45x its peak memory; for
+scores that fit in one block eager is faster, so `prefers_blockwise_attention` sends those to eager.
 
 The dropout masks are drawn from a generator seeded from torch's global generator (so `torch.manual_seed` and
 gradient checkpointing replay them) and redrawn from the same seed in the backward pass instead of being stored. Each
@@ -23,13 +26,20 @@ from transformers import PreTrainedConfig
 BLOCK_ELEMENTS = 2**23
 
 
-def prefers_blockwise_attention(config: PreTrainedConfig, query: torch.Tensor, dropout: float) -> bool:
-    """Whether the SDPA backend should hand this call to `blockwise_attention_forward`.
+def prefers_blockwise_attention(
+    config: PreTrainedConfig, query: torch.Tensor, key: torch.Tensor, dropout: float
+) -> tuple[bool, bool]:
+    """Which function the SDPA backend should hand this call to: `(use_blockwise, use_eager)`.
 
-    True for the SDPA backend on the CPU with attention dropout, where torch's SDPA has no fused kernel: its fallback
-    is slower than eager attention at every length, blockwise attention is about as fast as eager and much smaller.
+    Only for the SDPA backend on the CPU with attention dropout, where torch's SDPA has no fused kernel and its
+    fallback is slower than eager attention. Scores that fit in one block go to eager attention (the same computation
+    without recomputing it in backward: faster at 512 tokens); larger ones to blockwise attention (faster from about
+    2,048 tokens, and memory linear in the length).
     """
-    return config._attn_implementation == "sdpa" and query.device.type == "cpu" and dropout > 0
+    if not (config._attn_implementation == "sdpa" and query.device.type == "cpu" and dropout > 0):
+        return False, False
+    fits_one_block = math.prod(query.shape[:3]) * key.shape[2] <= BLOCK_ELEMENTS
+    return not fits_one_block, fits_one_block
 
 
 def blockwise_attention_forward(

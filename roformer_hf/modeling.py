@@ -44,6 +44,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from .blockwise_attention import blockwise_attention_forward, prefers_blockwise_attention
 from .configuration import RoFormerConfig
 from .linear_attention import linear_attention_forward
+from .model_card import push_to_hub_with_model_card
 from .rope import RoFormerRotaryEmbedding, apply_rotary
 
 
@@ -103,8 +104,8 @@ class RoFormerSelfAttention(nn.Module):
 
     The backend is transformers' attention interface (`config._attn_implementation`: "sdpa" by default, "eager",
     "flash_attention_2", ...), with one exception: on the CPU, training with attention dropout, torch's SDPA falls back
-    to an unfused kernel slower than eager, so long inputs go to `blockwise_attention_forward` instead (same maths,
-    memory linear in the length).
+    to an unfused kernel slower than eager, so "sdpa" then runs eager attention for short inputs and
+    `blockwise_attention_forward` (the same function, memory linear in the length) for long ones.
     """
 
     def __init__(self, config: RoFormerConfig, layer_idx: int):
@@ -149,8 +150,10 @@ class RoFormerSelfAttention(nn.Module):
         attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
         )
-        if self.training and prefers_blockwise_attention(self.config, query, self.attention_dropout):
-            attention_interface = blockwise_attention_forward
+        if self.training:
+            use_blockwise, use_eager = prefers_blockwise_attention(self.config, query, key, self.attention_dropout)
+            if use_blockwise or use_eager:
+                attention_interface = blockwise_attention_forward if use_blockwise else eager_attention_forward
         attention_output, attention_weights = attention_interface(
             self,
             query,
@@ -255,7 +258,6 @@ class RoFormerEncoder(nn.Module):
 
 class RoFormerPreTrainedModel(PreTrainedModel):
     config: RoFormerConfig
-    config_class = RoFormerConfig
     base_model_prefix = "roformer"
     supports_gradient_checkpointing = True
     _no_split_modules = ["RoFormerLayer"]  # noqa: RUF012 (transformers' class attributes are lists)
@@ -270,6 +272,11 @@ class RoFormerPreTrainedModel(PreTrainedModel):
         super()._init_weights(module)
         if isinstance(module, RoFormerLMPredictionHead):
             init.zeros_(module.bias)
+
+    def push_to_hub(self, repo_id: str, **kwargs):
+        """As transformers' `push_to_hub` (same arguments), but the README.md uploaded is a RoFormer model card, to
+        which the optional `training_summary` (a `model_card.TrainingSummary`) and `base_model` add."""
+        return push_to_hub_with_model_card(self, repo_id, **kwargs)
 
 
 class RoFormerModel(RoFormerPreTrainedModel):
@@ -337,7 +344,7 @@ class RoFormerModel(RoFormerPreTrainedModel):
         if use_cache and past_key_values is None:
             past_key_values = DynamicCache(config=self.config)
         past_len = past_key_values.get_seq_length() if past_key_values is not None else 0
-        check_model_inputs(self.config, (batch_size, seq_len), past_len, attention_mask, token_type_ids, position_ids)
+        check_side_inputs(self.config, (batch_size, seq_len), past_len, attention_mask, token_type_ids, position_ids)
         if position_ids is None:
             position_ids = torch.arange(past_len, past_len + seq_len, device=inputs_embeds.device).unsqueeze(0)
 
@@ -421,7 +428,7 @@ def check_input_ids(input_ids: torch.Tensor, vocab_size: int) -> None:
         )
 
 
-def check_model_inputs(
+def check_side_inputs(
     config: RoFormerConfig,
     input_shape: tuple[int, int],
     past_len: int,
@@ -496,7 +503,7 @@ class RoFormerOnlyMLMHead(nn.Module):
         return self.predictions(hidden_states)
 
 
-def _finish(output: ModelOutput, return_dict: bool | None, config: RoFormerConfig) -> ModelOutput | tuple:
+def _output_or_tuple(output: ModelOutput, return_dict: bool | None, config: RoFormerConfig) -> ModelOutput | tuple:
     """Heads return a tuple (without the None fields) when asked to, as transformers' models do."""
     return output if (config.return_dict if return_dict is None else return_dict) else output.to_tuple()
 
@@ -557,11 +564,12 @@ class RoFormerForMaskedLM(RoFormerPreTrainedModel):
         logits = self.cls(outputs.last_hidden_state)  # (B, T, vocab_size)
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1).to(logits.device))
+            # loss_function divides by the Trainer's num_items_in_batch under gradient accumulation
+            loss = self.loss_function(logits=logits, labels=labels, vocab_size=logits.shape[-1], **kwargs)
         output = MaskedLMOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
-        return _finish(output, return_dict, self.config)
+        return _output_or_tuple(output, return_dict, self.config)
 
 
 class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
@@ -637,7 +645,7 @@ class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
         )
-        return _finish(output, return_dict, self.config)
+        return _output_or_tuple(output, return_dict, self.config)
 
 
 class RoFormerClassificationHead(nn.Module):
@@ -687,6 +695,9 @@ class RoFormerForSequenceClassification(RoFormerPreTrainedModel):
         config ([`RoFormerConfig`]): The model configuration; `num_labels` sets the number of outputs.
     """
 
+    # The loss is a per-batch mean: the Trainer must scale it for gradient accumulation itself.
+    accepts_loss_kwargs = False
+
     def __init__(self, config: RoFormerConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
@@ -720,7 +731,7 @@ class RoFormerForSequenceClassification(RoFormerPreTrainedModel):
         output = SequenceClassifierOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
-        return _finish(output, return_dict, self.config)
+        return _output_or_tuple(output, return_dict, self.config)
 
 
 class RoFormerForTokenClassification(RoFormerPreTrainedModel):
@@ -730,6 +741,9 @@ class RoFormerForTokenClassification(RoFormerPreTrainedModel):
     Args:
         config ([`RoFormerConfig`]): The model configuration; `num_labels` sets the number of tags.
     """
+
+    # The loss is a per-batch mean: the Trainer must scale it for gradient accumulation itself.
+    accepts_loss_kwargs = False
 
     def __init__(self, config: RoFormerConfig):
         super().__init__(config)
@@ -767,7 +781,7 @@ class RoFormerForTokenClassification(RoFormerPreTrainedModel):
         output = TokenClassifierOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
-        return _finish(output, return_dict, self.config)
+        return _output_or_tuple(output, return_dict, self.config)
 
 
 class RoFormerForQuestionAnswering(RoFormerPreTrainedModel):
@@ -777,6 +791,9 @@ class RoFormerForQuestionAnswering(RoFormerPreTrainedModel):
     Args:
         config ([`RoFormerConfig`]): The model configuration (`num_labels` is 2: start and end).
     """
+
+    # The loss is a per-batch mean: the Trainer must scale it for gradient accumulation itself.
+    accepts_loss_kwargs = False
 
     def __init__(self, config: RoFormerConfig):
         config.num_labels = 2
@@ -824,7 +841,7 @@ class RoFormerForQuestionAnswering(RoFormerPreTrainedModel):
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
         )
-        return _finish(output, return_dict, self.config)
+        return _output_or_tuple(output, return_dict, self.config)
 
 
 class RoFormerForMultipleChoice(RoFormerPreTrainedModel):
@@ -837,6 +854,9 @@ class RoFormerForMultipleChoice(RoFormerPreTrainedModel):
     Args:
         config ([`RoFormerConfig`]): The model configuration.
     """
+
+    # The loss is a per-batch mean: the Trainer must scale it for gradient accumulation itself.
+    accepts_loss_kwargs = False
 
     def __init__(self, config: RoFormerConfig):
         super().__init__(config)
@@ -863,22 +883,28 @@ class RoFormerForMultipleChoice(RoFormerPreTrainedModel):
                 Index of the right choice.
         """
         num_choices = (input_ids if input_ids is not None else inputs_embeds).shape[1]
-        flat = [t.flatten(0, 1) if t is not None else None for t in (input_ids, attention_mask, token_type_ids)]
-        position_ids = position_ids.flatten(0, 1) if position_ids is not None else None
-        inputs_embeds = inputs_embeds.flatten(0, 1) if inputs_embeds is not None else None
-        outputs = self.roformer(*flat, position_ids, inputs_embeds, return_dict=True, **kwargs)
-        hidden_states = outputs.last_hidden_state  # (B * num_choices, T, hidden_size)
-        if flat[1] is None:
-            last_token = hidden_states[:, -1]
-        else:
-            last_index = flat[1].shape[1] - 1 - flat[1].flip(-1).argmax(-1)  # last position holding a 1
-            last_token = hidden_states[torch.arange(hidden_states.shape[0]), last_index]
+        input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds = (
+            tensor.flatten(0, 1) if tensor is not None else None  # (B, num_choices, ...) -> (B * num_choices, ...)
+            for tensor in (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        )
+        outputs = self.roformer(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
+        last_token = last_token_states(outputs.last_hidden_state, attention_mask)  # (B * num_choices, hidden_size)
         logits = self.classifier(last_token).view(-1, num_choices)  # (B, num_choices)
         loss = F.cross_entropy(logits, labels.to(logits.device)) if labels is not None else None
         output = MultipleChoiceModelOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
-        return _finish(output, return_dict, self.config)
+        return _output_or_tuple(output, return_dict, self.config)
+
+
+def last_token_states(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """The hidden state of the last token of every sequence that is not padding (the last position without a mask)."""
+    if attention_mask is None or attention_mask.dim() != 2:
+        return hidden_states[:, -1]
+    last_index = attention_mask.shape[1] - 1 - attention_mask.flip(-1).argmax(-1)  # last position holding a 1
+    return hidden_states[torch.arange(hidden_states.shape[0], device=hidden_states.device), last_index]
 
 
 __all__ = [

@@ -21,6 +21,7 @@ import os
 import re
 import unicodedata
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, ClassVar
 
 import jieba
@@ -120,6 +121,12 @@ def is_cjk_character(character: str) -> bool:
     return any(low <= code_point <= high for low, high in CJK_RANGES)
 
 
+@functools.cache
+def cjk_characters_pattern() -> re.Pattern:
+    """A regex matching runs of CJK characters (the ranges BERT splits into one word each)."""
+    return re.compile("[" + "".join(f"{chr(low)}-{chr(high)}" for low, high in CJK_RANGES) + "]+")
+
+
 def is_punctuation(character: str) -> bool:
     code_point = ord(character)
     ascii_symbol = (
@@ -137,6 +144,19 @@ def is_dropped(character: str) -> bool:
     return character in "\x00\ufffd" or unicodedata.category(character) in ("Cc", "Cf")
 
 
+SPLIT, SPACE, DROP, KEEP = range(4)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def character_class(character: str) -> int:
+    """How basic tokenization treats a character: a word of its own, a separator, dropped, or part of a word."""
+    if is_punctuation(character) or is_cjk_character(character):
+        return SPLIT
+    if is_whitespace(character):
+        return SPACE
+    return DROP if is_dropped(character) else KEEP
+
+
 def basic_words(segment: str) -> list[list[int]]:
     """
     BERT basic tokenization of a segment: the words, each as the positions (in `segment`) of its characters.
@@ -144,15 +164,15 @@ def basic_words(segment: str) -> list[list[int]]:
     """
     words, current = [], []
     for position, character in enumerate(segment):
-        if is_punctuation(character) or is_cjk_character(character):
-            words.extend(filter(None, (current, [position])))
-            current = []
-        elif is_whitespace(character):
+        kind = character_class(character)
+        if kind == KEEP:
+            current.append(position)
+        elif kind != DROP:
             if current:
                 words.append(current)
             current = []
-        elif not is_dropped(character):
-            current.append(position)
+            if kind == SPLIT:
+                words.append([position])
     if current:
         words.append(current)
     return words
@@ -184,18 +204,41 @@ def tokenize_unknown_segment(
     segment: str, vocab: dict[str, int], unk_token_id: int, longest_token: int
 ) -> tuple[tuple[int, ...], tuple[tuple[int, int], ...]]:
     """The ids of a segment missing from the vocabulary, and their character spans in the segment."""
+    if cjk_characters_pattern().fullmatch(segment):  # the common case: every character is a word of its own
+        ids = tuple(vocab.get(character, unk_token_id) for character in segment)
+        return ids, tuple((position, position + 1) for position in range(len(segment)))
     ids, spans = [], []
     for positions in basic_words(segment):
-        word = "".join(segment[position] for position in positions)
-        pieces = wordpiece(word, vocab, longest_token)
+        first, last = positions[0], positions[-1]
+        contiguous = last - first + 1 == len(positions)
+        word = segment[first : last + 1] if contiguous else "".join(map(segment.__getitem__, positions))
+        pieces = [(0, len(word))] if word in vocab else wordpiece(word, vocab, longest_token)
         if pieces is None:
             ids.append(unk_token_id)
-            spans.append((positions[0], positions[-1] + 1))
+            spans.append((first, last + 1))
             continue
         for start, end in pieces:
             ids.append(vocab[("##" if start > 0 else "") + word[start:end]])
             spans.append((positions[start], positions[end - 1] + 1))
     return tuple(ids), tuple(spans)
+
+
+class SegmentIds(dict):
+    """
+    The ids of a jieba segment under the rule: vocabulary words are filled in up front, any other segment is
+    tokenized on first use (basic tokenization + WordPiece) and remembered, up to `UNKNOWN_CACHE_SIZE` of them.
+    """
+
+    def __init__(self, vocab: dict[str, int], unk_token_id: int, longest_token: int):
+        super().__init__((token, (index,)) for token, index in vocab.items())
+        self.vocab, self.unk_token_id, self.longest_token = vocab, unk_token_id, longest_token
+        self.limit = len(self) + UNKNOWN_CACHE_SIZE
+
+    def __missing__(self, segment: str) -> tuple[int, ...]:
+        ids = tokenize_unknown_segment(segment, self.vocab, self.unk_token_id, self.longest_token)[0]
+        if len(self) < self.limit:
+            self[segment] = ids
+        return ids
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -303,6 +346,7 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
         self.user_words: list[tuple[str, int, str | None]] = []
         self._jieba = None
         self._unknown_cache: dict[str, tuple] = {}
+        self._segment_ids: SegmentIds | None = None
         self._added_tokens_matcher_cache: tuple[tuple, Any] = ((), None)
         super().__init__(
             do_lower_case=do_lower_case,
@@ -404,14 +448,11 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
         return normalize_text(text)[0] if self.do_lower_case else text
 
     def _encode_chunk_ids(self, text: str) -> list[int]:
-        """Fast path of the rule: ids only."""
+        """Fast path of the rule: ids only. The loop over segments runs in C (`map`, `chain`) but for new words."""
+        if self._segment_ids is None:
+            self._segment_ids = SegmentIds(self.vocab, self.unk_token_id_in_vocab, self.longest_token)
         segments = self.segment(self.normalize(text))
-        ids = list(map(self.vocab.get, segments))
-        if None in ids:
-            misses = [index for index, token_id in enumerate(ids) if token_id is None]
-            for index in reversed(misses):  # from the right, so that earlier indices stay valid
-                ids[index : index + 1] = self._unknown_segment(segments[index])[0]
-        return ids
+        return list(chain.from_iterable(map(self._segment_ids.__getitem__, segments)))
 
     def _encode_chunk(self, text: str, start: int, first_word: int) -> TextEncoding:
         """The rule with offsets (shifted by `start`) and word indices (counting from `first_word`)."""
@@ -520,6 +561,12 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
     def vocab_size(self) -> int:
         return len(self.vocab)
 
+    @property
+    def is_fast(self) -> bool:
+        """True: like transformers' fast tokenizers it returns offsets, and transformers reads `is_fast` to decide
+        whether to ask for them (token-classification pipeline, whole-word-mask collator)."""
+        return True
+
     def get_vocab(self) -> dict[str, int]:
         return {**self.vocab, **self.added_tokens_encoder}
 
@@ -564,6 +611,7 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
         state = self.__dict__.copy()
         state["_jieba"] = None
         state["_unknown_cache"] = {}
+        state["_segment_ids"] = None
         return state
 
     # ------------------------------------------------------------------------------------------------------------

@@ -1,11 +1,14 @@
 """Shared fixtures: where the real data lives and a tiny configuration every test can afford."""
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Code loaded with trust_remote_code goes to a throwaway folder, not the user's ~/.cache.
+os.environ.setdefault("HF_MODULES_CACHE", tempfile.mkdtemp(prefix="roformer_hf_modules_"))
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = Path(os.environ.get("ROFORMER_HF_DATA", REPO_ROOT.parent / "shared" / "data"))

@@ -26,12 +26,13 @@ AUTO_CLASSES = {
     "RoFormerForMultipleChoice": "AutoModelForMultipleChoice",
 }
 
-# Runs in a fresh interpreter in which `import roformer_hf` fails: loads every checkpoint with the Auto classes and
-# trust_remote_code=True, and saves the ids, the outputs and the module of every class it got.
+# Runs in a fresh interpreter in which `import roformer_hf` (and `import rjieba`) fails: loads every checkpoint with
+# the Auto classes and trust_remote_code=True, and saves the ids, the outputs and the module of every class it got.
 CHILD = """
 import sys
 
 sys.modules["roformer_hf"] = None  # as if roformer_hf were not installed
+sys.modules["rjieba"] = None  # optional too: the tokenizer falls back on jieba, which must be installed
 try:
     import roformer_hf
 except ImportError:

@@ -232,23 +232,29 @@ def test_blockwise_attention_dropout_gradients(monkeypatch):
     assert not dropped.all()
 
 
-def test_training_on_cpu_with_dropout_uses_blockwise_attention(monkeypatch):
+@pytest.mark.parametrize(("seq_len", "expected"), [(8, "eager"), (40, "blockwise")])
+def test_training_on_cpu_with_dropout_dispatches_by_size(monkeypatch, seq_len, expected):
+    """SDPA has no fused CPU kernel with dropout: scores of one block go to eager, larger ones to blockwise."""
+    monkeypatch.setattr("roformer_hf.blockwise_attention.BLOCK_ELEMENTS", 4 * 16 * 16)  # 1 x 4 heads x 16 x 16
     calls = []
 
-    def recording_attention(*args, **kwargs):
-        calls.append(kwargs["dropout"])
-        return blockwise_attention_forward(*args, **kwargs)
+    def recording(name, function):
+        def attention(*args, **kwargs):
+            calls.append(name)
+            return function(*args, **kwargs)
 
-    monkeypatch.setattr("roformer_hf.modeling.blockwise_attention_forward", recording_attention)
+        return attention
+
+    monkeypatch.setattr(
+        "roformer_hf.modeling.blockwise_attention_forward", recording("blockwise", blockwise_attention_forward)
+    )
+    monkeypatch.setattr("roformer_hf.modeling.eager_attention_forward", recording("eager", eager_attention_forward))
     model = RoFormerModel(tiny_config(attention_probs_dropout_prob=0.1))
-    input_ids = torch.randint(1, TINY["vocab_size"], (1, 8))
+    input_ids = torch.randint(1, TINY["vocab_size"], (1, seq_len))
     model.train()(input_ids)
-    assert calls == [0.1, 0.1]  # every layer, in training
+    assert calls == [expected, expected]  # every layer, in training
     model.eval()(input_ids)
     assert len(calls) == 2  # SDPA's fused kernel in inference
-    model.set_attn_implementation("eager")
-    model.train()(input_ids)
-    assert len(calls) == 2  # an explicit choice of eager is kept
 
 
 def test_linear_attention_ignores_padding():
@@ -260,6 +266,18 @@ def test_linear_attention_ignores_padding():
     with torch.no_grad():
         expected = model(input_ids).last_hidden_state
         actual = model(padded, attention_mask=mask).last_hidden_state[:, :9]
+    torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_multiple_choice_summarises_the_last_real_token():
+    torch.manual_seed(0)
+    model = roformer_hf.RoFormerForMultipleChoice(tiny_config()).eval()
+    input_ids = torch.randint(1, TINY["vocab_size"], (1, 2, 9))
+    padded = torch.cat([input_ids, torch.zeros(1, 2, 4, dtype=torch.long)], dim=-1)
+    mask = torch.cat([torch.ones(1, 2, 9), torch.zeros(1, 2, 4)], dim=-1).long()
+    with torch.no_grad():
+        expected = model(input_ids).logits
+        actual = model(padded, attention_mask=mask).logits
     torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)
 
 
@@ -397,3 +415,26 @@ def test_heads_refuse_the_wrong_direction():
         RoFormerForCausalLM(tiny_config())
     with pytest.raises(ValueError, match="is_decoder=False"):
         RoFormerForMaskedLM(tiny_config(is_decoder=True))
+
+
+@pytest.mark.parametrize(
+    "head",
+    ["RoFormerForSequenceClassification", "RoFormerForTokenClassification", "RoFormerForQuestionAnswering"],
+)
+def test_trainer_scales_per_batch_losses_for_gradient_accumulation(head, tmp_path):
+    """Heads whose loss is a per-batch mean must not claim to normalise by `num_items_in_batch`, or the Trainer
+    leaves the loss (and gradients) `gradient_accumulation_steps` times too large."""
+    model = getattr(roformer_hf, head)(tiny_config())
+    arguments = transformers.TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to=[])
+    assert transformers.Trainer(model=model, args=arguments).model_accepts_loss_kwargs is False
+
+
+def test_masked_lm_loss_is_normalised_by_the_items_of_the_whole_batch():
+    torch.manual_seed(0)
+    model = RoFormerForMaskedLM(tiny_config()).eval()
+    batch = batch_with_padding()
+    labels = torch.full_like(batch["input_ids"], -100)
+    labels[:, 2:5] = batch["input_ids"][:, 2:5]
+    mean_loss = model(**batch, labels=labels).loss
+    summed_over_twice_the_items = model(**batch, labels=labels, num_items_in_batch=2 * 6).loss
+    torch.testing.assert_close(summed_over_twice_the_items, mean_loss / 2)

@@ -34,6 +34,9 @@ from run_classification import (
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TINY_MODEL = "hidden_size=32,num_hidden_layers=2,num_attention_heads=2,intermediate_size=64"
+# Large initial weights make the logits of different documents differ clearly, so that checks of order and pooling
+# cannot pass by accident.
+DISTINCT_TINY_MODEL = TINY_MODEL + ",initializer_range=0.5"
 
 # ----------------------------------------------------------------------------------------------------------------
 # Truncation, windows, special tokens
@@ -241,6 +244,11 @@ def tiny_run(roformer_vocab, output_dir: Path, *arguments: str) -> dict:
     )
 
 
+def log_odds(prediction: dict) -> float:
+    """log p(criminal) - log p(civil): the difference of the two logits behind a prediction's scores."""
+    return float(np.log(prediction["scores"]["criminal"]) - np.log(prediction["scores"]["civil"]))
+
+
 def read_predictions(output_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (output_dir / "predictions.jsonl").read_text(encoding="utf-8").splitlines()]
 
@@ -269,6 +277,7 @@ def single_label_run(tmp_path_factory, roformer_vocab, cail_rows):
         output_dir,
         *("--train_file", str(train), "--validation_file", str(validation), "--test_file", str(test)),
         *("--do_train", "--do_eval", "--do_predict", "--train_sampling_strategy", "group_by_length"),
+        *("--config_overrides", DISTINCT_TINY_MODEL),
     )
     return metrics, output_dir, test, test_rows
 
@@ -290,13 +299,11 @@ def test_predictions_follow_the_test_file(single_label_run, tokenizer):
     assert len(predictions) == len(test_rows)
     encoded = [tokenizer(row["text"], truncation=True, max_length=64) for row in test_rows]
     encoded = [{key: e[key] for key in ("input_ids", "token_type_ids", "attention_mask")} for e in encoded]
-    expected = logits_to_scores(direct_logits(output_dir, encoded), SINGLE_LABEL)
-    for prediction, row_scores in zip(predictions, expected, strict=True):
-        assert set(prediction["scores"]) == {"civil", "criminal"}
-        np.testing.assert_allclose(
-            [prediction["scores"]["civil"], prediction["scores"]["criminal"]], row_scores, atol=1e-5
-        )
-        assert prediction["label"] == ["civil", "criminal"][int(np.argmax(row_scores))]
+    logits = direct_logits(output_dir, encoded)
+    expected = logits[:, 1] - logits[:, 0]
+    assert np.ptp(expected) > 1e-2  # documents are told apart far beyond the tolerance below
+    np.testing.assert_allclose([log_odds(prediction) for prediction in predictions], expected, atol=1e-4)
+    assert [prediction["label"] for prediction in predictions] == [["civil", "criminal"][i] for i in logits.argmax(-1)]
 
 
 def test_predict_with_the_fine_tuned_checkpoint(single_label_run, tmp_path):
@@ -326,7 +333,7 @@ def test_chunk_strategy_pools_window_logits(tmp_path, roformer_vocab, tokenizer,
         output_dir,
         *("--train_file", str(train), "--test_file", str(test), "--do_train", "--do_predict"),
         *("--validation_file", str(test), "--eval_strategy", "steps", "--eval_steps", "3"),  # metrics while training
-        *("--max_seq_length", "34", *arguments),
+        *("--max_seq_length", "34", "--config_overrides", DISTINCT_TINY_MODEL, *arguments),
     )
     assert metrics["test_samples"] == 3 and metrics["eval_samples"] == 3
     assert metrics["eval_accuracy"] == pytest.approx(metrics["test_accuracy"])
@@ -345,11 +352,11 @@ def test_chunk_strategy_pools_window_logits(tmp_path, roformer_vocab, tokenizer,
             }
             for window in windows
         ]
-        pooled = direct_logits(output_dir, encoded).mean(axis=0, keepdims=True)  # the hand-computed pooling
-        scores = logits_to_scores(pooled, SINGLE_LABEL)[0]
-        np.testing.assert_allclose(
-            [prediction["scores"]["civil"], prediction["scores"]["criminal"]], scores, atol=1e-5
-        )
+        window_logits = direct_logits(output_dir, encoded)
+        mean_pooled = window_logits.mean(axis=0)  # the hand-computed pooling
+        max_pooled = window_logits.max(axis=0)
+        assert abs(log_odds(prediction) - (mean_pooled[1] - mean_pooled[0])) < 1e-4
+        assert abs(log_odds(prediction) - (max_pooled[1] - max_pooled[0])) > 1e-3  # so pooling is really tested
 
 
 def test_multi_label(tmp_path, roformer_vocab, cail_rows):

@@ -1,6 +1,7 @@
 """Tests of run_mlm.py: stages, whole-word masking, packing, resuming, outputs, bad input, and a 2-process run."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -202,6 +203,22 @@ def test_validation_masks_repeat(tokenizer, news_lines):
     assert torch.equal(first["attention_mask"].sum(1), torch.tensor([len(ids) for ids in encoding["input_ids"]]))
 
 
+def test_training_masks_depend_on_seed_epoch_and_example_only(tokenizer, news_lines):
+    encoding = tokenizer(news_lines[:8], return_word_ids=True)
+    examples = [
+        {"input_ids": ids, "word_ids": words, "example_index": index}
+        for index, (ids, words) in enumerate(zip(encoding["input_ids"], encoding["word_ids"], strict=True))
+    ]
+    collator = run_mlm.WholeWordMaskCollator(tokenizer, mlm_probability=0.3, seed=5)
+    first = collator(examples)["labels"]
+    torch.manual_seed(123)  # the global RNG plays no part
+    assert torch.equal(
+        collator(examples[:4])["labels"], first[:4, : max(len(ids) for ids in encoding["input_ids"][:4])]
+    )
+    collator.epoch = 1
+    assert not torch.equal(collator(examples)["labels"], first)
+
+
 # --- data ---
 
 
@@ -251,6 +268,14 @@ def test_streaming_and_saved_dataset(tmp_path, news_lines, tokenizer):
         (lambda args, tmp: (tmp / "empty.txt").touch() or args.__setitem__(1, str(tmp / "empty.txt")), "is empty"),
         (lambda args, tmp: args.extend(["--stages", "64:8"]), "--stages"),
         (lambda args, tmp: args.extend(["--stages", "4:8:2"]), "at least 8"),
+        (lambda args, tmp: args.__setitem__(args.index("--stages") + 1, "4:8:2"), "max_seq_length 4 is too short"),
+        (
+            lambda args, tmp: (
+                args.__delitem__(slice(args.index("--stages"), args.index("--stages") + 2))
+                or args.extend(["--max_seq_length", "7"])
+            ),
+            "max_seq_length 7 is too short",
+        ),
         (lambda args, tmp: args.extend(["--stages", "32:6:2"]), "not a multiple"),
         (lambda args, tmp: args.extend(["--mlm_probability", "1.5"]), "mlm_probability"),
     ],
@@ -316,6 +341,12 @@ def test_two_stage_run_saves_a_loadable_model(tmp_path, news_file):
     final_weights = load_file(output_dir / "model.safetensors")
     stage_weights = load_file(output_dir / "stage-2" / "checkpoint-4" / "model.safetensors")
     assert all(torch.equal(final_weights[name], stage_weights[name]) for name in final_weights)
+
+
+def test_bf16_and_activation_checkpointing_pass_through(tmp_path, news_file):
+    extra = ["--stages", "32:4:2", "--bf16", "--use_cpu", "--activation_checkpointing"]
+    table = run_mlm.main(run_arguments(news_file, tmp_path / "out", *extra))
+    assert math.isfinite(table[-1]["train_loss"]) and math.isfinite(table[-1]["eval_loss"])
 
 
 def test_gradient_accumulation_matches_a_larger_batch(tmp_path, news_file):
