@@ -82,15 +82,23 @@ def eager_attention_forward(
         query, key, value (`torch.Tensor` of shape `(batch_size, num_heads, seq_len, head_dim)`):
             Already rotated (`key`/`value` may be longer than `query` when a cache holds earlier tokens).
         attention_mask (`torch.Tensor` of shape `(batch_size, 1, query_len, key_len)`, *optional*):
-            Additive: 0 where a query may look, a large negative number where it may not (transformers'
-            `create_*_mask` for "eager").
+            Additive (0 where a query may look, a large negative number where it may not: transformers'
+            `create_*_mask` for "eager"), or boolean (True where a query may look: the form built for "sdpa").
 
     Returns:
         `(attention_output, attention_weights)`: shapes `(batch_size, query_len, num_heads, head_dim)` and
         `(batch_size, num_heads, query_len, key_len)`.
     """
     scores = torch.matmul(query, key.transpose(-1, -2)) * scaling  # (B, nh, Tq, Tk)
-    if attention_mask is not None:
+    if attention_mask is None and module.is_causal and query.shape[2] > 1:
+        # The SDPA form of a plain causal mask is no mask at all (SDPA's is_causal); the CPU dispatch hands it here.
+        query_len, key_len = query.shape[2], key.shape[2]
+        attention_mask = torch.ones(query_len, key_len, dtype=torch.bool, device=query.device)
+        attention_mask = attention_mask.tril(diagonal=key_len - query_len)  # queries are the last positions
+    if attention_mask is not None and attention_mask.dtype == torch.bool:
+        # The SDPA backend's mask form (True where a query may look), as the CPU dispatch passes it.
+        scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+    elif attention_mask is not None:
         scores = scores + attention_mask
     weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
     # Drops whole (query, key) links, as in BERT and the original RoFormer.

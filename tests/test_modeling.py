@@ -188,6 +188,26 @@ def test_eager_equals_sdpa(is_decoder):
     assert (expected[real] - actual[real]).abs().max() <= 1e-5
 
 
+@pytest.mark.parametrize("is_decoder", [False, True])
+@pytest.mark.parametrize("with_padding", [False, True])
+def test_training_default_equals_eager_with_attention_dropout(is_decoder, with_padding):
+    """On the CPU, training with attention dropout makes the SDPA backend hand short inputs to eager attention, in
+    the SDPA form of the mask (boolean, or none at all for a plain causal mask): padding and causality must hold."""
+    torch.manual_seed(0)
+    config = tiny_config(is_decoder=is_decoder, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.1)
+    model = RoFormerModel(config).train()
+    inputs = batch_with_padding()
+    if not with_padding:
+        inputs["attention_mask"] = torch.ones_like(inputs["attention_mask"])
+    real = inputs["attention_mask"].bool()
+    torch.manual_seed(1)
+    default = model(**inputs, use_cache=False).last_hidden_state
+    model.set_attn_implementation("eager")
+    torch.manual_seed(1)
+    eager = model(**inputs, use_cache=False).last_hidden_state
+    assert (default[real] - eager[real]).abs().max() <= 1e-5
+
+
 class _Attention(torch.nn.Module):
     def __init__(self, is_causal: bool):
         super().__init__()
