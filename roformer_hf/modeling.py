@@ -458,6 +458,11 @@ def check_side_inputs(
             f"attention_mask must have shape (batch_size, seq_len) (or be a prepared 4-D mask), got "
             f"{tuple(attention_mask.shape)}."
         )
+    elif attention_mask is not None and config.attention_type == "linear":
+        raise ValueError(
+            "Linear attention excludes padding through a (batch_size, seq_len) attention_mask of 1 for tokens and "
+            f"0 for padding; it cannot use a prepared 4-D mask of shape {tuple(attention_mask.shape)}."
+        )
     if token_type_ids is not None:
         if tuple(token_type_ids.shape) != input_shape:
             raise ValueError(

@@ -211,3 +211,17 @@ def test_causal_model_generates_without_cache_and_refuses_one():
     assert torch.equal(logits[0, 4:8].argmax(dim=-1), generated[0, 5:9])  # greedy: each token is the arg-max
     with pytest.raises(ValueError, match="use_cache=False"):
         model(input_ids=input_ids, past_key_values=DynamicCache(config=model.config))
+
+
+def test_linear_attention_refuses_a_prepared_four_dimensional_mask():
+    config = RoFormerConfig(
+        vocab_size=100,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        intermediate_size=64,
+        attention_type="linear",
+    )
+    model = RoFormerModel(config).eval()
+    with pytest.raises(ValueError, match="prepared 4-D mask"):
+        model(input_ids=torch.randint(1, 100, (2, 9)), attention_mask=torch.ones(2, 1, 9, 9))
