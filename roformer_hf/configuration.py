@@ -130,6 +130,9 @@ class RoFormerConfig(PreTrainedConfig):
                 f"hidden_size / num_attention_heads = {self.hidden_size} / {self.num_attention_heads} = "
                 f"{self.head_dim}: change hidden_size or num_attention_heads."
             )
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"{name} is a probability, so it must lie in [0, 1], got {getattr(self, name)}.")
         if self.attention_type not in ATTENTION_TYPES:
             raise ValueError(
                 f"Unknown attention_type {self.attention_type!r}: use one of {', '.join(map(repr, ATTENTION_TYPES))}."

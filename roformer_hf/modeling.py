@@ -158,10 +158,8 @@ class RoFormerSelfAttention(nn.Module):
         attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
         )
-        if self.training:
-            use_blockwise, use_eager = prefers_blockwise_attention(self.config, query, key, self.attention_dropout)
-            if use_blockwise or use_eager:
-                attention_interface = blockwise_attention_forward if use_blockwise else eager_attention_forward
+        if self.training and prefers_blockwise_attention(self.config, query, self.attention_dropout):
+            attention_interface = blockwise_attention_forward
         attention_output, attention_weights = attention_interface(
             self,
             query,

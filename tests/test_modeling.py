@@ -189,23 +189,29 @@ def test_eager_equals_sdpa(is_decoder):
 
 
 @pytest.mark.parametrize("is_decoder", [False, True])
-@pytest.mark.parametrize("with_padding", [False, True])
-def test_training_default_equals_eager_with_attention_dropout(is_decoder, with_padding):
-    """On the CPU, training with attention dropout makes the SDPA backend hand short inputs to eager attention, in
-    the SDPA form of the mask (boolean, or none at all for a plain causal mask): padding and causality must hold."""
+def test_training_with_attention_dropout_hides_padding_and_the_future(is_decoder):
+    """On the CPU, training with attention dropout runs blockwise attention on the SDPA form of the mask (boolean, or
+    none at all for a plain causal mask): padded tokens, and in a decoder later tokens, must stay invisible."""
     torch.manual_seed(0)
     config = tiny_config(is_decoder=is_decoder, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.1)
     model = RoFormerModel(config).train()
     inputs = batch_with_padding()
-    if not with_padding:
-        inputs["attention_mask"] = torch.ones_like(inputs["attention_mask"])
     real = inputs["attention_mask"].bool()
+    changed = inputs["input_ids"].masked_fill(~real, 5)  # other tokens under the padding
+    changed[0, -1] = 6  # and another last token in the unpadded row: the future of every other position
+    unaffected = real.clone()
+    unaffected[0, -1] = False
+    torch.manual_seed(1)  # the same dropout masks in both calls
+    expected = model(**inputs, use_cache=False).last_hidden_state
     torch.manual_seed(1)
-    default = model(**inputs, use_cache=False).last_hidden_state
-    model.set_attn_implementation("eager")
-    torch.manual_seed(1)
-    eager = model(**inputs, use_cache=False).last_hidden_state
-    assert (default[real] - eager[real]).abs().max() <= 1e-5
+    actual = model(**{**inputs, "input_ids": changed}, use_cache=False).last_hidden_state
+    if is_decoder:
+        assert (actual[unaffected] - expected[unaffected]).abs().max() <= 1e-6
+    else:  # every token sees the last one, and none sees the padding
+        assert (actual[1][real[1]] - expected[1][real[1]]).abs().max() <= 1e-6
+        assert (actual[0] - expected[0]).abs().max() > 1e-3
+    with torch.no_grad():
+        assert (model.eval()(**inputs, use_cache=False).last_hidden_state - expected).abs().max() > 1e-3  # dropped
 
 
 class _Attention(torch.nn.Module):
@@ -252,29 +258,39 @@ def test_blockwise_attention_dropout_gradients(monkeypatch):
     assert not dropped.all()
 
 
-@pytest.mark.parametrize(("seq_len", "expected"), [(8, "eager"), (40, "blockwise")])
-def test_training_on_cpu_with_dropout_dispatches_by_size(monkeypatch, seq_len, expected):
-    """SDPA has no fused CPU kernel with dropout: scores of one block go to eager, larger ones to blockwise."""
+def test_blockwise_attention_dropout_is_unbiased_and_differs_between_blocks(monkeypatch):
+    monkeypatch.setattr("roformer_hf.blockwise_attention.BLOCK_ELEMENTS", 4 * 16 * 64)  # 4 blocks of 16 queries
+    query = key = torch.zeros(1, 4, 64, 8)  # every probability is 1/64
+    value = torch.ones(1, 4, 64, 8)
+    torch.manual_seed(0)
+    output, _ = blockwise_attention_forward(_Attention(is_causal=False), query, key, value, None, 1.0, dropout=0.3)
+    kept_fraction = output[0, :, :, 0].T * (1 - 0.3)  # (heads, queries): the kept share of each query's links
+    assert abs(kept_fraction.mean() - 0.7) < 0.02  # 16,384 links: 6 standard deviations
+    assert abs(output.mean() - 1.0) < 0.03  # kept probabilities are rescaled: the expectation is kept
+    first_block, second_block = kept_fraction[:, :16], kept_fraction[:, 16:32]
+    assert not torch.equal(first_block, second_block)
+    assert not torch.equal(kept_fraction[0], kept_fraction[1])  # heads differ too
+
+
+@pytest.mark.parametrize("seq_len", [8, 40])
+def test_training_on_cpu_with_dropout_runs_blockwise_attention(monkeypatch, seq_len):
+    """SDPA has no fused CPU kernel with dropout: training goes to blockwise attention, inference stays with SDPA."""
     monkeypatch.setattr("roformer_hf.blockwise_attention.BLOCK_ELEMENTS", 4 * 16 * 16)  # 1 x 4 heads x 16 x 16
     calls = []
 
-    def recording(name, function):
-        def attention(*args, **kwargs):
-            calls.append(name)
-            return function(*args, **kwargs)
+    def recording(*args, **kwargs):
+        calls.append("blockwise")
+        return blockwise_attention_forward(*args, **kwargs)
 
-        return attention
-
-    monkeypatch.setattr(
-        "roformer_hf.modeling.blockwise_attention_forward", recording("blockwise", blockwise_attention_forward)
-    )
-    monkeypatch.setattr("roformer_hf.modeling.eager_attention_forward", recording("eager", eager_attention_forward))
+    monkeypatch.setattr("roformer_hf.modeling.blockwise_attention_forward", recording)
     model = RoFormerModel(tiny_config(attention_probs_dropout_prob=0.1))
     input_ids = torch.randint(1, TINY["vocab_size"], (1, seq_len))
     model.train()(input_ids)
-    assert calls == [expected, expected]  # every layer, in training
+    assert calls == ["blockwise", "blockwise"]  # every layer, in training
     model.eval()(input_ids)
     assert len(calls) == 2  # SDPA's fused kernel in inference
+    RoFormerModel(tiny_config(attention_probs_dropout_prob=0.0)).train()(input_ids)
+    assert len(calls) == 2  # without attention dropout SDPA's fused kernel trains too
 
 
 def test_linear_attention_ignores_padding():
@@ -423,6 +439,8 @@ def test_bad_input_raises_value_error(change, message):
     [
         ({"hidden_size": 30, "num_attention_heads": 4}, "not divisible"),
         ({"hidden_size": 36, "num_attention_heads": 4}, "even"),
+        ({"attention_probs_dropout_prob": 10}, r"attention_probs_dropout_prob is a probability.*\[0, 1\], got 10"),
+        ({"hidden_dropout_prob": -0.1}, "hidden_dropout_prob is a probability"),
     ],
 )
 def test_bad_config_raises_value_error(settings, message):
