@@ -5,7 +5,10 @@ the default dropouts (0.1), batch 1. transformers' RoFormer has only eager atten
 (SDPA, plus the CPU dispatch of `roformer_hf.blockwise_attention`) and, for reference, with eager attention.
 
 - train: `RoFormerForSequenceClassification` with a label, forward + loss + backward + `zero_grad` (the optimizer step
-  costs the same for both and is left out).
+  costs the same for both and is left out). Our classifier computes its last layer at [CLS] only (the head reads
+  nothing else; see `last_layer_positions`); the row `roformer_hf-sdpa-full-last-layer` computes every position, as
+  transformers does, to show what the attention and its dropout give alone. In a 2-layer model the last layer is half
+  the model; in the 12-layer base model it is 1/12.
 - infer: `RoFormerModel` forward under `torch.inference_mode()`.
 
 Every measurement runs in a fresh subprocess: one warm-up step, then `--repeats` timed steps. The implementations of
@@ -33,6 +36,7 @@ from pathlib import Path
 import torch
 
 DEFAULT_ROWS = "train:512,train:2048,infer:512,infer:4096"
+FULL_LAST_LAYER = "-full-last-layer"  # the suffix of our implementation computing every position of the last layer
 MODEL_SIZE = {
     "vocab_size": 50000,
     "hidden_size": 768,
@@ -72,16 +76,18 @@ def load_model(implementation: str, checkpoint: str, task: str, device: str, dty
     else:
         from roformer_hf import RoFormerForSequenceClassification, RoFormerModel
 
-        attention = implementation.removeprefix("roformer_hf-")
+        attention = implementation.removeprefix("roformer_hf-").removesuffix(FULL_LAST_LAYER)
         classes, kwargs = (RoFormerForSequenceClassification, RoFormerModel), {"attn_implementation": attention}
     model_class = classes[0] if task == "train" else classes[1]
     model = model_class.from_pretrained(checkpoint, dtype=dtype, **kwargs).to(device)
     return model.train() if task == "train" else model.eval()
 
 
-def run_step(model, task: str, input_ids: torch.Tensor, labels: torch.Tensor) -> None:
+def run_step(model, task: str, input_ids: torch.Tensor, labels: torch.Tensor, full_last_layer: bool) -> None:
     if task == "train":
-        model(input_ids=input_ids, labels=labels).loss.backward()
+        # Asking for every layer's hidden states makes our classifier compute every position of its last layer.
+        extra = {"output_hidden_states": True} if full_last_layer else {}
+        model(input_ids=input_ids, labels=labels, **extra).loss.backward()
         model.zero_grad(set_to_none=True)
     else:
         with torch.inference_mode():
@@ -123,7 +129,7 @@ def measure(spec: dict) -> dict:
     times, cpu_times = [], []
     for step in range(spec["repeats"] + 1):
         start, cpu_start = time.perf_counter(), time.process_time()
-        run_step(model, spec["task"], input_ids, labels)
+        run_step(model, spec["task"], input_ids, labels, spec["implementation"].endswith(FULL_LAST_LAYER))
         if spec["device"].startswith("cuda"):
             torch.cuda.synchronize()
         if step > 0:  # step 0 warms up
@@ -149,8 +155,10 @@ def write_checkpoint(folder: str, args: argparse.Namespace, max_length: int) -> 
     RoFormerForSequenceClassification(config).save_pretrained(folder)
 
 
-def implementations(args: argparse.Namespace) -> list[str]:
+def implementations(args: argparse.Namespace, task: str) -> list[str]:
     names = ["transformers", "roformer_hf-sdpa"]
+    if task == "train":
+        names.append("roformer_hf-sdpa" + FULL_LAST_LAYER)
     if not args.no_eager:
         names.append("roformer_hf-eager")
     if args.device.startswith("cuda") and is_flash_attention_installed():
@@ -211,7 +219,7 @@ def print_table(results: list[dict]) -> None:
 
 def measure_row(task: str, length: int, checkpoint: str, args: argparse.Namespace) -> list[dict]:
     """Every implementation for one row, `--rounds` times in turn, so that a change of load hits all of them alike."""
-    runs = {implementation: [] for implementation in implementations(args)}
+    runs = {implementation: [] for implementation in implementations(args, task)}
     for _ in range(args.rounds):
         for implementation, results in runs.items():
             spec = {

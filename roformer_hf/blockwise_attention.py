@@ -190,13 +190,13 @@ class _BlockwiseAttention(torch.autograd.Function):
         if dropout > 0:
             output.mul_(_kept_scale(dropout))  # the rescaling of dropout, applied to the (smaller) output
         ctx.save_for_backward(scaled_query, key, value, attention_mask, output)
-        ctx.settings = (query.shape, is_causal, scaling, dropout, seed)
+        ctx.settings = (query.shape, (batch_size, num_heads, key_len, head_dim), is_causal, scaling, dropout, seed)
         return output.view(query.shape)
 
     @staticmethod
     def backward(ctx, grad_output):
         scaled_query, key, value, attention_mask, output = ctx.saved_tensors
-        query_shape, is_causal, scaling, dropout, seed = ctx.settings
+        query_shape, key_shape, is_causal, scaling, dropout, seed = ctx.settings
         batch_heads, query_len, key_len = scaled_query.shape[0], scaled_query.shape[1], key.shape[1]
         grad_output = grad_output.reshape(output.shape)  # (B * nh, Tq, hs)
         # softmax backward needs sum_j P_ij dP_ij per query, which equals dO_i . O_i (dropout included).
@@ -228,7 +228,8 @@ class _BlockwiseAttention(torch.autograd.Function):
             grad_query[:, rows] = torch.bmm(grad_scores, key)
             grad_key.baddbmm_(grad_scores.transpose(1, 2), scaled_query[:, rows])
         grads = (grad_query.mul_(scaling), grad_key, grad_value)
-        return *(grad.view(query_shape) for grad in grads), None, None, None, None, None
+        shapes = (query_shape, key_shape, key_shape)
+        return *(grad.view(shape) for grad, shape in zip(grads, shapes, strict=True)), None, None, None, None, None
 
 
 __all__ = ["blockwise_attention_forward", "prefers_blockwise_attention"]

@@ -112,8 +112,8 @@ class RoFormerSelfAttention(nn.Module):
 
     The backend is transformers' attention interface (`config._attn_implementation`: "sdpa" by default, "eager",
     "flash_attention_2", ...), with one exception: on the CPU, training with attention dropout, torch's SDPA falls back
-    to an unfused kernel slower than eager, so "sdpa" then runs eager attention for short inputs and
-    `blockwise_attention_forward` (the same function, memory linear in the length) for long ones.
+    to an unfused kernel slower than eager, so "sdpa" then runs `blockwise_attention_forward` (the same function,
+    faster than eager at every length, memory linear in the length).
     """
 
     def __init__(self, config: RoFormerConfig, layer_idx: int):
@@ -135,11 +135,21 @@ class RoFormerSelfAttention(nn.Module):
         attention_mask: torch.Tensor | None = None,
         padding_mask: torch.Tensor | None = None,
         past_key_values: Cache | None = None,
+        query_positions: slice | None = None,
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """`query_positions` (encoder, softmax attention): the outputs to compute; keys and values cover every token."""
         input_shape = hidden_states.shape[:-1]
         hidden_shape = (*input_shape, -1, self.head_dim)
-        query = self.query(hidden_states).view(hidden_shape).transpose(1, 2)  # (B, nh, T, hs)
+        if query_positions is not None:
+            hidden_states_of_queries = hidden_states[:, query_positions]  # (B, Tq, H)
+            input_shape = hidden_states_of_queries.shape[:-1]
+            query = self.query(hidden_states_of_queries).view(*input_shape, -1, self.head_dim).transpose(1, 2)
+            query_cos, query_sin = (table[:, query_positions] for table in position_embeddings)
+            attention_mask = attention_mask[:, :, query_positions] if attention_mask is not None else None
+        else:
+            query = self.query(hidden_states).view(hidden_shape).transpose(1, 2)  # (B, nh, T, hs)
+            query_cos, query_sin = position_embeddings
         key = self.key(hidden_states).view(hidden_shape).transpose(1, 2)  # (B, nh, T, hs)
         value = self.value(hidden_states).view(hidden_shape).transpose(1, 2)  # (B, nh, T, hs)
         cos, sin = position_embeddings
@@ -151,7 +161,7 @@ class RoFormerSelfAttention(nn.Module):
             attention_output = linear_attention_forward(query, key, value, cos, sin, padding_mask, self.is_causal)
             return attention_output.reshape(*input_shape, -1), None
 
-        query, key = apply_rotary(query, cos, sin), apply_rotary(key, cos, sin)
+        query, key = apply_rotary(query, query_cos, query_sin), apply_rotary(key, cos, sin)
         if past_key_values is not None:
             key, value = past_key_values.update(key, value, self.layer_idx)
 
@@ -194,9 +204,12 @@ class RoFormerAttention(nn.Module):
         self.self = RoFormerSelfAttention(config, layer_idx)
         self.output = RoFormerSelfOutput(config)
 
-    def forward(self, hidden_states: torch.Tensor, **kwargs) -> tuple[torch.Tensor, torch.Tensor | None]:
-        attention_output, attention_weights = self.self(hidden_states, **kwargs)
-        return self.output(attention_output, hidden_states), attention_weights
+    def forward(
+        self, hidden_states: torch.Tensor, query_positions: slice | None = None, **kwargs
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        attention_output, attention_weights = self.self(hidden_states, query_positions=query_positions, **kwargs)
+        residual = hidden_states if query_positions is None else hidden_states[:, query_positions]
+        return self.output(attention_output, residual), attention_weights
 
 
 class RoFormerIntermediate(nn.Module):
@@ -246,13 +259,18 @@ class RoFormerEncoder(nn.Module):
         hidden_states: torch.Tensor,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
+        last_layer_positions: slice | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPast:
-        """`kwargs` (position_embeddings, attention_mask, padding_mask, past_key_values) go to every layer."""
+        """`kwargs` (position_embeddings, attention_mask, padding_mask, past_key_values) go to every layer;
+        `last_layer_positions`, the outputs the last layer computes, to the last (see `RoFormerModel.forward`)."""
         all_hidden_states = (hidden_states,) if output_hidden_states else None
         all_attentions = () if output_attentions else None
-        for layer in self.layer:
-            hidden_states, attention_weights = layer(hidden_states, output_attentions=output_attentions, **kwargs)
+        for index, layer in enumerate(self.layer):
+            query_positions = last_layer_positions if index == len(self.layer) - 1 else None
+            hidden_states, attention_weights = layer(
+                hidden_states, output_attentions=output_attentions, query_positions=query_positions, **kwargs
+            )
             if output_hidden_states:
                 all_hidden_states += (hidden_states,)
             if output_attentions:
@@ -320,6 +338,7 @@ class RoFormerModel(RoFormerPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        last_layer_positions: slice | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPast | tuple:
         r"""
@@ -343,6 +362,13 @@ class RoFormerModel(RoFormerPreTrainedModel):
                 Whether to return the attention weights (needs `attn_implementation="eager"`) / every layer's output.
             return_dict (`bool`, *optional*):
                 `False` returns a tuple instead of a [`~modeling_outputs.BaseModelOutputWithPast`].
+            last_layer_positions (`slice`, *optional*):
+                The positions whose last hidden states are needed, e.g. `slice(0, 1)` for the [CLS] token. The last
+                layer then computes queries, attention outputs and feed-forward only there (its keys and values still
+                cover every token), and `last_hidden_state` holds only those positions: the same numbers for a
+                fraction of the last layer's work (Mosaic BERT's trick; `RoFormerForSequenceClassification` uses it).
+                Ignored, with every position computed, for decoders, linear attention, backends other than "sdpa" and
+                "eager", and when every layer's hidden states or attentions are asked for.
         """
         inputs_embeds = self._embed(input_ids, inputs_embeds)
         batch_size, seq_len = inputs_embeds.shape[:2]
@@ -357,10 +383,15 @@ class RoFormerModel(RoFormerPreTrainedModel):
         hidden_states = self.embeddings(inputs_embeds, token_type_ids)
         if self.config.embedding_size != self.config.hidden_size:
             hidden_states = self.embeddings_project(hidden_states)
+        output_hidden_states = self._default(output_hidden_states, "output_hidden_states")
+        output_attentions = self._default(output_attentions, "output_attentions")
+        if not self._computes_last_layer_subsets(output_hidden_states, output_attentions):
+            last_layer_positions = None
         encoder_outputs = self.encoder(
             hidden_states,
-            output_hidden_states=self._default(output_hidden_states, "output_hidden_states"),
-            output_attentions=self._default(output_attentions, "output_attentions"),
+            output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions,
+            last_layer_positions=last_layer_positions,
             position_embeddings=self.rotary_emb(position_ids),  # (cos, sin), once for all layers
             attention_mask=self._layer_attention_mask(attention_mask, hidden_states, past_key_values),
             padding_mask=attention_mask if attention_mask is not None and attention_mask.dim() == 2 else None,
@@ -410,6 +441,15 @@ class RoFormerModel(RoFormerPreTrainedModel):
             )
         return create_bidirectional_mask(
             config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
+        )
+
+    def _computes_last_layer_subsets(self, output_hidden_states: bool, output_attentions: bool) -> bool:
+        """Whether the last layer may compute only some positions (see `last_layer_positions` in `forward`)."""
+        return (
+            not self.config.is_decoder
+            and self.config.attention_type == "softmax"
+            and self.config._attn_implementation in ("sdpa", "eager")
+            and not (output_hidden_states or output_attentions)
         )
 
     def _default(self, value: bool | None, name: str) -> bool:
@@ -735,7 +775,14 @@ class RoFormerForSequenceClassification(RoFormerPreTrainedModel):
         The other arguments are those of [`RoFormerModel.forward`].
         """
         outputs = self.roformer(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            return_dict=True,
+            last_layer_positions=slice(0, 1),  # the head reads the [CLS] token only
+            **kwargs,
         )
         logits = self.classifier(outputs.last_hidden_state)  # (B, num_labels)
         loss = sequence_classification_loss(self.config, logits, labels) if labels is not None else None

@@ -220,14 +220,19 @@ class _Attention(torch.nn.Module):
         self.is_causal = is_causal
 
 
-@pytest.mark.parametrize(("is_causal", "with_padding"), [(False, False), (False, True), (True, False), (True, True)])
-def test_blockwise_attention_matches_eager(monkeypatch, is_causal, with_padding):
+@pytest.mark.parametrize(
+    ("is_causal", "with_padding", "query_len"),
+    [(False, False, 37), (False, True, 37), (True, False, 37), (True, True, 37), (False, True, 20), (True, False, 20)],
+)
+def test_blockwise_attention_matches_eager(monkeypatch, is_causal, with_padding, query_len):
+    """Also with fewer queries than keys: the last layer of a classifier, or cached decoding (the last positions)."""
     monkeypatch.setattr("roformer_hf.blockwise_attention.BLOCK_ELEMENTS", 2 * 3 * 8 * 37)  # several blocks
     torch.manual_seed(0)
-    query, key, value = (torch.randn(2, 3, 37, 8, requires_grad=True) for _ in range(3))
-    allowed = torch.ones(2, 1, 37, 37, dtype=torch.bool)
+    query = torch.randn(2, 3, query_len, 8, requires_grad=True)
+    key, value = (torch.randn(2, 3, 37, 8, requires_grad=True) for _ in range(2))
+    allowed = torch.ones(2, 1, query_len, 37, dtype=torch.bool)
     if is_causal:
-        allowed = allowed.tril()
+        allowed = allowed.tril(diagonal=37 - query_len)
     if with_padding:
         allowed[1, :, :, 30:] = False
     module = _Attention(is_causal)
@@ -393,6 +398,55 @@ def test_resize_token_embeddings_keeps_the_decoder_tied():
     assert decoder.weight.shape[0] == decoder.bias.shape[0] == model.cls.predictions.bias.shape[0] == 104
     logits = model(torch.tensor([[1, 103, 2]])).logits
     assert logits.shape == (1, 3, 104)
+
+
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+def test_classifier_computes_the_last_layer_at_cls_only_with_the_same_numbers(attn_implementation):
+    """The sequence classifier reads [CLS] only, so its last layer computes that position alone: the loss, the logits
+    and every gradient equal those of the full computation (which `output_hidden_states=True` forces)."""
+    torch.manual_seed(0)
+    config = tiny_config(num_labels=3, num_hidden_layers=3, attn_implementation=attn_implementation)
+    model = roformer_hf.RoFormerForSequenceClassification(config).train()  # dropouts are 0 in TINY
+    inputs = {**batch_with_padding(), "labels": torch.tensor([0, 2])}
+    feed_forward_inputs = []
+    last_layer = model.roformer.encoder.layer[-1]
+    last_layer.intermediate.dense.register_forward_hook(
+        lambda module, args, output: feed_forward_inputs.append(args[0])
+    )
+
+    def loss_logits_and_gradients(**extra):
+        model.zero_grad()
+        output = model(**inputs, **extra)
+        output.loss.backward()
+        return (
+            output.loss,
+            output.logits,
+            {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None},
+        )
+
+    subset_loss, subset_logits, subset_gradients = loss_logits_and_gradients()
+    full_loss, full_logits, full_gradients = loss_logits_and_gradients(output_hidden_states=True)
+    assert [tuple(states.shape[:2]) for states in feed_forward_inputs] == [(2, 1), (2, 13)]  # [CLS] only, then all
+    torch.testing.assert_close(subset_loss, full_loss, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(subset_logits, full_logits, atol=1e-6, rtol=1e-6)
+    assert subset_gradients.keys() == full_gradients.keys()
+    for name, gradient in full_gradients.items():
+        torch.testing.assert_close(subset_gradients[name], gradient, atol=1e-6, rtol=1e-5, msg=name)
+
+
+def test_last_layer_positions_returns_those_positions_or_everything_when_it_cannot_apply():
+    torch.manual_seed(0)
+    inputs = batch_with_padding()
+    encoder = RoFormerModel(tiny_config()).eval()
+    decoder = RoFormerModel(tiny_config(is_decoder=True)).eval()
+    with torch.no_grad():
+        full = encoder(**inputs).last_hidden_state
+        subset = encoder(**inputs, last_layer_positions=slice(2, 5)).last_hidden_state
+        torch.testing.assert_close(subset, full[:, 2:5], atol=1e-6, rtol=1e-6)
+        kept = encoder(**inputs, last_layer_positions=slice(2, 5), output_hidden_states=True).last_hidden_state
+        assert kept.shape == full.shape  # every layer's output asked for: every position computed
+        decoded = decoder(**inputs, last_layer_positions=slice(0, 1), use_cache=False).last_hidden_state
+        assert decoded.shape == full.shape  # decoders compute every position
 
 
 def test_gradient_checkpointing_gives_the_same_gradients():
