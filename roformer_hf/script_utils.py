@@ -93,6 +93,13 @@ class ModelArguments:
             "choices": ["auto", "float32", "bfloat16", "float16"],
         },
     )
+    ignore_mismatched_sizes: bool = field(
+        default=False,
+        metadata={
+            "help": "Start new weights where the checkpoint's have another shape, e.g. a classifier fine-tuned on a "
+            "different number of labels (its head is then trained afresh)."
+        },
+    )
     cache_dir: str | None = field(
         default=None, metadata={"help": "Where to store models, tokenizers and datasets fetched from the Hub."}
     )
@@ -325,10 +332,19 @@ def build_model(
             config=config,
             attn_implementation=model_args.attn_implementation,
             dtype=model_args.dtype,
+            ignore_mismatched_sizes=model_args.ignore_mismatched_sizes,
             **model_args.hub_kwargs(),
         )
     except OSError as error:
         raise ScriptError(f"cannot load a model from {model_args.model_name_or_path}: {error}") from error
+    except RuntimeError as error:
+        if "ignore_mismatched_sizes" not in str(error):
+            raise
+        raise ScriptError(
+            f"some weights of {model_args.model_name_or_path} do not fit the model (the load report above names "
+            "them; e.g. a classifier fine-tuned on another number of labels): add --ignore_mismatched_sizes to "
+            "start those weights afresh."
+        ) from error
 
 
 def accuracy(predictions: np.ndarray, references: np.ndarray) -> float:

@@ -321,6 +321,23 @@ def test_predict_with_the_fine_tuned_checkpoint(single_label_run, tmp_path):
     assert metrics["test_accuracy"] == pytest.approx(single_label_run[0]["test_accuracy"])
 
 
+def test_refine_a_classifier_on_another_number_of_labels(single_label_run, tmp_path, cail_rows):
+    """A fine-tuned 2-label classifier as the start of a 3-label task: a clear error, then a new head with the flag."""
+    _, output_dir, _, _ = single_label_run
+    rows = [{"text": row["text"], "label": "abc"[index % 3]} for index, row in enumerate(cail_rows[:12])]
+    train = write_jsonl(tmp_path / "train.jsonl", rows)
+    arguments = [
+        *("--model_name_or_path", str(output_dir), "--train_file", str(train), "--do_train", "--max_steps", "2"),
+        *("--max_seq_length", "64", "--output_dir", str(tmp_path / "output"), "--report_to", "none"),
+        *("--use_cpu", "true", "--save_strategy", "no", "--disable_tqdm", "true"),
+    ]
+    with pytest.raises(ScriptError, match="add --ignore_mismatched_sizes"):
+        run_classification.main(arguments)
+    run_classification.main([*arguments, "--ignore_mismatched_sizes"])
+    config = json.loads((tmp_path / "output" / "config.json").read_text())
+    assert config["id2label"] == {"0": "a", "1": "b", "2": "c"}
+
+
 def test_chunk_strategy_pools_window_logits(tmp_path, roformer_vocab, tokenizer, cail_rows):
     rows = [{"text": row["text"], "label": row["label"]} for row in cail_rows]
     train = write_jsonl(tmp_path / "train.jsonl", rows[:8] + rows[30:38])
