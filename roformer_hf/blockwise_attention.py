@@ -15,8 +15,9 @@ recipe). Memory is linear in the length (one block of scores at a time). What ma
 - dropout masks made of float operations on random bits from numpy's PCG64: torch's CPU generator and its boolean
   kernels (`bernoulli_`, `masked_fill`) take most of the time of eager attention's dropout.
 
-On 2 CPU cores, training a 2-layer, 768-wide model, this makes a step 1.2x (512 tokens) to 1.7x (2,048 tokens) faster
-than transformers' eager RoFormer, with 0.4x its peak memory at 2,048 (see the README's benchmark table).
+On 2 CPU cores, the attention of one layer (12 heads, forward and backward) takes 45 ms at 512 tokens and 0.18 s at
+1,024 where eager attention takes 60 ms and 0.37 s; a training step of a 2-layer, 768-wide classifier computing every position is 1.05x (512 tokens) and 1.54x
+(2,048 tokens) faster than transformers' eager RoFormer, with 0.39x its peak memory at 2,048 (README, benchmarks).
 
 The dropout masks are drawn from generators seeded from torch's global generator (so `torch.manual_seed` and
 gradient checkpointing replay them) and redrawn from the same seed in the backward pass instead of being stored. Each

@@ -28,15 +28,6 @@ HEAD_TASKS = {
     "RoFormerForQuestionAnswering": ("extractive question answering model", "question-answering"),
     "RoFormerForMultipleChoice": ("multiple-choice model", None),
 }
-AUTO_CLASSES = {
-    "RoFormerModel": "AutoModel",
-    "RoFormerForMaskedLM": "AutoModelForMaskedLM",
-    "RoFormerForCausalLM": "AutoModelForCausalLM",
-    "RoFormerForSequenceClassification": "AutoModelForSequenceClassification",
-    "RoFormerForTokenClassification": "AutoModelForTokenClassification",
-    "RoFormerForQuestionAnswering": "AutoModelForQuestionAnswering",
-    "RoFormerForMultipleChoice": "AutoModelForMultipleChoice",
-}
 HUB_MODEL_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 # transformers 5 has no "question-answering" pipeline; roformer_hf.pipelines has one for span heads.
 QUESTION_ANSWERING_EXAMPLE = """
@@ -257,7 +248,9 @@ def _architecture_section(config: PreTrainedConfig, architecture: str) -> str:
 
 
 def _loading_section(architecture: str, pipeline_tag: str | None, location: str) -> str:
-    auto_class = AUTO_CLASSES.get(architecture, "AutoModel")
+    # transformers' naming: RoFormerModel -> AutoModel, RoFormerForMaskedLM -> AutoModelForMaskedLM, ...
+    head = architecture.removeprefix("RoFormer")
+    auto_class = "AutoModel" + head if head.startswith("For") else "AutoModel"
     text = (
         "## How to load\n\n"
         "The code comes with the checkpoint, so transformers loads it with `trust_remote_code=True` (it needs `jieba`, "

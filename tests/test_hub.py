@@ -219,6 +219,7 @@ def test_model_card_without_training_says_so(tmp_path):
     card = write_model_card(tmp_path, config=config, base_model="junnyu/roformer_chinese_base").read_text()
     assert "pipeline_tag: fill-mask" in card and "base_model: junnyu/roformer_chinese_base" in card
     assert "records no training run" in card
+    assert "model = AutoModelForMaskedLM.from_pretrained(" in card
     local_card = write_model_card(tmp_path, config=config, base_model=str(tmp_path)).read_text()
     assert "base_model:" not in local_card and f"Base model: `{tmp_path}`" in local_card  # the Hub wants model ids
     assert "| layers | 2 |" in card and "50,000" in card
