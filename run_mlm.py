@@ -512,8 +512,15 @@ def masked_token_accuracy(eval_prediction: EvalPrediction) -> dict[str, float]:
 
 
 def predicted_token_ids(logits: torch.Tensor | tuple, labels: torch.Tensor) -> torch.Tensor:
-    """Keep only the arg-max token ids of the logits, so that evaluation does not gather whole vocabularies."""
-    return (logits[0] if isinstance(logits, tuple) else logits).argmax(dim=-1)
+    """Keep only the arg-max token ids of the logits, so that evaluation does not gather whole vocabularies.
+
+    With `sparse_prediction` the logits hold the labelled positions only, `(N, vocab_size)`: their ids go back to
+    those positions of a `labels`-shaped tensor (-100 elsewhere), so the metrics read both kinds alike.
+    """
+    predictions = (logits[0] if isinstance(logits, tuple) else logits).argmax(dim=-1)
+    if predictions.shape == labels.shape:
+        return predictions
+    return torch.full_like(labels, -100).masked_scatter_(labels != -100, predictions)
 
 
 def stage_training_args(training_args: TrainingArguments, stages: list[Stage], index: int) -> TrainingArguments:

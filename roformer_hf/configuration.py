@@ -54,6 +54,11 @@ class RoFormerConfig(PreTrainedConfig):
             transformers' `ROPE_INIT_FUNCTIONS` (`"linear"`, `"dynamic"`, `"yarn"`, ...).
         attention_type (`str`, defaults to `"softmax"`):
             `"softmax"` for standard attention, `"linear"` for linear attention with RoPE (elu + 1 features).
+        sparse_prediction (`bool`, defaults to `False`):
+            Whether `RoFormerForMaskedLM`, given `labels`, runs its prediction head only at the labelled positions
+            (ModernBERT's sparse prediction) and returns `logits` of shape `(num_labelled, vocab_size)`, the rows in
+            the order of `labels[labels != -100]`. The loss is the same; the head over a 50,000-word vocabulary is the
+            largest matrix product of small models, so pretraining gets faster. Without labels, logits are dense.
         pad_token_id (`int`, defaults to 0):
             Id of `[PAD]`.
         is_decoder (`bool`, defaults to `False`):
@@ -91,6 +96,7 @@ class RoFormerConfig(PreTrainedConfig):
     rotary_value: bool = False
     rope_parameters: dict | None = None
     attention_type: str = "softmax"
+    sparse_prediction: bool = False
     pad_token_id: int | None = 0
     bos_token_id: int | None = None
     eos_token_id: int | list[int] | None = None

@@ -612,7 +612,11 @@ class RoFormerForMaskedLM(RoFormerPreTrainedModel):
         outputs = self.roformer(
             input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
         )
-        logits = self.cls(outputs.last_hidden_state)  # (B, T, vocab_size)
+        hidden_states = outputs.last_hidden_state  # (B, T, H)
+        if labels is not None and self.config.sparse_prediction:
+            labelled = labels != -100
+            hidden_states, labels = hidden_states[labelled], labels[labelled]  # (N, H), (N,): the labelled tokens
+        logits = self.cls(hidden_states)  # (B, T, vocab_size), or (N, vocab_size) with sparse prediction
         loss = None
         if labels is not None:
             # loss_function divides by the Trainer's num_items_in_batch under gradient accumulation

@@ -449,6 +449,28 @@ def test_last_layer_positions_returns_those_positions_or_everything_when_it_cann
         assert decoded.shape == full.shape  # decoders compute every position
 
 
+def test_sparse_prediction_gives_the_loss_and_gradients_of_dense_logits():
+    torch.manual_seed(0)
+    dense = RoFormerForMaskedLM(tiny_config()).train()  # dropouts are 0 in TINY
+    sparse = RoFormerForMaskedLM(tiny_config(sparse_prediction=True)).train()
+    sparse.load_state_dict(dense.state_dict())
+    inputs = batch_with_padding()
+    labels = torch.full_like(inputs["input_ids"], -100)
+    labels[0, [1, 4, 9]], labels[1, [0, 7]] = inputs["input_ids"][0, [1, 4, 9]], inputs["input_ids"][1, [0, 7]]
+    outputs = {}
+    for name, model in (("dense", dense), ("sparse", sparse)):
+        output = model(**inputs, labels=labels)
+        output.loss.backward()
+        outputs[name] = output
+    assert outputs["sparse"].logits.shape == (5, TINY["vocab_size"])
+    torch.testing.assert_close(outputs["sparse"].logits, outputs["dense"].logits[labels != -100], atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(outputs["sparse"].loss, outputs["dense"].loss, atol=1e-6, rtol=1e-6)
+    for (name, dense_parameter), sparse_parameter in zip(dense.named_parameters(), sparse.parameters(), strict=True):
+        torch.testing.assert_close(sparse_parameter.grad, dense_parameter.grad, atol=1e-6, rtol=1e-5, msg=name)
+    with torch.no_grad():
+        assert sparse(**inputs).logits.shape == (*labels.shape, TINY["vocab_size"])  # no labels: dense logits
+
+
 def test_gradient_checkpointing_gives_the_same_gradients():
     torch.manual_seed(0)
     model = RoFormerForMaskedLM(tiny_config()).train()

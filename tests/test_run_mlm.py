@@ -343,6 +343,27 @@ def test_two_stage_run_saves_a_loadable_model(tmp_path, news_file):
     assert all(torch.equal(final_weights[name], stage_weights[name]) for name in final_weights)
 
 
+def test_sparse_prediction_trains_and_evaluates_like_dense(tmp_path, news_file):
+    """The head at the masked positions only: the same loss and gradients, so the same run and the same metrics."""
+    stages = ["--stages", "32:4:3", "--save_strategy", "no"]
+    dense = run_mlm.main(run_arguments(news_file, tmp_path / "dense", *stages))
+    sparse_model = ["--config_overrides", TINY_MODEL + ",sparse_prediction=true"]
+    sparse = run_mlm.main(run_arguments(news_file, tmp_path / "sparse", *stages, *sparse_model))
+    assert json.loads((tmp_path / "sparse" / "config.json").read_text())["sparse_prediction"] is True
+    assert sparse[-1]["eval_accuracy"] == dense[-1]["eval_accuracy"]
+    assert sparse[-1]["eval_loss"] == pytest.approx(dense[-1]["eval_loss"], abs=1e-4)
+    assert sparse[-1]["train_loss"] == pytest.approx(dense[-1]["train_loss"], abs=1e-4)
+
+
+def test_predicted_token_ids_puts_sparse_predictions_back_in_place():
+    labels = torch.tensor([[-100, 5, -100], [7, -100, 2]])
+    sparse_logits = torch.nn.functional.one_hot(torch.tensor([5, 3, 2]), 9).float()  # rows of labels != -100
+    expected = torch.tensor([[-100, 5, -100], [3, -100, 2]])
+    assert torch.equal(run_mlm.predicted_token_ids(sparse_logits, labels), expected)
+    dense_logits = torch.nn.functional.one_hot(torch.tensor([[1, 5, 1], [3, 1, 2]]), 9).float()
+    assert torch.equal(run_mlm.predicted_token_ids((dense_logits,), labels), torch.tensor([[1, 5, 1], [3, 1, 2]]))
+
+
 def test_bf16_and_activation_checkpointing_pass_through(tmp_path, news_file):
     extra = ["--stages", "32:4:2", "--bf16", "--use_cpu", "--activation_checkpointing"]
     table = run_mlm.main(run_arguments(news_file, tmp_path / "out", *extra))
