@@ -76,6 +76,11 @@ OUR_LAYER = re.compile(
 # Linear layers have kernel/bias, layer norms gamma/beta; ours have weight/bias for both.
 LINEAR_LEAVES = {"kernel": "weight", "bias": "bias"}
 NORM_LEAVES = {"gamma": "weight", "beta": "bias"}
+# The same tables read the other way, for `roformer_hf_to_bert4keras`.
+OUR_TABLES = {ours: theirs for theirs, ours in BERT4KERAS_TABLES.items()}
+OUR_MODULES = {ours: theirs for theirs, ours in BERT4KERAS_MODULES.items()}
+OUR_LINEAR_LEAVES = {ours: theirs for theirs, ours in LINEAR_LEAVES.items()}
+OUR_NORM_LEAVES = {ours: theirs for theirs, ours in NORM_LEAVES.items()}
 # Variables of the original checkpoints that no roformer_hf model has: the BERT pooler and next-sentence head.
 BERT4KERAS_UNUSED = re.compile(r"bert/pooler/dense/(kernel|bias)|cls/seq_relationship/(output_weights|output_bias)")
 # Training bookkeeping that some TF checkpoints carry beside the weights.
@@ -109,19 +114,16 @@ def roformer_hf_to_bert4keras(name: str) -> str | None:
     `"roformer.encoder.layer.0.attention.self.query.weight"` -> `"bert/encoder/layer_0/attention/self/query/kernel"`.
     The inverse of `bert4keras_to_roformer_hf`.
     """
-    tables = {ours: theirs for theirs, ours in BERT4KERAS_TABLES.items()}
-    if name in tables:
-        return tables[name]
+    if name in OUR_TABLES:
+        return OUR_TABLES[name]
     module, _, leaf = name.rpartition(".")
-    modules = {ours: theirs for theirs, ours in BERT4KERAS_MODULES.items()}
     if layer := OUR_LAYER.fullmatch(module):
         their_module = f"bert/encoder/layer_{layer[1]}/{layer[2].replace('.', '/')}"
-    elif module in modules:
-        their_module = modules[module]
+    elif module in OUR_MODULES:
+        their_module = OUR_MODULES[module]
     else:
         return None
-    leaves = NORM_LEAVES if module.endswith("LayerNorm") else LINEAR_LEAVES
-    their_leaf = {ours: theirs for theirs, ours in leaves.items()}.get(leaf)
+    their_leaf = (OUR_NORM_LEAVES if module.endswith("LayerNorm") else OUR_LINEAR_LEAVES).get(leaf)
     return f"{their_module}/{their_leaf}" if their_leaf else None
 
 
