@@ -49,7 +49,9 @@ from roformer_hf.script_utils import (
     build_config,
     build_model,
     build_tokenizer,
+    check_data_file,
     classification_metrics,
+    data_file_error,
     find_resume_checkpoint,
     parse_arguments,
     run_script,
@@ -385,13 +387,11 @@ def read_data_file(path: str, option: str) -> datasets.Dataset:
     data_format = DATA_FORMATS.get(Path(path).suffix.lower())
     if data_format is None:
         raise ScriptError(f"{option} {path}: use a .csv, .json or .jsonl file.")
-    if not Path(path).is_file():
-        raise ScriptError(f"{option} {path}: no such file.")
+    check_data_file(path, option)
     try:
         return datasets.load_dataset(data_format, data_files=str(path), split="train")
     except (datasets.exceptions.DatasetGenerationError, ValueError, OSError) as error:
-        cause = error.__cause__ or error
-        raise ScriptError(f"cannot read {option} {path} as {data_format}: {cause}") from error
+        raise data_file_error({option: path}, error) from error
 
 
 def load_raw_datasets(data_args: DataArguments, training_args: TrainingArguments) -> datasets.DatasetDict:
@@ -409,6 +409,7 @@ def load_raw_datasets(data_args: DataArguments, training_args: TrainingArguments
     if training_args.do_eval and "validation" not in raw_datasets and "train" in raw_datasets:
         if data_args.validation_split_percentage == 0:
             raise ScriptError("--do_eval needs --validation_file or a --validation_split_percentage above 0.")
+        check_split_possible(len(raw_datasets["train"]), data_args.validation_split_percentage)
         held_out = raw_datasets["train"].train_test_split(
             test_size=data_args.validation_split_percentage / 100, seed=training_args.seed
         )
@@ -445,6 +446,45 @@ def check_raw_datasets(raw_datasets: datasets.DatasetDict, data_args: DataArgume
                     f"{len(missing)} rows of the {split} data have no {data_args.label_column_name!r} (the first is "
                     f"data row {missing[0] + 1} of the file): label them or remove them."
                 )
+            check_label_kinds(dataset[data_args.label_column_name], data_args.label_column_name, split)
+
+
+def label_kind(value: Any) -> str:
+    """What kind of label a value is, in words: a list, an object, a true/false value, a number or a name."""
+    if isinstance(value, list):
+        return "lists"
+    if isinstance(value, dict):
+        return "objects"
+    if isinstance(value, bool):
+        return "true/false values"
+    return "numbers" if isinstance(value, (int, float)) else "names"
+
+
+def check_label_kinds(labels: Sequence[Any], column: str, split: str) -> None:
+    """
+    Refuse a label column that mixes kinds: names with lists (single- and multi-label) cannot be one task, and ids
+    with names (`1` and `"civil"`) would silently become classes named "1" and "civil".
+    """
+    first_of_kind: dict[str, int] = {}
+    for row, label in enumerate(labels):
+        first_of_kind.setdefault(label_kind(label), row)
+        if len(first_of_kind) > 1:
+            (kind_a, row_a), (kind_b, row_b) = list(first_of_kind.items())[:2]
+            raise ScriptError(
+                f"the {column!r} labels of the {split} data mix {kind_a} and {kind_b} (data row {row_a + 1} holds "
+                f"{labels[row_a]!r}, data row {row_b + 1} holds {labels[row_b]!r}): write every label the same way: "
+                "all names, all ids, or all lists of them (multi-label)."
+            )
+
+
+def check_split_possible(num_rows: int, percentage: int) -> None:
+    """Refuse a validation split that would leave no training row (the rule of scikit-learn's train_test_split)."""
+    if num_rows - math.ceil(percentage / 100 * num_rows) < 1:
+        raise ScriptError(
+            f"the training data has {num_rows} row{'s' if num_rows > 1 else ''}, too few to hold out "
+            f"{percentage}% for validation: give --validation_file, a lower --validation_split_percentage, or more "
+            "training data."
+        )
 
 
 def require_column(dataset: datasets.Dataset, column: str, split: str, option: str) -> None:
@@ -534,7 +574,15 @@ def label_info_from_data(train_dataset: datasets.Dataset, data_args: DataArgumen
         problem_type = infer_problem_type(train_dataset.features[column])
     if problem_type == REGRESSION:
         return LabelInfo(REGRESSION, [])
-    return LabelInfo(problem_type, sorted_label_names(labels_of(train_dataset, column, problem_type)))
+    label_names = sorted_label_names(labels_of(train_dataset, column, problem_type))
+    if problem_type == SINGLE_LABEL and len(label_names) < 2:
+        raise ScriptError(
+            f"every training example has the same label, {label_names[0]!r}: the training data has one class only, "
+            "and a classifier needs examples of at least two classes. Add examples of another class."
+        )
+    if not label_names:
+        raise ScriptError(f"no training example has a label in {column!r}: every list of labels is empty.")
+    return LabelInfo(problem_type, label_names)
 
 
 def label_info_from_checkpoint(model_args: ModelArguments) -> LabelInfo:

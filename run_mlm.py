@@ -48,6 +48,8 @@ from roformer_hf.script_utils import (
     build_config,
     build_model,
     build_tokenizer,
+    check_data_file,
+    data_file_error,
     find_resume_checkpoint,
     parse_arguments,
     run_script,
@@ -145,10 +147,11 @@ def parse_stages(text: str) -> list[Stage]:
     stages = []
     for item in text.split(","):
         numbers = item.strip().split(":")
-        if len(numbers) != 3 or not all(number.strip().isdigit() for number in numbers):
+        # ASCII digits only: str.isdigit() also accepts "²", which int() then refuses
+        if len(numbers) != 3 or not all(re.fullmatch(r"[0-9]+", number.strip()) for number in numbers):
             raise ScriptError(
                 f"--stages: {item.strip()!r} is not 'max_seq_length:global_batch:steps' with three positive integers "
-                "(e.g. --stages 512:256:1000,1536:256:100)."
+                "in digits 0-9 (e.g. --stages 512:256:1000,1536:256:100)."
             )
         max_seq_length, global_batch_size, steps = (int(number) for number in numbers)
         if global_batch_size < 1 or steps < 1:
@@ -282,6 +285,10 @@ def parse_args(
         parse_stages(masking_args.stages)  # fail now rather than after loading the data
     if data_args.train_file is None and data_args.dataset_name is None:
         raise ScriptError("no training data: give --train_file (txt/jsonl/csv) or --dataset_name (a saved dataset).")
+    if not 0 <= data_args.validation_split_percentage < 100:
+        raise ScriptError(
+            f"--validation_split_percentage must be in [0, 100), got {data_args.validation_split_percentage}."
+        )
     if not 0.0 < masking_args.mlm_probability < 1.0:
         raise ScriptError(f"--mlm_probability must lie between 0 and 1, got {masking_args.mlm_probability}.")
     if data_args.streaming and masking_args.stages is None and training_args.max_steps <= 0:
@@ -326,8 +333,6 @@ def load_raw_datasets(data_args: DataArguments, model_args: ModelArguments) -> d
         raw_datasets = _load_saved_dataset(data_args)
     else:
         raw_datasets = _load_text_files(data_args, model_args)
-    if "validation" not in raw_datasets and data_args.validation_split_percentage > 0:
-        raw_datasets = _split_validation(raw_datasets["train"], data_args.validation_split_percentage)
     columns = raw_datasets["train"].column_names
     if columns is not None and data_args.text_column_name not in columns:
         raise ScriptError(
@@ -340,6 +345,8 @@ def load_raw_datasets(data_args: DataArguments, model_args: ModelArguments) -> d
     raw_datasets = raw_datasets.filter(_has_text)
     if not data_args.streaming and len(raw_datasets["train"]) == 0:
         raise ScriptError("the training data holds no text (only blank lines or empty values).")
+    if "validation" not in raw_datasets and data_args.validation_split_percentage > 0:
+        raw_datasets = _split_validation(raw_datasets["train"], data_args.validation_split_percentage)
     return raw_datasets
 
 
@@ -352,20 +359,22 @@ def _load_text_files(data_args: DataArguments, model_args: ModelArguments) -> da
     if data_args.validation_file is not None:
         data_files["validation"] = data_args.validation_file
     for split, path in data_files.items():
-        option = f"--{split}_file"
-        if not Path(path).is_file():
-            raise ScriptError(f"{option} {path}: no such file.")
-        if Path(path).stat().st_size == 0:
-            raise ScriptError(f"{option} {path} is empty: give a file with text.")
+        check_data_file(path, f"--{split}_file")
     builders = {".txt": "text", ".json": "json", ".jsonl": "json", ".csv": "csv"}
     suffixes = {Path(path).suffix for path in data_files.values()}
     if len(suffixes) != 1 or next(iter(suffixes)) not in builders:
         raise ScriptError(
             f"data files must all be one of {', '.join(builders)}, got {', '.join(data_files.values())}."
         )
-    return datasets.load_dataset(
-        builders[suffixes.pop()], data_files=data_files, cache_dir=model_args.cache_dir, streaming=data_args.streaming
-    )
+    try:
+        return datasets.load_dataset(
+            builders[suffixes.pop()],
+            data_files=data_files,
+            cache_dir=model_args.cache_dir,
+            streaming=data_args.streaming,
+        )
+    except (datasets.exceptions.DatasetGenerationError, ValueError, OSError) as error:
+        raise data_file_error({f"--{split}_file": path for split, path in data_files.items()}, error) from error
 
 
 def _load_saved_dataset(data_args: DataArguments) -> datasets.DatasetDict:
@@ -387,6 +396,11 @@ def _split_validation(train: datasets.Dataset, percentage: int) -> datasets.Data
         return datasets.IterableDatasetDict(
             train=train.filter(lambda _, index: index % 100 >= percentage, with_indices=True),
             validation=train.filter(lambda _, index: index % 100 < percentage, with_indices=True),
+        )
+    if len(train) < 2:
+        raise ScriptError(
+            f"the training data holds only one text, too little to hold out {percentage}% of it for validation: "
+            "give --validation_file, or --validation_split_percentage 0 to train without evaluation."
         )
     cut = len(train) - max(1, len(train) * percentage // 100)
     return datasets.DatasetDict(train=train.select(range(cut)), validation=train.select(range(cut, len(train))))

@@ -9,6 +9,16 @@ from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 ROPE_TYPES = ("default", "ntk", *sorted(ROPE_INIT_FUNCTIONS))
 ROPE_TYPES_WITH_FACTOR = ("ntk", "linear", "dynamic", "yarn", "llama3")
 ATTENTION_TYPES = ("softmax", "linear")
+# Sizes and counts that must be at least 1 (0 or less gives an empty model or a division by zero later).
+POSITIVE_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "embedding_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "type_vocab_size",
+)
 
 
 class RoFormerConfig(PreTrainedConfig):
@@ -125,6 +135,13 @@ class RoFormerConfig(PreTrainedConfig):
         return self.hidden_size // self.num_attention_heads
 
     def _check_architecture(self) -> None:
+        for name in POSITIVE_FIELDS:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(
+                    f"{name} must be a whole number of at least 1, got {value!r}: set {name} to 1 or more (the "
+                    f"default is {getattr(type(self), name) or 'hidden_size'})."
+                )
         if self.hidden_size % self.num_attention_heads != 0:
             raise ValueError(
                 f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "

@@ -2,13 +2,16 @@
 and how they build config, tokenizer and model, user-error handling, logging and offline metrics.
 
 A user's mistake raises `ScriptError` with a message naming the problem and the fix; `run_script` turns it (and a
-missing file) into one line on stderr and a non-zero exit, without a traceback. Tests call the steps directly and
-see the exception.
+missing file) into one line on stderr and a non-zero exit, without a traceback (set the environment variable
+`ROFORMER_HF_DEBUG=1` to get the traceback instead). Tests call the steps directly and see the exception.
 """
 
+import codecs
 import inspect
 import json
 import logging
+import os
+import re
 import sys
 import types
 import typing
@@ -28,6 +31,8 @@ logger = logging.getLogger(__name__)
 
 # Errors caused by what the user asked for; anything else is a bug and keeps its traceback.
 USER_ERRORS = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
+# Set to 1 to see the traceback of a user error instead of the one-line message.
+DEBUG_VARIABLE = "ROFORMER_HF_DEBUG"
 
 
 class ScriptError(Exception):
@@ -36,12 +41,16 @@ class ScriptError(Exception):
 
 def run_script(main: Callable[[], object]) -> None:
     """
-    Run a script's `main()`; a `ScriptError` or a missing file becomes one line on stderr and exit status 1.
+    Run a script's `main()`; a `ScriptError` or a missing file becomes one line on stderr and exit status 1. With
+    the environment variable `ROFORMER_HF_DEBUG=1` the error keeps its traceback.
 
     Args:
         main (`Callable`):
             The script's entry point, called without arguments (it reads `sys.argv`).
     """
+    if os.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
+        main()
+        return
     try:
         main()
     except ScriptError as error:
@@ -132,21 +141,32 @@ def parse_arguments(
     parser = HfArgumentParser(dataclass_types)
     try:
         if len(argv) == 1 and argv[0].endswith((".json", ".yaml", ".yml")):
-            return parser.parse_dict({**(defaults or {}), **_read_arguments_file(argv[0])})
-        parser.set_defaults(**(defaults or {}))
-        return parser.parse_args_into_dataclasses(args=argv)
+            arguments = parser.parse_dict({**(defaults or {}), **_read_arguments_file(argv[0])})
+        else:
+            parser.set_defaults(**(defaults or {}))
+            arguments = parser.parse_args_into_dataclasses(args=argv)
     except ValueError as error:  # raised by the dataclasses' own checks (e.g. TrainingArguments.__post_init__)
         raise ScriptError(f"invalid arguments: {error}") from error
+    check_counts(arguments)
+    return arguments
 
 
 def _read_arguments_file(path: str) -> dict[str, Any]:
-    text = Path(path).read_text(encoding="utf-8")
-    if path.endswith(".json"):
-        arguments = json.loads(text)
-    else:
-        import yaml
+    import yaml
 
-        arguments = yaml.safe_load(text)
+    text = read_utf8_text(path, "the arguments file")
+    try:
+        arguments = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+    except json.JSONDecodeError as error:
+        raise ScriptError(
+            f"the arguments file {path} is not valid JSON ({error.msg} at line {error.lineno}, column "
+            f"{error.colno}): fix the file."
+        ) from error
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ScriptError(f"the arguments file {path} is not valid YAML ({problem}{where}): fix the file.") from error
     if not isinstance(arguments, dict):
         raise ScriptError(f"{path} must hold a mapping of argument names to values, not {type(arguments).__name__}.")
     return arguments
@@ -282,6 +302,9 @@ def build_config(
             Values the script derives (from the tokenizer, the labels...), applied before the user's overrides.
     """
     source = model_args.config_name or model_args.model_name_or_path
+    if source is not None:
+        option = "--config_name" if model_args.config_name else "--model_name_or_path"
+        check_model_source(source, option, "config.json", model_args)
     try:
         if source is None:
             config_dict = {}
@@ -293,7 +316,10 @@ def build_config(
         config_dict.pop("model_type", None)  # original checkpoints say "roformer"
         return config_class(**{**config_dict, **defaults, **overrides})
     except (OSError, ValueError, TypeError) as error:
-        raise ScriptError(f"cannot build the model config from {source or 'the defaults'}: {error}") from error
+        origin = " + ".join(
+            filter(None, [source or "the defaults", model_args.config_overrides and "--config_overrides"])
+        )
+        raise ScriptError(f"cannot build the model config from {origin}: {error}") from error
 
 
 def build_tokenizer(model_args: ModelArguments):
@@ -306,6 +332,15 @@ def build_tokenizer(model_args: ModelArguments):
     if source is None:
         raise ScriptError(
             "no tokenizer: give --tokenizer_name (a tokenizer folder or a vocab.txt) or --model_name_or_path."
+        )
+    option = "--tokenizer_name" if model_args.tokenizer_name else "--model_name_or_path"
+    if source.endswith(".txt") and not Path(source).is_file():
+        raise ScriptError(f"{option} {source}: no such file.")
+    check_model_source(source, option, "vocab.txt", model_args)
+    if Path(source).is_dir() and not (Path(source) / "vocab.txt").is_file():
+        raise ScriptError(
+            f"{option} {source} holds no vocab.txt, so it is not a tokenizer folder: give the folder a tokenizer "
+            "was saved in, or a vocab.txt."
         )
     try:
         if Path(source).is_file():
@@ -326,6 +361,9 @@ def build_model(
         if model_args.attn_implementation is not None:
             model.set_attn_implementation(model_args.attn_implementation)
         return model
+    from safetensors import SafetensorError
+
+    check_model_source(model_args.model_name_or_path, "--model_name_or_path", "config.json", model_args)
     try:
         return model_class.from_pretrained(
             model_args.model_name_or_path,
@@ -335,6 +373,8 @@ def build_model(
             ignore_mismatched_sizes=model_args.ignore_mismatched_sizes,
             **model_args.hub_kwargs(),
         )
+    except SafetensorError as error:
+        raise damaged_weights_error(model_args.model_name_or_path, error) from error
     except OSError as error:
         raise ScriptError(f"cannot load a model from {model_args.model_name_or_path}: {error}") from error
     except RuntimeError as error:
@@ -345,6 +385,205 @@ def build_model(
             "them; e.g. a classifier fine-tuned on another number of labels): add --ignore_mismatched_sizes to "
             "start those weights afresh."
         ) from error
+
+
+# The smallest value each count argument accepts (arguments a script does not have are skipped).
+MIN_COUNTS = {
+    "per_device_train_batch_size": 1,
+    "per_device_eval_batch_size": 1,
+    "gradient_accumulation_steps": 1,
+    "eval_accumulation_steps": 1,
+    "dataloader_num_workers": 0,
+    "preprocessing_num_workers": 1,
+    "max_train_samples": 1,
+    "max_eval_samples": 1,
+    "max_predict_samples": 1,
+    "early_stopping_patience": 1,
+}
+# How much of a data file is checked for UTF-8 before loading; the rest is checked if loading fails.
+UTF8_CHECK_BYTES = 1 << 20
+# "name" or "namespace/name": what the Hub accepts as a repository id.
+HUB_ID_PATTERN = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
+
+
+def check_counts(arguments: Sequence[Any]) -> None:
+    """
+    Refuse counts below their minimum (`MIN_COUNTS`: batch sizes, accumulation steps, sample limits, workers) and
+    training for no epochs, which transformers would meet with a traceback or a run that does nothing.
+
+    Args:
+        arguments (`Sequence`): the parsed argument dataclasses.
+    """
+    for instance in arguments:
+        for name, minimum in MIN_COUNTS.items():
+            value = getattr(instance, name, None)
+            if value is not None and value < minimum:
+                raise ScriptError(f"--{name} must be at least {minimum}, got {value}.")
+        training = isinstance(instance, TrainingArguments) and instance.do_train and instance.max_steps <= 0
+        if training and instance.num_train_epochs <= 0:
+            raise ScriptError(
+                f"--num_train_epochs must be above 0, got {instance.num_train_epochs} (or give --max_steps)."
+            )
+
+
+def find_utf8_error(path: str | Path, limit: int | None = None) -> tuple[int, int] | None:
+    """
+    Where a file stops being UTF-8: `(line, byte)`, the 1-based line number and the value of the first byte that
+    cannot be decoded, or `None` when the file (or its first `limit` bytes) is UTF-8.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    line, remaining = 1, limit
+    with open(path, "rb") as file:
+        while remaining is None or remaining > 0:
+            chunk = file.read(UTF8_CHECK_BYTES if remaining is None else min(remaining, UTF8_CHECK_BYTES))
+            try:
+                decoder.decode(chunk, final=not chunk)
+            except UnicodeDecodeError as error:
+                pending = len(decoder.getstate()[0])  # bytes of a character begun in the previous chunk
+                return line + chunk[: max(error.start - pending, 0)].count(b"\n"), error.object[error.start]
+            if not chunk:
+                return None
+            line += chunk.count(b"\n")
+            remaining = None if remaining is None else remaining - len(chunk)
+    return None
+
+
+def not_utf8_error(path: str | Path, what: str, line: int, byte: int) -> ScriptError:
+    """The error for a file that is not UTF-8, naming the place and the command that converts it."""
+    path = Path(path)
+    converted = path.with_name(f"{path.stem}.utf8{path.suffix}")
+    return ScriptError(
+        f"{what} {path} is not UTF-8 text (byte 0x{byte:02x} on line {line}); Chinese text in another encoding is "
+        f"usually GBK: convert it, e.g. iconv -f gbk -t utf-8 {path} > {converted}"
+    )
+
+
+def read_utf8_text(path: str | Path, what: str) -> str:
+    """The text of a small file, with a `ScriptError` naming the fix when it is not UTF-8."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise not_utf8_error(path, what, line, data[error.start]) from error
+
+
+def check_data_file(path: str, option: str) -> None:
+    """
+    Check a data file before loading it: it exists, is not empty, and (as far as `UTF8_CHECK_BYTES`) is UTF-8.
+
+    Args:
+        path (`str`): the file.
+        option (`str`): the argument that named it (e.g. `"--train_file"`), for the message.
+    """
+    if not Path(path).is_file():
+        raise ScriptError(f"{option} {path}: no such file.")
+    if Path(path).stat().st_size == 0:
+        raise ScriptError(f"{option} {path} is empty: give a file with text.")
+    place = find_utf8_error(path, limit=UTF8_CHECK_BYTES)
+    if place is not None:
+        raise not_utf8_error(path, option, *place)
+
+
+def data_file_error(files: dict[str, str], error: Exception) -> ScriptError:
+    """
+    The `ScriptError` for data files that `datasets` failed to load: what is wrong with one of them (see
+    `diagnose_data_file`) when that can be found, else the loader's own message.
+
+    Args:
+        files (`dict[str, str]`): the files, by the argument that named each (e.g. `{"--train_file": "a.jsonl"}`).
+        error (`Exception`): what the loader raised.
+    """
+    for option, path in files.items():
+        found = diagnose_data_file(path, option)
+        if found is not None:
+            return found
+    cause = str(error.__cause__ or error).strip().splitlines() or [type(error).__name__]
+    return ScriptError(f"cannot read {', '.join(map(str, files.values()))}: {cause[0]}")
+
+
+def diagnose_data_file(path: str, option: str) -> ScriptError | None:
+    """What makes a data file unreadable: not UTF-8, only blank lines, or a line that is not JSON; else `None`."""
+    place = find_utf8_error(path)
+    if place is not None:
+        return not_utf8_error(path, option, *place)
+    text = Path(path).read_text(encoding="utf-8")
+    if not text.strip():
+        return ScriptError(f"{option} {path} holds only blank lines: give a file with data.")
+    if Path(path).suffix.lower() in (".json", ".jsonl"):
+        json_error = find_json_error(text)
+        if json_error is not None:
+            return ScriptError(f"{option} {path}: {json_error}")
+    return None
+
+
+def find_json_error(text: str) -> str | None:
+    """What makes a JSON document or JSON-lines text unreadable, with its line, or `None` when it parses."""
+    if text.lstrip().startswith("["):  # one JSON array rather than JSON lines
+        try:
+            json.loads(text)
+        except json.JSONDecodeError as error:
+            return f"not valid JSON at line {error.lineno}, column {error.colno} ({error.msg}): fix the file."
+        return None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            return (
+                f"line {number} is not valid JSON ({error.msg} at column {error.colno}): JSON lines need one "
+                "complete object a line; fix or remove the line."
+            )
+        if not isinstance(record, dict):
+            return f"line {number} holds a {type(record).__name__}, not a JSON object: give one object a line."
+    return None
+
+
+def check_model_source(source: str, option: str, filename: str, model_args: ModelArguments) -> None:
+    """
+    Check that `source` is a local folder or file, or a Hub id that can be loaded: refuse a missing local path and,
+    when the Hub is offline, a Hub id that is not in the cache (transformers' own messages for both are misleading).
+
+    Args:
+        source (`str`): the folder, file or Hub id given.
+        option (`str`): the argument that named it, for the message.
+        filename (`str`): a file every such source holds (`"vocab.txt"`, `"config.json"`), looked up in the cache.
+        model_args (`ModelArguments`): for the cache folder and revision.
+    """
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    if Path(source).expanduser().exists():
+        return
+    if not HUB_ID_PATTERN.fullmatch(source) or source.startswith((".", "~")):
+        raise ScriptError(f"{option} {source}: no such folder or file.")
+    if not constants.HF_HUB_OFFLINE:
+        return
+    cached = try_to_load_from_cache(
+        source, filename, cache_dir=model_args.cache_dir, revision=model_args.model_revision
+    )
+    if not isinstance(cached, str):
+        raise ScriptError(
+            f"{option} {source}: there is no such local folder, and the Hub model {source} is not in the cache while "
+            "the Hub is offline (HF_HUB_OFFLINE=1): give a local folder, or download it once with the network on."
+        )
+
+
+def damaged_weights_error(source: str, error: Exception) -> ScriptError:
+    """The error for a checkpoint whose `.safetensors` file cannot be read (cut short by a failed copy or save)."""
+    from safetensors import SafetensorError, safe_open
+
+    damaged = []
+    for weights_file in sorted(Path(source).glob("*.safetensors")):
+        try:
+            with safe_open(str(weights_file), framework="pt"):
+                pass
+        except (SafetensorError, OSError):
+            damaged.append(str(weights_file))
+    named = ", ".join(damaged) or f"a weights file of {source}"
+    return ScriptError(
+        f"{named} is damaged or incomplete ({error}): download it again, or save the model again from where it came."
+    )
 
 
 def accuracy(predictions: np.ndarray, references: np.ndarray) -> float:
