@@ -471,9 +471,9 @@ def check_label_kinds(labels: Sequence[Any], column: str, split: str) -> None:
         if len(first_of_kind) > 1:
             (kind_a, row_a), (kind_b, row_b) = list(first_of_kind.items())[:2]
             raise ScriptError(
-                f"the {column!r} labels of the {split} data mix {kind_a} and {kind_b} (data row {row_a + 1} holds "
-                f"{labels[row_a]!r}, data row {row_b + 1} holds {labels[row_b]!r}): write every label the same way: "
-                "all names, all ids, or all lists of them (multi-label)."
+                f"the labels in column {column!r} of the {split} data mix {kind_a} and {kind_b} (data row "
+                f"{row_a + 1} holds {labels[row_a]!r}, data row {row_b + 1} holds {labels[row_b]!r}): write every "
+                "label the same way: all names, all ids, or all lists of them (multi-label)."
             )
 
 
@@ -577,8 +577,8 @@ def label_info_from_data(train_dataset: datasets.Dataset, data_args: DataArgumen
     label_names = sorted_label_names(labels_of(train_dataset, column, problem_type))
     if problem_type == SINGLE_LABEL and len(label_names) < 2:
         raise ScriptError(
-            f"every training example has the same label, {label_names[0]!r}: the training data has one class only, "
-            "and a classifier needs examples of at least two classes. Add examples of another class."
+            f"the training data has one class only ({label_names[0]!r} is the label of every example): a classifier "
+            "needs examples of at least two classes; add examples of another class."
         )
     if not label_names:
         raise ScriptError(f"no training example has a label in {column!r}: every list of labels is empty.")

@@ -507,36 +507,39 @@ def diagnose_data_file(path: str, option: str) -> ScriptError | None:
     place = find_utf8_error(path)
     if place is not None:
         return not_utf8_error(path, option, *place)
-    text = Path(path).read_text(encoding="utf-8")
-    if not text.strip():
-        return ScriptError(f"{option} {path} holds only blank lines: give a file with data.")
+    with open(path, encoding="utf-8") as file:
+        if not any(line.strip() for line in file):
+            return ScriptError(f"{option} {path} holds only blank lines: give a file with data.")
     if Path(path).suffix.lower() in (".json", ".jsonl"):
-        json_error = find_json_error(text)
+        json_error = find_json_error(path)
         if json_error is not None:
             return ScriptError(f"{option} {path}: {json_error}")
     return None
 
 
-def find_json_error(text: str) -> str | None:
-    """What makes a JSON document or JSON-lines text unreadable, with its line, or `None` when it parses."""
-    if text.lstrip().startswith("["):  # one JSON array rather than JSON lines
-        try:
-            json.loads(text)
-        except json.JSONDecodeError as error:
-            return f"not valid JSON at line {error.lineno}, column {error.colno} ({error.msg}): fix the file."
-        return None
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            return (
-                f"line {number} is not valid JSON ({error.msg} at column {error.colno}): JSON lines need one "
-                "complete object a line; fix or remove the line."
-            )
-        if not isinstance(record, dict):
-            return f"line {number} holds a {type(record).__name__}, not a JSON object: give one object a line."
+def find_json_error(path: str | Path) -> str | None:
+    """What makes a JSON document or JSON-lines file unreadable, with its line, or `None` when it parses."""
+    with open(path, encoding="utf-8") as file:
+        if file.read(4096).lstrip().startswith("["):  # one JSON array rather than JSON lines: parse it whole
+            file.seek(0)
+            try:
+                json.load(file)
+            except json.JSONDecodeError as error:
+                return f"not valid JSON at line {error.lineno}, column {error.colno} ({error.msg}): fix the file."
+            return None
+        file.seek(0)
+        for number, line in enumerate(file, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                return (
+                    f"line {number} is not valid JSON ({error.msg} at column {error.colno}): JSON lines need one "
+                    "complete object a line; fix or remove the line."
+                )
+            if not isinstance(record, dict):
+                return f"line {number} holds a {type(record).__name__}, not a JSON object: give one object a line."
     return None
 
 
@@ -553,9 +556,9 @@ def check_model_source(source: str, option: str, filename: str, model_args: Mode
     """
     from huggingface_hub import constants, try_to_load_from_cache
 
-    if Path(source).expanduser().exists():
+    if Path(source).exists():
         return
-    if not HUB_ID_PATTERN.fullmatch(source) or source.startswith((".", "~")):
+    if not HUB_ID_PATTERN.fullmatch(source) or source.startswith("."):
         raise ScriptError(f"{option} {source}: no such folder or file.")
     if not constants.HF_HUB_OFFLINE:
         return
