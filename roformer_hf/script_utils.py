@@ -48,7 +48,7 @@ def run_script(main: Callable[[], object]) -> None:
         main (`Callable`):
             The script's entry point, called without arguments (it reads `sys.argv`).
     """
-    if os.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
+    if os.environ.get(DEBUG_VARIABLE, "").lower() not in ("", "0", "false"):
         main()
         return
     try:

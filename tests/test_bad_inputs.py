@@ -137,6 +137,7 @@ SCRIPT_CASES: dict[str, tuple[str, Callable[[str, Path], list[str]]]] = {
     "blank_lines_jsonl": (BOTH, file_with_text("train.jsonl", "\n  \n\n")),
     "one_text_train_file": ("run_mlm.py", file_with_text("train.txt", TEXTS[0] + "\n")),
     "one_row_train_file": ("run_classification.py", labels_run(["civil"])),
+    "validation_split_percentage_100": ("run_mlm.py", good_run("--validation_split_percentage", "100")),
     "stages_non_ascii_digit": ("run_mlm.py", good_run("--stages", "²:8:10")),
     "train_batch_size_0": (BOTH, good_run("--per_device_train_batch_size", "0")),
     "eval_batch_size_0": (BOTH, good_run("--per_device_eval_batch_size", "0")),
@@ -154,6 +155,7 @@ SCRIPT_CASES: dict[str, tuple[str, Callable[[str, Path], list[str]]]] = {
     "truncated_safetensors": (BOTH, truncated_checkpoint),
     "uncached_hub_tokenizer": (BOTH, tokenizer_run(lambda tmp: "someone/roformer-not-cached")),
     "missing_tokenizer_folder": (BOTH, tokenizer_run(lambda tmp: str(tmp / "no-such-tokenizer"))),
+    "tokenizer_folder_without_vocab": (BOTH, tokenizer_run(lambda tmp: str(tmp))),
     "missing_model_folder": (BOTH, good_run("--model_name_or_path", "./no-such-model")),
     "num_hidden_layers_-1": (BOTH, overrides_run(TINY_MODEL.replace("num_hidden_layers=1", "num_hidden_layers=-1"))),
     "num_attention_heads_0": (
