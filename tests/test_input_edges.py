@@ -2,12 +2,14 @@
 very long words, rare ideographs (tokenizer); wrong types, shapes, empty inputs and out-of-range labels (models)."""
 
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_tokenization import ReferenceRule
 from transformers import AutoTokenizer
 
-from roformer_hf import RoFormerJiebaTokenizer
+import roformer_hf
+from roformer_hf import RoFormerConfig, RoFormerJiebaTokenizer, RoFormerModel
 from roformer_hf import tokenization as tokenization_module
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -154,3 +156,126 @@ def test_rjieba_is_not_used_on_ideographs_jieba_does_not_count_as_chinese(tokeni
 @given(text=st.lists(st.one_of(RJIEBA_ONLY_CHINESE, CHINESE_FRAGMENTS), min_size=1, max_size=10).map("".join))
 def test_text_with_rare_ideographs_follows_jieba(tokenizer, reference, text):
     assert tokenizer(text, split_special_tokens=True)["input_ids"] == reference.ids(text)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Models
+# ---------------------------------------------------------------------------------------------------------------
+
+TINY = {
+    "vocab_size": 99,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 37,
+    "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+}
+INPUT_IDS = torch.tensor([[5, 6, 7], [8, 9, 10]])  # (batch_size 2, seq_len 3)
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    return RoFormerModel(RoFormerConfig(**TINY)).eval()
+
+
+@pytest.mark.parametrize(
+    ("inputs", "message"),
+    [
+        ({"position_ids": torch.arange(3).repeat(3, 1)}, r"position_ids has shape \(3, 3\).*pass \(2, 3\) positions"),
+        ({"position_ids": torch.zeros(3, 3, 2, dtype=torch.long)}, "position_ids has shape"),
+        ({"position_ids": torch.tensor(0)}, "position_ids has shape"),
+        ({"attention_mask": torch.zeros(2, 1, 3, 4)}, r"4-D attention_mask has shape \(2, 1, 3, 4\).*\(2, 1, 3, 3\)"),
+        ({"attention_mask": torch.zeros(2, 1, 4, 3)}, r"needs \(2, 1, 3, 3\)"),
+        ({"attention_mask": torch.zeros(3, 1, 3, 3)}, r"needs \(2, 1, 3, 3\)"),
+        ({"attention_mask": torch.zeros(2, 3, 3, 3)}, r"needs \(2, 1, 3, 3\)"),
+        (
+            {"attention_mask": [[1, 1, 1], [1, 1, 0]]},
+            r"attention_mask must be a tensor, got a list.*return_tensors='pt'",
+        ),
+        ({"token_type_ids": [[0, 0, 0], [0, 0, 0]]}, "token_type_ids must be a tensor"),
+        ({"input_ids": [[5, 6, 7]]}, r"input_ids must be a LongTensor.*got a list.*return_tensors='pt'"),
+        ({"input_ids": INPUT_IDS.float()}, r"LongTensor.*torch.float32.*return_tensors='pt'"),
+        ({"input_ids": INPUT_IDS.bool()}, r"LongTensor.*torch.bool"),
+        ({"input_ids": torch.zeros(2, 0, dtype=torch.long)}, r"shape \(2, 0\).*at least one sequence of at least one"),
+        ({"input_ids": torch.zeros(0, 3, dtype=torch.long)}, r"shape \(0, 3\).*skip empty batches"),
+        ({"input_ids": None, "inputs_embeds": torch.zeros(0, 3, 32)}, r"shape \(0, 3\)"),
+    ],
+)
+def test_bad_model_inputs_raise_value_errors_naming_the_fix(model, inputs, message):
+    with pytest.raises(ValueError, match=message):
+        model(**{"input_ids": INPUT_IDS, **inputs})
+
+
+@pytest.mark.parametrize(
+    "inputs",
+    [
+        {"position_ids": torch.arange(3)[None]},  # one row for the whole batch
+        {"attention_mask": torch.zeros(1, 1, 3, 3)},
+        {"attention_mask": torch.zeros(2, 4, 3, 3)},
+        {"attention_mask": torch.zeros(2, 1, 1, 3)},
+        {"input_ids": INPUT_IDS.int()},
+    ],
+)
+def test_inputs_that_broadcast_or_convert_are_accepted(model, inputs):
+    expected = model(INPUT_IDS).last_hidden_state
+    torch.testing.assert_close(model(**{"input_ids": INPUT_IDS, **inputs}).last_hidden_state, expected)
+
+
+@pytest.mark.parametrize(
+    "head", ["RoFormerForMaskedLM", "RoFormerForSequenceClassification", "RoFormerForQuestionAnswering"]
+)
+@pytest.mark.parametrize("shape", [(2, 0), (0, 3)])
+def test_heads_refuse_empty_inputs(head, shape):
+    model = getattr(roformer_hf, head)(RoFormerConfig(**TINY)).eval()
+    with pytest.raises(ValueError, match="at least one sequence of at least one token"):
+        model(torch.zeros(shape, dtype=torch.long))
+
+
+def multiple_choice_inputs():
+    return {"input_ids": INPUT_IDS[:, None].repeat(1, 2, 1)}  # (batch_size 2, num_choices 2, seq_len 3)
+
+
+LABELS = [
+    ("RoFormerForMaskedLM", {}, {"labels": torch.tensor([[99, -100, -100], [5, 6, 7]])}, r"\[0, 99\).*got 99"),
+    ("RoFormerForMaskedLM", {}, {"labels": torch.tensor([[-1, -100, -100], [5, 6, 7]])}, "got -1.*token ids"),
+    ("RoFormerForMaskedLM", {"sparse_prediction": True}, {"labels": torch.full((2, 3), 120)}, "got 120"),
+    ("RoFormerForCausalLM", {"is_decoder": True}, {"labels": torch.tensor([[5, 99, 7], [5, 6, 7]])}, "got 99"),
+    ("RoFormerForSequenceClassification", {"num_labels": 3}, {"labels": torch.tensor([3, 0])}, "got 3.*num_labels"),
+    ("RoFormerForSequenceClassification", {"num_labels": 3}, {"labels": torch.tensor([-2, 0])}, "got -2"),
+    ("RoFormerForTokenClassification", {"num_labels": 3}, {"labels": torch.tensor([[0, 3, 0], [0, 0, 0]])}, "got 3"),
+    ("RoFormerForTokenClassification", {"num_labels": 3}, {"labels": torch.zeros(2, 3)}, "LongTensor.*float32"),
+    ("RoFormerForMultipleChoice", {}, {"labels": torch.tensor([0, 2])}, r"\[0, 2\).*got 2.*index of the right choice"),
+]
+
+
+@pytest.mark.parametrize(("head", "settings", "labels", "message"), LABELS)
+def test_out_of_range_labels_raise_value_errors(head, settings, labels, message):
+    model = getattr(roformer_hf, head)(RoFormerConfig(**{**TINY, **settings})).eval()
+    inputs = multiple_choice_inputs() if head == "RoFormerForMultipleChoice" else {"input_ids": INPUT_IDS}
+    with pytest.raises(ValueError, match=message):
+        model(**inputs, **labels)
+
+
+@pytest.mark.parametrize(
+    ("head", "labels"),
+    [
+        ("RoFormerForMaskedLM", torch.tensor([[98, -100, 0], [-100, -100, -100]])),
+        ("RoFormerForSequenceClassification", torch.tensor([2, -100])),
+        ("RoFormerForTokenClassification", torch.tensor([[2, -100, 0], [1, 1, 1]])),
+        ("RoFormerForMultipleChoice", torch.tensor([1, -100])),
+    ],
+)
+def test_labels_at_the_ends_of_the_range_and_ignored_ones_are_accepted(head, labels):
+    model = getattr(roformer_hf, head)(RoFormerConfig(**{**TINY, "num_labels": 3})).eval()
+    inputs = multiple_choice_inputs() if head == "RoFormerForMultipleChoice" else {"input_ids": INPUT_IDS}
+    assert torch.isfinite(model(**inputs, labels=labels).loss)
+
+
+def test_question_answering_positions_outside_the_input_are_ignored_as_in_transformers():
+    """Positions are clamped to [0, seq_len] and seq_len is ignored (answers cut off by truncation), so no error."""
+    model = roformer_hf.RoFormerForQuestionAnswering(RoFormerConfig(**TINY)).eval()
+    inside = model(INPUT_IDS, start_positions=torch.tensor([1, 3]), end_positions=torch.tensor([2, 3])).loss
+    outside = model(INPUT_IDS, start_positions=torch.tensor([1, 50]), end_positions=torch.tensor([2, 70])).loss
+    torch.testing.assert_close(outside, inside)
