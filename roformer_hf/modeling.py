@@ -568,7 +568,10 @@ def check_labels(labels: torch.Tensor, num_classes: int, fix: str) -> None:
     """Raises a ValueError naming `fix` when class-id `labels` are not in [0, num_classes) or -100 (ignored by the
     loss), where torch would raise an IndexError (CPU) or a device-side assert (GPU). One device sync."""
     if not isinstance(labels, torch.Tensor) or labels.is_floating_point() or labels.dtype == torch.bool:
-        raise ValueError(f"labels must be a LongTensor of class ids, got {describe(labels)}: {fix}")
+        raise ValueError(
+            f"labels must be a LongTensor of class ids, got {describe(labels)}: convert them with "
+            "torch.tensor(labels, dtype=torch.long)."
+        )
     outside = (labels >= num_classes) | ((labels < 0) & (labels != -100))
     if outside.any():
         raise ValueError(

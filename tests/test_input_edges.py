@@ -245,7 +245,12 @@ LABELS = [
     ("RoFormerForSequenceClassification", {"num_labels": 3}, {"labels": torch.tensor([3, 0])}, "got 3.*num_labels"),
     ("RoFormerForSequenceClassification", {"num_labels": 3}, {"labels": torch.tensor([-2, 0])}, "got -2"),
     ("RoFormerForTokenClassification", {"num_labels": 3}, {"labels": torch.tensor([[0, 3, 0], [0, 0, 0]])}, "got 3"),
-    ("RoFormerForTokenClassification", {"num_labels": 3}, {"labels": torch.zeros(2, 3)}, "LongTensor.*float32"),
+    (
+        "RoFormerForTokenClassification",
+        {"num_labels": 3},
+        {"labels": torch.zeros(2, 3)},
+        "LongTensor.*float32.*dtype=torch.long",
+    ),
     ("RoFormerForMultipleChoice", {}, {"labels": torch.tensor([0, 2])}, r"\[0, 2\).*got 2.*index of the right choice"),
 ]
 
