@@ -52,7 +52,8 @@ CJK_RANGES = (
 )
 # Code points that rjieba (jieba-rs) segments as Chinese and jieba (whose Chinese is U+4E00-U+9FD5) does not: the end
 # of the unified block, Extension A, the compatibility ideographs and the supplementary-plane extensions B to F.
-# Their blocks are cut at different places, so texts holding any of them are segmented by jieba itself.
+# jieba cuts its runs of Chinese at them and rjieba does not, which can change the segmentation next to them, so texts
+# holding any of them are segmented by jieba itself.
 RJIEBA_ONLY_CHINESE = re.compile("[\u9fd6-\u9fff\u3400-\u4dbf\uf900-\ufaff\U00020000-\U0002ebef\U0002f800-\U0002fa1f]")
 # bert4keras's `word_maxlen`: a word (after basic tokenization) longer than this is `[UNK]`, not WordPiece pieces.
 WORD_MAXLEN = 200
