@@ -341,14 +341,17 @@ class RoFormerModel(RoFormerPreTrainedModel):
         r"""
         Args:
             input_ids (`torch.LongTensor` of shape `(batch_size, seq_len)`):
-                Token ids, each in `[0, vocab_size)`.
+                Token ids, each in `[0, vocab_size)`. An empty input (batch size or length 0) raises a `ValueError`,
+                as does any input that is not an integer tensor (a list, floats).
             attention_mask (`torch.Tensor` of shape `(batch_size, past_len + seq_len)`, *optional*):
-                1 for tokens to attend to, 0 for padding. Missing means no padding.
+                1 for tokens to attend to, 0 for padding. Missing means no padding. A prepared 4-D mask has shape
+                `(batch_size, 1, seq_len, past_len + seq_len)`; sizes but the last may be 1 (broadcast), the second
+                may be `num_attention_heads`.
             token_type_ids (`torch.LongTensor` of shape `(batch_size, seq_len)`, *optional*):
                 Segment ids (0 for the first text, 1 for the second). Missing means all 0.
             position_ids (`torch.LongTensor` of shape `(batch_size, seq_len)` or `(batch_size, seq_len, 2)`, *optional*):
                 Position of every token, any integers (no cap; only differences matter), or (x, y) pairs for 2-D RoPE.
-                Missing means `past_len, past_len + 1, ...`.
+                Missing means `past_len, past_len + 1, ...`. A batch size of 1 gives every sequence the same positions.
             inputs_embeds (`torch.Tensor` of shape `(batch_size, seq_len, embedding_size)`, *optional*):
                 Word embeddings to use instead of `input_ids`.
             past_key_values ([`~cache_utils.Cache`], *optional*):
@@ -453,15 +456,25 @@ class RoFormerModel(RoFormerPreTrainedModel):
         return getattr(self.config, name) if value is None else value
 
 
+def describe(value: object) -> str:
+    """How an error message names what was passed: its type, or a tensor's dtype."""
+    return f"a tensor of {value.dtype}" if isinstance(value, torch.Tensor) else f"a {type(value).__name__}"
+
+
 def check_input_ids(input_ids: torch.Tensor, vocab_size: int) -> None:
     """Raises a ValueError naming the fix when `input_ids` cannot index the embedding table."""
+    if not isinstance(input_ids, torch.Tensor) or input_ids.dtype not in (torch.long, torch.int):
+        raise ValueError(
+            f"input_ids must be a LongTensor of token ids, got {describe(input_ids)}: call the tokenizer with "
+            "return_tensors='pt', or convert with torch.tensor(ids, dtype=torch.long)."
+        )
     if input_ids.dim() != 2:
         raise ValueError(
             f"input_ids must have shape (batch_size, seq_len), got {tuple(input_ids.shape)}: add a batch dimension "
             "with input_ids[None] or use return_tensors='pt' in the tokenizer."
         )
     if input_ids.numel() == 0:
-        return
+        return  # check_side_inputs names the empty shape
     smallest, largest = int(input_ids.min()), int(input_ids.max())
     if smallest < 0 or largest >= vocab_size:
         raise ValueError(
@@ -479,41 +492,101 @@ def check_side_inputs(
     token_type_ids: torch.Tensor | None,
     position_ids: torch.Tensor | None,
 ) -> None:
-    """Raises a ValueError naming the fix when a side input does not fit the (batch_size, seq_len) of the tokens."""
+    """Raises a ValueError naming the fix when the input is empty or a side input does not fit its
+    (batch_size, seq_len). Shape checks only, but for the range of `token_type_ids`."""
     batch_size, seq_len = input_shape
-    if attention_mask is not None and attention_mask.dim() == 2:
-        if tuple(attention_mask.shape) != (batch_size, past_len + seq_len):
-            raise ValueError(
-                f"attention_mask has shape {tuple(attention_mask.shape)} but the input has shape {input_shape}"
-                + (f" after {past_len} cached tokens" if past_len else "")
-                + f": pass a mask of shape ({batch_size}, {past_len + seq_len}), 1 for tokens and 0 for padding."
-            )
-    elif attention_mask is not None and attention_mask.dim() != 4:
+    if batch_size == 0 or seq_len == 0:
         raise ValueError(
-            f"attention_mask must have shape (batch_size, seq_len) (or be a prepared 4-D mask), got "
-            f"{tuple(attention_mask.shape)}."
+            f"The input has shape {input_shape} (batch_size, seq_len), but the model needs at least one sequence of at "
+            "least one token: skip empty batches, and encode texts with the tokenizer, whose [CLS] and [SEP] keep "
+            "every sequence non-empty."
         )
-    elif attention_mask is not None and config.attention_type == "linear":
-        raise ValueError(
-            "Linear attention excludes padding through a (batch_size, seq_len) attention_mask of 1 for tokens and "
-            f"0 for padding; it cannot use a prepared 4-D mask of shape {tuple(attention_mask.shape)}."
-        )
+    for name, value in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids),
+                        ("position_ids", position_ids)):  # fmt: skip
+        if value is not None and not isinstance(value, torch.Tensor):
+            raise ValueError(f"{name} must be a tensor, got {describe(value)}: use return_tensors='pt'.")
+    if attention_mask is not None:
+        check_attention_mask(config, attention_mask, input_shape, past_len)
     if token_type_ids is not None:
         if tuple(token_type_ids.shape) != input_shape:
             raise ValueError(
                 f"token_type_ids has shape {tuple(token_type_ids.shape)} but the input has shape {input_shape}: "
                 "pass one segment id per token."
             )
-        if token_type_ids.numel() and (token_type_ids.min() < 0 or token_type_ids.max() >= config.type_vocab_size):
+        if token_type_ids.min() < 0 or token_type_ids.max() >= config.type_vocab_size:
             raise ValueError(
                 f"token_type_ids must be in [0, {config.type_vocab_size}) (config.type_vocab_size), got values from "
                 f"{int(token_type_ids.min())} to {int(token_type_ids.max())}."
             )
-    if position_ids is not None and (position_ids.dim() not in (2, 3) or position_ids.shape[1] != seq_len):
+    shape = None if position_ids is None else tuple(position_ids.shape)
+    # One row of positions (batch size 1) may serve the whole batch.
+    if shape is not None and (len(shape) not in (2, 3) or shape[0] not in (1, batch_size) or shape[1] != seq_len):
         raise ValueError(
-            f"position_ids has shape {tuple(position_ids.shape)} but the input has shape {input_shape}: pass "
-            f"({batch_size}, {seq_len}) positions, or ({batch_size}, {seq_len}, 2) for 2-D positions."
+            f"position_ids has shape {shape} but the input has shape {input_shape}: pass "
+            f"({batch_size}, {seq_len}) positions (or (1, {seq_len}) for every sequence), or ({batch_size}, {seq_len}, "
+            "2) for 2-D positions."
         )
+
+
+def check_attention_mask(
+    config: RoFormerConfig, attention_mask: torch.Tensor, input_shape: tuple[int, int], past_len: int
+) -> None:
+    """Raises a ValueError naming the fix when `attention_mask` does not fit the input (shapes only)."""
+    batch_size, seq_len = input_shape
+    key_len = past_len + seq_len
+    if attention_mask.dim() == 2:
+        if tuple(attention_mask.shape) != (batch_size, key_len):
+            raise ValueError(
+                f"attention_mask has shape {tuple(attention_mask.shape)} but the input has shape {input_shape}"
+                + (f" after {past_len} cached tokens" if past_len else "")
+                + f": pass a mask of shape ({batch_size}, {key_len}), 1 for tokens and 0 for padding."
+            )
+        return
+    if attention_mask.dim() != 4:
+        raise ValueError(
+            f"attention_mask must have shape (batch_size, seq_len) (or be a prepared 4-D mask), got "
+            f"{tuple(attention_mask.shape)}."
+        )
+    if config.attention_type == "linear":
+        raise ValueError(
+            "Linear attention excludes padding through a (batch_size, seq_len) attention_mask of 1 for tokens and "
+            f"0 for padding; it cannot use a prepared 4-D mask of shape {tuple(attention_mask.shape)}."
+        )
+    # (batch, heads, queries, keys); every size but the keys' may be 1 and broadcast.
+    allowed = ((1, batch_size), (1, config.num_attention_heads), (1, seq_len), (key_len,))
+    if any(size not in sizes for size, sizes in zip(attention_mask.shape, allowed, strict=True)):
+        raise ValueError(
+            f"The 4-D attention_mask has shape {tuple(attention_mask.shape)}, but this input needs "
+            f"({batch_size}, 1, {seq_len}, {key_len}) (batch_size, 1, seq_len, "
+            + ("cached + new tokens" if past_len else "seq_len")
+            + "; sizes other than the last may be 1): pass a mask of that shape, or a (batch_size, seq_len) mask of "
+            "1 for tokens and 0 for padding."
+        )
+
+
+def check_labels(labels: torch.Tensor, num_classes: int, fix: str) -> None:
+    """Raises a ValueError naming `fix` when class-id `labels` are not in [0, num_classes) or -100 (ignored by the
+    loss), where torch would raise an IndexError (CPU) or a device-side assert (GPU). One device sync."""
+    if not isinstance(labels, torch.Tensor) or labels.is_floating_point() or labels.dtype == torch.bool:
+        raise ValueError(
+            f"labels must be a LongTensor of class ids, got {describe(labels)}: convert them with "
+            "torch.tensor(labels, dtype=torch.long)."
+        )
+    outside = (labels >= num_classes) | ((labels < 0) & (labels != -100))
+    if outside.any():
+        raise ValueError(
+            f"labels must be in [0, {num_classes}) or -100 (left out of the loss), got {int(labels[outside][0])}: "
+            f"{fix}"
+        )
+
+
+# What `check_labels` tells to do, per kind of head.
+TOKEN_LABELS_FIX = "labels are token ids of this model's vocabulary, from the same tokenizer as input_ids."
+CLASS_LABELS_FIX = (
+    "number the classes from 0 and give the model as many outputs as classes (num_labels=... in from_pretrained or "
+    "the config)."
+)
+CHOICE_LABELS_FIX = "a label is the index of the right choice, below num_choices (input_ids.shape[1])."
 
 
 class RoFormerPredictionHeadTransform(nn.Module):
@@ -616,6 +689,7 @@ class RoFormerForMaskedLM(RoFormerPreTrainedModel):
         logits = self.cls(hidden_states)  # (B, T, vocab_size), or (N, vocab_size) with sparse prediction
         loss = None
         if labels is not None:
+            check_labels(labels, logits.shape[-1], TOKEN_LABELS_FIX)
             # loss_function divides by the Trainer's num_items_in_batch under gradient accumulation
             loss = self.loss_function(logits=logits, labels=labels, vocab_size=logits.shape[-1], **kwargs)
         output = MaskedLMOutput(
@@ -689,6 +763,7 @@ class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
         logits = self.cls(hidden_states[:, keep])
         loss = None
         if labels is not None:
+            check_labels(labels, logits.shape[-1], TOKEN_LABELS_FIX)
             loss = self.loss_function(logits=logits, labels=labels, vocab_size=logits.shape[-1], **kwargs)
         output = CausalLMOutputWithPast(
             loss=loss,
@@ -735,6 +810,7 @@ def sequence_classification_loss(config: RoFormerConfig, logits: torch.Tensor, l
             return F.mse_loss(logits.squeeze(-1), labels.squeeze(-1).to(logits.dtype))
         return F.mse_loss(logits, labels.to(logits.dtype))
     if config.problem_type == "single_label_classification":
+        check_labels(labels, num_labels, CLASS_LABELS_FIX)
         return F.cross_entropy(logits.view(-1, num_labels), labels.view(-1))
     return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
 
@@ -836,6 +912,7 @@ class RoFormerForTokenClassification(RoFormerPreTrainedModel):
         logits = self.classifier(self.dropout(outputs.last_hidden_state))  # (B, T, num_labels)
         loss = None
         if labels is not None:
+            check_labels(labels, self.num_labels, CLASS_LABELS_FIX)
             loss = F.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1).to(logits.device))
         output = TokenClassifierOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
@@ -951,7 +1028,10 @@ class RoFormerForMultipleChoice(RoFormerPreTrainedModel):
         )
         last_token = last_token_states(outputs.last_hidden_state, attention_mask)  # (B * num_choices, hidden_size)
         logits = self.classifier(last_token).view(-1, num_choices)  # (B, num_choices)
-        loss = F.cross_entropy(logits, labels.to(logits.device)) if labels is not None else None
+        loss = None
+        if labels is not None:
+            check_labels(labels, num_choices, CHOICE_LABELS_FIX)
+            loss = F.cross_entropy(logits, labels.to(logits.device))
         output = MultipleChoiceModelOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )

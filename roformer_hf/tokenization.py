@@ -7,11 +7,13 @@ The original checkpoints (ZhuiyiTechnology/roformer, trained with bert4keras) we
 3. a segment found in the vocabulary is one token;
 4. any other segment goes through BERT basic tokenization (split on whitespace and punctuation, every CJK character
    on its own, control characters and U+FFFD dropped) and greedy longest-match WordPiece with `##` continuations;
-   a word with no match is `[UNK]`.
+   a word with no match, or longer than 200 characters (bert4keras's `word_maxlen`), is `[UNK]`.
 
 Segmentation uses rjieba (jieba-rs) when the tokenizer has no user words: on People's Daily and on the three
 classification corpora it gives jieba's segmentation exactly, about 20x faster. With user words (or
-`use_rjieba=False`, or rjieba missing) the tokenizer segments with its own `jieba.Tokenizer` instance, the reference.
+`use_rjieba=False`, or rjieba missing) the tokenizer segments with its own `jieba.Tokenizer` instance, the reference;
+so it does for texts that rjieba cannot take (lone surrogates) or reads differently (ideographs that rjieba counts as
+Chinese and jieba does not: U+9FD6-U+9FFF, Extension A, compatibility ideographs, Extensions B-F).
 
 This file imports nothing from roformer_hf, so it can be copied next to a checkpoint for `trust_remote_code=True`.
 """
@@ -48,6 +50,13 @@ CJK_RANGES = (
     (0xF900, 0xFAFF),
     (0x2F800, 0x2FA1F),
 )
+# Code points that rjieba (jieba-rs) segments as Chinese and jieba (whose Chinese is U+4E00-U+9FD5) does not: the end
+# of the unified block, Extension A, the compatibility ideographs and the supplementary-plane extensions B to F.
+# jieba cuts its runs of Chinese at them and rjieba does not, which can change the segmentation next to them, so texts
+# holding any of them are segmented by jieba itself.
+RJIEBA_ONLY_CHINESE = re.compile("[\u9fd6-\u9fff\u3400-\u4dbf\uf900-\ufaff\U00020000-\U0002ebef\U0002f800-\U0002fa1f]")
+# bert4keras's `word_maxlen`: a word (after basic tokenization) longer than this is `[UNK]`, not WordPiece pieces.
+WORD_MAXLEN = 200
 # jieba's user-dictionary line: a word, then an optional frequency, then an optional part-of-speech tag.
 USER_DICT_LINE = re.compile(r"^(.+?)( [0-9]+)?( [a-z]+)?$")
 
@@ -212,7 +221,10 @@ def tokenize_unknown_segment(
         first, last = positions[0], positions[-1]
         contiguous = last - first + 1 == len(positions)
         word = segment[first : last + 1] if contiguous else "".join(map(segment.__getitem__, positions))
-        pieces = [(0, len(word))] if word in vocab else wordpiece(word, vocab, longest_token)
+        if word in vocab:
+            pieces = [(0, len(word))]
+        else:  # bert4keras leaves a word longer than word_maxlen whole, so it is [UNK]
+            pieces = wordpiece(word, vocab, longest_token) if len(word) <= WORD_MAXLEN else None
         if pieces is None:
             ids.append(unk_token_id)
             spans.append((first, last + 1))
@@ -349,6 +361,8 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
         self._segment_ids: SegmentIds | None = None
         self._added_tokens_matcher_cache: tuple[tuple, Any] = ((), None)
         super().__init__(
+            vocab_file=vocab_file,
+            user_dict_file=user_dict_file,
             do_lower_case=do_lower_case,
             use_rjieba=use_rjieba,
             unk_token=unk_token,
@@ -389,7 +403,7 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
 
     def segment(self, text: str) -> list[str]:
         """The jieba words (HMM off) of an already normalised text."""
-        if self.segmenter == "rjieba":
+        if self.segmenter == "rjieba" and RJIEBA_ONLY_CHINESE.search(text) is None:
             try:
                 return rjieba.cut(text, hmm=False)
             except UnicodeEncodeError:  # rjieba takes UTF-8, which lone surrogates are not: jieba takes them
@@ -687,10 +701,11 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
         """The common case (single texts, nothing but ids, type ids and maybe truncation), without per-row work."""
         head = [self.cls_token_id] if add_special_tokens else []
         tail = [self.sep_token_id] if add_special_tokens else []
-        budget = None
+        kept = slice(None)
         if truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE and max_length is not None:
             budget = require_room(max_length - len(head) - len(tail))
-        input_ids = [head + self.encode_text(text, False, False, matcher).ids[:budget] + tail for text in texts]
+            kept = slice(-budget, None) if self.truncation_side == "left" else slice(budget)
+        input_ids = [head + self.encode_text(text, False, False, matcher).ids[kept] + tail for text in texts]
         rows = {"input_ids": input_ids}
         if with_token_type_ids:
             rows["token_type_ids"] = [[0] * len(ids) for ids in input_ids]
@@ -740,8 +755,12 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
 
     @staticmethod
     def _split_pair(item, is_split_into_words: bool) -> tuple[Any, Any]:
-        """A batch item: a text, or a (text, text_pair) tuple as transformers accepts."""
-        if is_split_into_words or not isinstance(item, (list, tuple)):
+        """A batch item: a text or a (text, text_pair) pair; with `is_split_into_words`, a list of words or a pair of
+        such lists."""
+        is_pair = isinstance(item, (list, tuple)) and (
+            not is_split_into_words or (len(item) > 0 and isinstance(item[0], (list, tuple)))
+        )
+        if not is_pair:
             return item, None
         if len(item) != 2:
             raise ValueError(f"A batch item must be a text or a (text, text_pair) pair, got {len(item)} elements.")
@@ -757,11 +776,33 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
         overflow: bool,
         add_special_tokens: bool,
     ) -> list[tuple[tuple[int, int], tuple[int, int] | None]]:
-        """The token ranges `(start, end)` of the first and second text kept in each output row."""
+        """The token ranges `(start, end)` of the first and second text kept in each output row, taken from the end
+        of each text when `truncation_side` is "left"."""
+        windows = self._windows_from_the_start(
+            first_length, second_length, strategy, max_length, stride, overflow, add_special_tokens
+        )
+        if self.truncation_side != "left":
+            return windows
+        return [
+            (from_the_end(first, first_length), None if second is None else from_the_end(second, second_length))
+            for first, second in windows
+        ]
+
+    def _windows_from_the_start(
+        self,
+        first_length: int,
+        second_length: int | None,
+        strategy: TruncationStrategy,
+        max_length: int | None,
+        stride: int,
+        overflow: bool,
+        add_special_tokens: bool,
+    ) -> list[tuple[tuple[int, int], tuple[int, int] | None]]:
         whole_second = None if second_length is None else (0, second_length)
         if strategy == TruncationStrategy.DO_NOT_TRUNCATE or max_length is None:
             return [((0, first_length), whole_second)]
-        budget = max_length - (self.num_special_tokens_to_add(second_length is not None) if add_special_tokens else 0)
+        special_tokens = self.num_special_tokens_to_add(second_length is not None) if add_special_tokens else 0
+        budget = require_room(max_length - special_tokens)
         if second_length is None:
             if strategy == TruncationStrategy.ONLY_SECOND:
                 raise ValueError("truncation='only_second' needs a text_pair: use truncation=True for single texts.")
@@ -876,6 +917,12 @@ def require_room(size: int) -> int:
             "counted): raise max_length."
         )
     return size
+
+
+def from_the_end(window: tuple[int, int], length: int) -> tuple[int, int]:
+    """The window at the same distance from the end of `length` tokens as `window` is from their start."""
+    start, end = window
+    return length - end, length - start
 
 
 def sliding_windows(length: int, size: int, stride: int, overflow: bool) -> list[tuple[int, int]]:

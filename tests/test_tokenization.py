@@ -66,6 +66,8 @@ class ReferenceRule:
         return spaced.split()
 
     def _wordpiece(self, word):
+        if len(word) > 200:  # bert4keras's word_maxlen: the word stays whole, so it is [UNK] unless in the vocab
+            return (word if word in self.vocab else "[UNK]",)
         pieces, start = [], 0
         while start < len(word):
             for end in range(len(word), start, -1):
