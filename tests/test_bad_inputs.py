@@ -15,10 +15,19 @@ from pathlib import Path
 
 import huggingface_hub
 import pytest
+import torch
 
 import run_classification
 import run_mlm
-from roformer_hf import RoFormerConfig, RoFormerForMaskedLM, RoFormerJiebaTokenizer, script_utils
+from roformer_hf import (
+    RoFormerConfig,
+    RoFormerForMaskedLM,
+    RoFormerForMultipleChoice,
+    RoFormerForSequenceClassification,
+    RoFormerJiebaTokenizer,
+    RoFormerModel,
+    script_utils,
+)
 from roformer_hf.configuration import POSITIVE_FIELDS
 from roformer_hf.script_utils import DEBUG_VARIABLE, ScriptError, find_utf8_error, run_script
 
@@ -166,10 +175,40 @@ SCRIPT_CASES: dict[str, tuple[str, Callable[[str, Path], list[str]]]] = {
 }
 
 # id -> (where, a call that must raise ValueError)
+IDS = torch.tensor([[5, 6, 7], [8, 9, 10]])  # (batch_size 2, seq_len 3)
+
+
+def tiny(head: type, **settings) -> torch.nn.Module:
+    """A 1-layer model of the given head, vocabulary 99, in eval mode."""
+    config = RoFormerConfig(
+        vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, **settings
+    )
+    return head(config).eval()
+
+
 LIBRARY_CASES: dict[str, tuple[str, Callable[[], object]]] = {
     "config_num_hidden_layers_-1": ("RoFormerConfig", lambda: RoFormerConfig(num_hidden_layers=-1)),
     "config_num_attention_heads_0": ("RoFormerConfig", lambda: RoFormerConfig(num_attention_heads=0)),
     "config_hidden_size_0": ("RoFormerConfig", lambda: RoFormerConfig(hidden_size=0)),
+    "position_ids_batch": ("RoFormerModel", lambda: tiny(RoFormerModel)(IDS, position_ids=torch.zeros(3, 3).long())),
+    "mask_4d_wrong": ("RoFormerModel", lambda: tiny(RoFormerModel)(IDS, attention_mask=torch.ones(2, 1, 3, 4))),
+    "input_ids_list": ("RoFormerModel", lambda: tiny(RoFormerModel)(IDS.tolist())),
+    "input_ids_float": ("RoFormerModel", lambda: tiny(RoFormerModel)(IDS.float())),
+    "attention_mask_list": ("RoFormerModel", lambda: tiny(RoFormerModel)(IDS, attention_mask=[[1] * 3] * 2)),
+    "empty_sequence": ("RoFormerModel", lambda: tiny(RoFormerModel)(torch.zeros(2, 0).long())),
+    "mlm_label_out_of_range": ("RoFormerForMaskedLM", lambda: tiny(RoFormerForMaskedLM)(IDS, labels=IDS * 0 + 99)),
+    "class_label_out_of_range": (
+        "RoFormerForSequenceClassification",
+        lambda: tiny(RoFormerForSequenceClassification, num_labels=3)(IDS, labels=torch.tensor([0, 3])),
+    ),
+    "choice_label_out_of_range": (
+        "RoFormerForMultipleChoice",
+        lambda: tiny(RoFormerForMultipleChoice)(IDS[None].expand(2, 2, 3), labels=torch.tensor([0, 2])),
+    ),
+    "pair_max_length_2": (
+        "RoFormerJiebaTokenizer",
+        lambda: RoFormerJiebaTokenizer(DEMO_VOCAB)("今天", "天气", truncation="longest_first", max_length=2),
+    ),
 }
 
 
