@@ -21,7 +21,6 @@ Parameter names are those of transformers' RoFormer (`roformer.encoder.layer.N.a
 checkpoints load as they are; only its fixed sinusoid table (`embed_positions`) is left out.
 """
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -50,6 +49,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from .blockwise_attention import blockwise_attention_forward, prefers_blockwise_attention
 from .configuration import RoFormerConfig
 from .linear_attention import linear_attention_forward
+from .loading_check import check_encoder_weights_loaded, check_head_shapes
 from .model_card import push_to_hub_with_model_card
 from .rope import RoFormerRotaryEmbedding, apply_rotary
 
@@ -350,101 +350,14 @@ class RoFormerPreTrainedModel(PreTrainedModel):
             **kwargs,
         )
         check_encoder_weights_loaded(model, loading_info)
-        head_mismatches = [item for item in loading_info["mismatched_keys"] if not model.is_encoder_weight(item[0])]
-        if head_mismatches and not ignore_mismatched_sizes:
-            shapes = ", ".join(f"{name} {tuple(saved)} vs {tuple(built)}" for name, saved, built in head_mismatches)
-            raise RuntimeError(
-                f"Error(s) in loading state_dict for {cls.__name__}: size mismatch (in the checkpoint vs in the "
-                f"model) for {shapes}. You may consider adding `ignore_mismatched_sizes=True` to "
-                "`from_pretrained(...)` to initialise these weights afresh."
-            )
+        if not ignore_mismatched_sizes:
+            check_head_shapes(model, loading_info)
         return (model, loading_info) if output_loading_info else model
-
-    def is_encoder_weight(self, name: str) -> bool:
-        """Whether the parameter `name` (as in a state dict of this model) belongs to the encoder, pooler excluded."""
-        prefix = f"{self.base_model_prefix}."
-        if self.base_model is not self and not name.startswith(prefix):  # a head: the encoder is under "roformer."
-            return False
-        name = name.removeprefix(prefix)  # a bare model reports unexpected keys with the checkpoint's prefix
-        return name.startswith(("embeddings.", "embeddings_project.", "encoder."))
 
     def push_to_hub(self, repo_id: str, **kwargs):
         """As transformers' `push_to_hub` (same arguments), but the README.md uploaded is a RoFormer model card, to
         which the optional `training_summary` (a `model_card.TrainingSummary`) and `base_model` add."""
         return push_to_hub_with_model_card(self, repo_id, **kwargs)
-
-
-def check_encoder_weights_loaded(model: RoFormerPreTrainedModel, loading_info: dict) -> None:
-    """Raises a ValueError naming the likely cause when a checkpoint does not fill the encoder of `model`, or holds
-    norm or bias weights that the config leaves out (a RoFormer-V1 checkpoint read as RoFormer-V2)."""
-    config = model.config
-    missing = sorted(name for name in loading_info["missing_keys"] if model.is_encoder_weight(name))
-    unexpected = sorted(name for name in loading_info["unexpected_keys"] if model.is_encoder_weight(name))
-    mismatched = sorted(item for item in loading_info["mismatched_keys"] if model.is_encoder_weight(item[0]))
-    # Layers the checkpoint lacks altogether (their query weight, which every variant has, is missing too).
-    absent_layers = sorted(int(found.group(1)) for name in missing if (found := ABSENT_LAYER.search(name)))
-    missing_in_layers = [name for name in missing if not in_layers(name, absent_layers)]
-    needed = variant_settings_of_weights(config, missing_in_layers, unexpected)
-    if not (missing or mismatched or needed):
-        return
-    causes = []
-    if needed:
-        is_v2 = needed.get("norm_type") == "rms_norm" or needed.get("use_bias") is False
-        settings = ", ".join(f"{name}={value!r}" for name, value in needed.items())
-        family = "RoFormer-V2" if is_v2 else "RoFormer (V1)"
-        causes.append(f"this looks like a {family} checkpoint: its config needs {settings}")
-    elif missing_in_layers:
-        causes.append(f"the checkpoint lacks {abbreviated(missing_in_layers)}")
-    if absent_layers and absent_layers == list(range(absent_layers[0], config.num_hidden_layers)):
-        causes.append(
-            f"the checkpoint has {absent_layers[0]} layers but config.num_hidden_layers is {config.num_hidden_layers}"
-        )
-    elif absent_layers:
-        causes.append(f"the checkpoint lacks the layers {', '.join(map(str, absent_layers))}")
-    if mismatched:
-        shapes = [f"{name} {tuple(saved)} vs {tuple(built)}" for name, saved, built in mismatched]
-        causes.append(
-            f"these weights have another shape in the checkpoint than in the config: {abbreviated(shapes)} (compare "
-            "hidden_size, intermediate_size, embedding_size, vocab_size and type_vocab_size)"
-        )
-    raise ValueError(
-        f"The checkpoint does not fit the encoder of {type(model).__name__} as configured, so some of its weights "
-        f"would be random: {'; '.join(causes)}. Load it with the config saved with these weights, or fix these "
-        "settings."
-    )
-
-
-ABSENT_LAYER = re.compile(r"encoder\.layer\.(\d+)\.attention\.self\.query\.weight$")
-
-
-def in_layers(name: str, layers: list[int]) -> bool:
-    return any(f"encoder.layer.{index}." in name for index in layers)
-
-
-def variant_settings_of_weights(config: RoFormerConfig, missing: list[str], unexpected: list[str]) -> dict:
-    """The `norm_type` / `use_bias` that the encoder weights call for, where they differ from `config`."""
-
-    def is_norm(name: str) -> bool:
-        return ".LayerNorm." in name
-
-    def is_linear_bias(name: str) -> bool:  # the projection of the embeddings keeps its bias in V2
-        return name.endswith(".bias") and not is_norm(name) and "embeddings_project" not in name
-
-    needed = {}
-    if config.norm_type == "layer_norm" and any(map(is_norm, missing)):
-        needed["norm_type"] = "rms_norm"
-    if config.norm_type == "rms_norm" and any(map(is_norm, unexpected)):
-        needed["norm_type"] = "layer_norm"
-    if config.use_bias and any(map(is_linear_bias, missing)):
-        needed["use_bias"] = False
-    if not config.use_bias and any(map(is_linear_bias, unexpected)):
-        needed["use_bias"] = True
-    return needed
-
-
-def abbreviated(names: list[str], shown: int = 4) -> str:
-    more = f" and {len(names) - shown} more" if len(names) > shown else ""
-    return ", ".join(names[:shown]) + more
 
 
 class RoFormerModel(RoFormerPreTrainedModel):

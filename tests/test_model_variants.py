@@ -17,6 +17,7 @@ from roformer_hf import (
 )
 from roformer_hf.blockwise_attention import blockwise_attention_forward
 from roformer_hf.modeling import RoFormerRMSNorm
+from roformer_hf.script_utils import ModelArguments, ScriptError, build_model
 
 TINY = {
     "vocab_size": 99,
@@ -289,6 +290,13 @@ def test_encoder_weights_of_another_shape_raise_value_error_even_when_mismatches
             RoFormerModel.from_pretrained(
                 tmp_path, intermediate_size=40, ignore_mismatched_sizes=ignore_mismatched_sizes
             )
+
+
+def test_scripts_turn_the_loading_error_into_one_line(tmp_path):
+    RoFormerForMaskedLM(v2_config()).save_pretrained(tmp_path)
+    model_args = ModelArguments(model_name_or_path=str(tmp_path))
+    with pytest.raises(ScriptError, match="RoFormer-V2 checkpoint"):
+        build_model(model_args, tiny_config(), RoFormerForSequenceClassification)
 
 
 def test_new_heads_and_a_new_pooler_initialise_as_usual(tmp_path):
