@@ -150,7 +150,7 @@ class RoFormerSelfAttention(nn.Module):
         self.head_dim = config.head_dim
         self.scaling = self.head_dim**-0.5
         self.attention_dropout = config.attention_probs_dropout_prob
-        self.is_causal = config.is_decoder
+        self.is_causal = config.is_decoder and not config.prefix_lm  # a prefix LM gets its causal masks spelt out
         self.query = nn.Linear(config.hidden_size, config.hidden_size, bias=config.use_bias)
         self.key = nn.Linear(config.hidden_size, config.hidden_size, bias=config.use_bias)
         self.value = nn.Linear(config.hidden_size, config.hidden_size, bias=config.use_bias)
@@ -500,16 +500,23 @@ class RoFormerModel(RoFormerPreTrainedModel):
         """The mask in the form the attention backend wants (None when nothing is masked, where it allows)."""
         if self.config.attention_type == "linear":
             return None  # linear attention takes the (B, T) padding mask
-        if self.config.is_decoder:
-            return create_causal_mask(
-                config=self.config,
-                inputs_embeds=hidden_states,
-                attention_mask=attention_mask,
-                past_key_values=past_key_values,
+        past_len = past_key_values.get_seq_length() if past_key_values is not None else 0
+        if not self.config.is_decoder or (self.config.prefix_lm and past_len == 0):
+            return create_bidirectional_mask(
+                config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
             )
-        return create_bidirectional_mask(
-            config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
+        mask = create_causal_mask(
+            config=self.config,
+            inputs_embeds=hidden_states,
+            attention_mask=attention_mask,
+            past_key_values=past_key_values,
         )
+        seq_len = hidden_states.shape[1]
+        if mask is None and self.config.prefix_lm and seq_len > 1:
+            # None stands for SDPA's is_causal, which a prefix LM's attention does not set: spell the mask out.
+            mask = torch.ones(seq_len, past_len + seq_len, dtype=torch.bool, device=hidden_states.device)
+            mask = mask.tril(diagonal=past_len)[None, None]  # (1, 1, T, past + T)
+        return mask
 
     def _computes_last_layer_subsets(
         self, positions: slice, seq_len: int, output_hidden_states: bool, output_attentions: bool
@@ -740,6 +747,16 @@ class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
     def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
         self.cls.predictions.decoder = new_embeddings
         self.cls.predictions.bias = new_embeddings.bias
+
+    def prepare_inputs_for_generation(
+        self, input_ids: torch.LongTensor, past_key_values: Cache | None = None, **kwargs
+    ):
+        """As transformers' (same arguments); a prefix LM (RoFormer-Sim) feeds the tokens it generates after the
+        cached prompt with token type 1, the segment of generated text in its training."""
+        model_inputs = super().prepare_inputs_for_generation(input_ids, past_key_values=past_key_values, **kwargs)
+        if self.config.prefix_lm and past_key_values is not None and past_key_values.get_seq_length() > 0:
+            model_inputs["token_type_ids"] = torch.ones_like(model_inputs["input_ids"])
+        return model_inputs
 
     def forward(
         self,
