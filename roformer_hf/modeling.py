@@ -618,6 +618,11 @@ class RoFormerLMPredictionHead(nn.Module):
     def __init__(self, config: RoFormerConfig):
         super().__init__()
         is_v2 = config.norm_type == "rms_norm"
+        if is_v2 and config.embedding_size != config.hidden_size:
+            raise ValueError(
+                f"RoFormer-V2's MLM head is the tied decoder alone, so it reads hidden states as word embeddings: "
+                f"embedding_size ({config.embedding_size}) must equal hidden_size ({config.hidden_size})."
+            )
         self.transform = nn.Identity() if is_v2 else RoFormerPredictionHeadTransform(config)
         self.decoder = nn.Linear(config.embedding_size, config.vocab_size, bias=not is_v2)
         self.bias = None if is_v2 else nn.Parameter(torch.zeros(config.vocab_size))
@@ -726,7 +731,8 @@ class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
     r"""
     RoFormer as a left-to-right language model (`config.is_decoder=True`), with a key/value cache for `generate`.
     Positions continue from the length of the cache, so cached and uncached generation agree. It has a pooler, as
-    RoFormer-Sim, whose `pooler_output` is the sentence vector.
+    RoFormer-Sim, whose `pooler_output` is the sentence vector when `config.prefix_lm` makes a call without cache read
+    its input in both directions (Sim's UniLM attention; cached and uncached generation then differ, see there).
 
     Args:
         config ([`RoFormerConfig`]): The model configuration; `is_decoder` must be True.

@@ -77,19 +77,24 @@ def test_rms_norm_is_x_over_root_mean_square():
 
 
 def test_v2_encoder_has_no_norm_weights_and_no_biases():
-    model = RoFormerForMaskedLM(v2_config(embedding_size=16))
+    model = RoFormerModel(v2_config(embedding_size=16))
     names = {name for name, _ in model.named_parameters()}
     assert not [name for name in names if "LayerNorm" in name]
-    encoder_biases = [name for name in names if name.endswith(".bias") and name.startswith("roformer.encoder.")]
-    assert not encoder_biases
-    assert "roformer.embeddings_project.bias" in names  # the embedding projection keeps its bias, as in the original
-    # The MLM head is the tied decoder alone: no transform, no bias.
-    assert not [name for name in model.state_dict() if name.startswith("cls.") and "decoder.weight" not in name]
-    assert model.cls.predictions.decoder.weight is model.roformer.embeddings.word_embeddings.weight
+    assert not [name for name in names if name.endswith(".bias") and name.startswith("encoder.")]
+    assert "embeddings_project.bias" in names  # the embedding projection keeps its bias, as in roformer 0.4.3
     hidden, inner, layers = 32, 37, 2
     per_layer = 4 * hidden * hidden + 2 * hidden * inner
     embeddings = 99 * 16 + 2 * 16 + (16 * hidden + hidden)
     assert sum(parameter.numel() for parameter in model.parameters()) == embeddings + layers * per_layer
+
+
+def test_v2_mlm_head_is_the_tied_decoder_alone():
+    model = RoFormerForMaskedLM(v2_config())
+    assert [name for name in model.state_dict() if name.startswith("cls.")] == ["cls.predictions.decoder.weight"]
+    assert model.cls.predictions.decoder.weight is model.roformer.embeddings.word_embeddings.weight
+    assert model.cls.predictions.decoder.bias is None
+    with pytest.raises(ValueError, match=r"embedding_size \(16\) must equal hidden_size \(32\)"):
+        RoFormerForMaskedLM(v2_config(embedding_size=16))
 
 
 def test_v2_mlm_logits_are_the_tied_decoder_of_the_last_hidden_state():
