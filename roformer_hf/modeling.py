@@ -15,7 +15,8 @@ What differs from BERT, and why:
   (`attention_type="linear"`, see `linear_attention.py`).
 - RoFormer-V2 is the same network with `norm_type="rms_norm"` (a norm without weight or bias), `use_bias=False` (no
   bias in the encoder's linear layers), ReLU feed-forward and an MLM head reduced to the tied decoder. RoFormer-Sim
-  is a `RoFormerForCausalLM` whose pooler (`pooler_activation="linear"`) gives sentence vectors.
+  is a `RoFormerForCausalLM` with UniLM attention (`prefix_lm`) whose pooler (`pooler_activation="linear"`) gives
+  sentence vectors.
 
 Parameter names are those of transformers' RoFormer (`roformer.encoder.layer.N.attention.self.query`, ...), so its
 checkpoints load as they are; only its fixed sinusoid table (`embed_positions`) is left out.
