@@ -358,9 +358,10 @@ def test_add_pooling_layer_argument_overrides_the_config():
         assert RoFormerModel(tiny_config()).eval()(torch.tensor([[1, 2, 3]])).pooler_output is None
 
 
-def sim_model() -> RoFormerForCausalLM:
+def sim_model(**overrides) -> RoFormerForCausalLM:
     torch.manual_seed(0)
-    return RoFormerForCausalLM(tiny_config(is_decoder=True, pooler_activation="linear")).eval()
+    settings = {"is_decoder": True, "prefix_lm": True, "pooler_activation": "linear", **overrides}
+    return RoFormerForCausalLM(tiny_config(**settings)).eval()
 
 
 def test_sim_causal_lm_loads_without_missing_keys_and_gives_its_sentence_vector(tmp_path):
@@ -382,8 +383,8 @@ def test_sim_causal_lm_loads_without_missing_keys_and_gives_its_sentence_vector(
     torch.testing.assert_close(vector, expected, atol=1e-6, rtol=1e-6)
 
 
-def test_sim_generates_the_same_tokens_with_and_without_cache():
-    model = sim_model()
+def test_causal_lm_with_a_pooler_generates_the_same_tokens_with_and_without_cache():
+    model = sim_model(prefix_lm=False)  # a plain causal LM (for Sim's own decoding see the prefix_lm tests below)
     prompt = torch.randint(1, TINY["vocab_size"], (2, 5))
     settings = {"max_new_tokens": 8, "do_sample": False, "pad_token_id": 0}
     with_cache = model.generate(prompt, attention_mask=torch.ones_like(prompt), use_cache=True, **settings)
