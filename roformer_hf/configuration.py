@@ -86,7 +86,8 @@ class RoFormerConfig(PreTrainedConfig):
             With `is_decoder`, RoFormer-Sim's attention (a UniLM, as in roformer 0.4.3): a call without a cache
             attends in both directions (a prompt, or a sentence whose vector is wanted), and tokens fed after a cache
             attend to every earlier token and causally among themselves; `generate` gives them token type 1, the
-            segment of generated text in training.
+            segment of generated text in training. Training it with `labels` in one call needs UniLM's mask as a
+            4-D `attention_mask` (the whole call would otherwise see every token).
         use_cache (`bool`, defaults to `True`):
             Whether a decoder returns its key/value cache.
         tie_word_embeddings (`bool`, defaults to `True`):
