@@ -384,7 +384,7 @@ def tokenizer_settings(folder: Path, config: RoFormerConfig) -> dict:
 def build_tokenizer(folder: Path, config: RoFormerConfig) -> PreTrainedTokenizerBase:
     """The tokenizer of the checkpoint's vocab.txt (see `is_word_level`); its size must match the embeddings."""
     vocab_file = folder / "vocab.txt"
-    vocab = vocab_file.read_text(encoding="utf-8").splitlines()
+    vocab = vocab_file.read_text(encoding="utf-8").split("\n")  # one token a line; splitlines() also splits at \x1c
     settings = tokenizer_settings(folder, config)
     if is_word_level(vocab):
         jieba_settings = {key: settings[key] for key in ("do_lower_case", "model_max_length") if key in settings}
