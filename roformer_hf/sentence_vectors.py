@@ -1,14 +1,18 @@
 """Sentence vectors of a RoFormer with a pooler (RoFormer-Sim) through sentence-transformers.
 
-A checkpoint whose config has `add_pooling_layer=True` is saved with the three files of a sentence-transformers (6.x)
+A checkpoint whose config has `add_pooling_layer=True` is saved with the two files of a sentence-transformers (6.x)
 model, so that `SentenceTransformer(folder)` encodes a text as the model's own `pooler_output`:
 
 - `modules.json`: one module, sentence-transformers' `Transformer`, reading the folder itself: it loads the model with
   `AutoModel` (our `RoFormerModel`, with its pooler since the config says so) and the tokenizer with `AutoTokenizer`;
 - `sentence_bert_config.json`: that module's settings: the text goes through `forward` and the field
   `pooler_output` of its output is the sentence embedding (sentence-transformers' own way of reading a pooled output,
-  as for BLIP), so no pooling or dense layer repeats what the pooler does;
-- `config_sentence_transformers.json`: cosine similarity, how RoFormer-Sim compares sentences.
+  as for BLIP), so no pooling or dense layer repeats what the pooler does.
+
+Without `config_sentence_transformers.json`, sentence-transformers compares vectors by cosine similarity, as
+RoFormer-Sim does. (That file is also the one sentence-transformers' own `save` writes before saving its modules: a
+pipeline of the user's that wraps a pooled RoFormer keeps its settings, and its `modules.json` and
+`sentence_bert_config.json` are written after ours.)
 
 These are plain JSON files: sentence-transformers is an optional dependency (`pip install "roformer_hf[st]"`) and
 roformer_hf never imports it.
@@ -26,12 +30,6 @@ SENTENCE_TRANSFORMERS_FILES = {
         "transformer_task": "feature-extraction",
         "modality_config": {"text": {"method": "forward", "method_output_name": "pooler_output"}},
         "module_output_name": "sentence_embedding",
-    },
-    "config_sentence_transformers.json": {
-        "model_type": "SentenceTransformer",
-        "prompts": {},
-        "default_prompt_name": None,
-        "similarity_fn_name": "cosine",
     },
 }
 
