@@ -19,8 +19,13 @@ Speed-ups are transformers' step time / ours (above 1: ours is faster), from wal
 CPU time (steadier when other jobs share the cores); memory is our peak / transformers' peak (below 1: ours is
 smaller).
 
+With `--v2`, the rows compare RoFormer-V2 (RMS norm without weights, no biases in the encoder, ReLU) with our own
+V1 at the base shape (12 layers, 768 wide, 12 heads, feed-forward 3072, vocabulary 12,000), both roformer_hf with
+SDPA, both with random weights: speed-ups and memory are then V1's / V2's and V2's / V1's.
+
     python benchmarks/bench_model.py                         # the goals' rows on the CPU
     python benchmarks/bench_model.py --device cuda --rows train:2048,infer:4096,infer:16384
+    python benchmarks/bench_model.py --v2                    # V2 against V1, base shape, 512 and 2,048 tokens
 """
 
 import argparse
@@ -36,6 +41,7 @@ from pathlib import Path
 import torch
 
 DEFAULT_ROWS = "train:512,train:2048,infer:512,infer:4096"
+V2_ROWS = "train:512,train:2048,infer:512,infer:2048"
 FULL_LAST_LAYER = "-full-last-layer"  # the suffix of our implementation computing every position of the last layer
 MODEL_SIZE = {
     "vocab_size": 50000,
@@ -44,14 +50,19 @@ MODEL_SIZE = {
     "num_attention_heads": 12,
     "intermediate_size": 3072,
 }
+BASE_SIZE = {**MODEL_SIZE, "vocab_size": 12000, "num_hidden_layers": 12}  # the --v2 comparison
+V2_SETTINGS = {"norm_type": "rms_norm", "use_bias": False, "hidden_act": "relu"}
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu", help="cpu or cuda.")
     parser.add_argument(
-        "--rows", default=DEFAULT_ROWS, help="Comma-separated task:length pairs (task train or infer)."
+        "--rows",
+        help=f"Comma-separated task:length pairs (task train or infer); default {DEFAULT_ROWS}, with --v2 {V2_ROWS}.",
     )
+    parser.add_argument("--v2", action="store_true", help="RoFormer-V2 against our V1 at the base shape.")
+    parser.add_argument("--num_hidden_layers", type=int, help="Override the number of layers (quick checks).")
     parser.add_argument("--rounds", type=int, default=3, help="Fresh processes per implementation, taken in turn.")
     parser.add_argument("--repeats", type=int, default=2, help="Timed steps per process, after one warm-up step.")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help="Weights.")
@@ -68,7 +79,8 @@ def parse_args() -> argparse.Namespace:
 
 
 def load_model(implementation: str, checkpoint: str, task: str, device: str, dtype: torch.dtype):
-    """transformers' or our class for `task`, from the same checkpoint (written by transformers)."""
+    """transformers' or our class for `task`, from the same checkpoint (written by transformers), or for --v2 ours
+    from the checkpoint of that family."""
     if implementation == "transformers":
         from transformers import RoFormerForSequenceClassification, RoFormerModel
 
@@ -77,6 +89,7 @@ def load_model(implementation: str, checkpoint: str, task: str, device: str, dty
         from roformer_hf import RoFormerForSequenceClassification, RoFormerModel
 
         attention = implementation.removeprefix("roformer_hf-").removesuffix(FULL_LAST_LAYER)
+        attention = "sdpa" if attention in ("v1", "v2") else attention
         classes, kwargs = (RoFormerForSequenceClassification, RoFormerModel), {"attn_implementation": attention}
     model_class = classes[0] if task == "train" else classes[1]
     model = model_class.from_pretrained(checkpoint, dtype=dtype, **kwargs).to(device)
@@ -123,7 +136,7 @@ def measure(spec: dict) -> dict:
     torch.manual_seed(0)
     dtype = getattr(torch, spec["dtype"])
     model = load_model(spec["implementation"], spec["checkpoint"], spec["task"], spec["device"], dtype)
-    input_ids = torch.randint(1, MODEL_SIZE["vocab_size"], (1, spec["length"]), device=spec["device"])
+    input_ids = torch.randint(1, spec["vocab_size"], (1, spec["length"]), device=spec["device"])
     labels = torch.tensor([1], device=spec["device"])
     baseline = reset_peak_memory(spec["device"])
     times, cpu_times = [], []
@@ -141,13 +154,29 @@ def measure(spec: dict) -> dict:
 # --- the driver -------------------------------------------------------------------------------------------------
 
 
+def model_size(args: argparse.Namespace) -> dict:
+    size = BASE_SIZE if args.v2 else MODEL_SIZE
+    return {**size, "num_hidden_layers": args.num_hidden_layers or size["num_hidden_layers"]}
+
+
 def write_checkpoint(folder: str, args: argparse.Namespace, max_length: int) -> None:
-    """A random-weight checkpoint saved by transformers' RoFormer: the weights both sides load."""
+    """A random-weight checkpoint saved by transformers' RoFormer: the weights both sides load. With --v2, one of our
+    V1 and one of our V2 in the subfolders `roformer_hf-v1` and `roformer_hf-v2`."""
+    if args.v2:
+        import roformer_hf
+
+        for name, settings in (("roformer_hf-v1", {}), ("roformer_hf-v2", V2_SETTINGS)):
+            torch.manual_seed(0)
+            config = roformer_hf.RoFormerConfig(
+                **model_size(args), **settings, attention_probs_dropout_prob=args.attention_dropout, num_labels=2
+            )
+            roformer_hf.RoFormerForSequenceClassification(config).save_pretrained(Path(folder) / name)
+        return
     from transformers import RoFormerConfig, RoFormerForSequenceClassification
 
     torch.manual_seed(0)
     config = RoFormerConfig(
-        **MODEL_SIZE,
+        **model_size(args),
         max_position_embeddings=max_length,  # transformers' sinusoid table must cover the input
         attention_probs_dropout_prob=args.attention_dropout,
         num_labels=2,
@@ -156,6 +185,9 @@ def write_checkpoint(folder: str, args: argparse.Namespace, max_length: int) -> 
 
 
 def implementations(args: argparse.Namespace, task: str) -> list[str]:
+    """The implementations of a row; the first is the reference of the speed-ups."""
+    if args.v2:
+        return ["roformer_hf-v1", "roformer_hf-v2"]
     names = ["transformers", "roformer_hf-sdpa"]
     if task == "train":
         names.append("roformer_hf-sdpa" + FULL_LAST_LAYER)
@@ -195,7 +227,8 @@ COLUMNS = (
 
 
 def print_table(results: list[dict]) -> None:
-    """Markdown table; speed-ups are transformers' time / ours, memory is our peak / transformers' peak."""
+    """Markdown table; speed-ups are the reference's time / the row's (the first implementation of a row:
+    transformers, or our V1 with --v2), memory is the row's peak / the reference's."""
     print("| " + " | ".join(COLUMNS) + " |")
     print("|" + "|".join("-" * (len(column) + 2) for column in COLUMNS) + "|")
     reference = {}
@@ -204,8 +237,7 @@ def print_table(results: list[dict]) -> None:
         if "error" in row:
             print("| " + " | ".join([*cells, row["error"][:80]]) + " |")
             continue
-        if row["implementation"] == "transformers":
-            reference[(row["task"], row["length"])] = row
+        reference.setdefault((row["task"], row["length"]), row)
         base = reference.get((row["task"], row["length"]))
         cells += [f"{row['seconds']:.3f}", f"{row['cpu_seconds']:.3f}", f"{row['peak_bytes'] / 2**20:.0f}"]
         if base:
@@ -224,7 +256,8 @@ def measure_row(task: str, length: int, checkpoint: str, args: argparse.Namespac
         for implementation, results in runs.items():
             spec = {
                 "implementation": implementation,
-                "checkpoint": checkpoint,
+                "checkpoint": str(Path(checkpoint) / implementation) if args.v2 else checkpoint,
+                "vocab_size": model_size(args)["vocab_size"],
                 "task": task,
                 "length": length,
                 "device": args.device,
@@ -257,12 +290,14 @@ def main() -> None:
     if args.worker:
         print(json.dumps(measure(json.loads(args.worker))))
         return
+    args.rows = args.rows or (V2_ROWS if args.v2 else DEFAULT_ROWS)
     rows = [(task, int(length)) for task, length in (item.split(":") for item in args.rows.split(","))]
     if any(task not in ("train", "infer") for task, _ in rows):
         sys.exit(f"--rows takes task:length pairs with task train or infer, got {args.rows!r}")
     print(
         f"device {args.device}, torch {torch.__version__}, {torch.get_num_threads()} threads, dtype {args.dtype}, "
-        f"attention dropout {args.attention_dropout}, {args.rounds} rounds x {args.repeats} steps"
+        f"attention dropout {args.attention_dropout}, {args.rounds} rounds x {args.repeats} steps, "
+        f"model {model_size(args)}" + (", V2 against V1" if args.v2 else "")
     )
     results = []
     with tempfile.TemporaryDirectory() as checkpoint:

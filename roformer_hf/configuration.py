@@ -22,6 +22,9 @@ AUTO_MAP = {
     "AutoModelForQuestionAnswering": "modeling.RoFormerForQuestionAnswering",
     "AutoModelForMultipleChoice": "modeling.RoFormerForMultipleChoice",
 }
+NORM_TYPES = ("layer_norm", "rms_norm")
+POOLER_ACTIVATIONS = ("tanh", "linear")
+MULTIPLE_CHOICE_POOLINGS = ("last_token", "last_position")
 
 
 class RoFormerConfig(PreTrainedConfig):
@@ -58,7 +61,13 @@ class RoFormerConfig(PreTrainedConfig):
         initializer_range (`float`, defaults to 0.02):
             Standard deviation of the truncated normal initialiser of weights.
         layer_norm_eps (`float`, defaults to 1e-12):
-            Epsilon of the layer norms.
+            Epsilon of the layer norms (and of the RMS norms of RoFormer-V2).
+        norm_type (`str`, defaults to `"layer_norm"`):
+            `"layer_norm"` (RoFormer) or `"rms_norm"` (RoFormer-V2: x / sqrt(mean(x^2) + layer_norm_eps), with no
+            weight and no bias, and an MLM head that is the tied decoder alone).
+        use_bias (`bool`, defaults to `True`):
+            Whether the encoder's linear layers (query, key, value, attention output, feed-forward) have biases;
+            RoFormer-V2 has none. Task heads and the pooler keep theirs.
         rotary_value (`bool`, defaults to `False`):
             Whether values are rotated too (as in the original's `rotary_value` option).
         rope_parameters (`dict`, *optional*):
@@ -72,6 +81,16 @@ class RoFormerConfig(PreTrainedConfig):
             (ModernBERT's sparse prediction) and returns `logits` of shape `(num_labelled, vocab_size)`, the rows in
             the order of `labels[labels != -100]`. The loss is the same; the head over a 50,000-word vocabulary is the
             largest matrix product of small models, so pretraining gets faster. Without labels, logits are dense.
+        add_pooling_layer (`bool`, defaults to `False`):
+            Whether `RoFormerModel` (and every head built on it) has a pooler, `roformer.pooler.dense`, whose
+            `pooler_output` is activation(dense(first hidden state)). `RoFormerForCausalLM` always has one (as
+            RoFormer-Sim, whose pooler gives its sentence vectors).
+        pooler_activation (`str`, defaults to `"tanh"`):
+            Activation of the pooler: `"tanh"` (BERT's) or `"linear"` (none, as in RoFormer-Sim).
+        multiple_choice_pooling (`str`, defaults to `"last_token"`):
+            What `RoFormerForMultipleChoice` scores: `"last_token"`, the last token that is not padding, or
+            `"last_position"`, the last position whatever the padding (transformers' RoFormerForMultipleChoice, so
+            that a classifier fine-tuned there gives the same logits here).
         pad_token_id (`int`, defaults to 0):
             Id of `[PAD]`.
         is_decoder (`bool`, defaults to `False`):
@@ -113,6 +132,11 @@ class RoFormerConfig(PreTrainedConfig):
     rope_parameters: dict | None = None
     attention_type: str = "softmax"
     sparse_prediction: bool = False
+    norm_type: str = "layer_norm"
+    use_bias: bool = True
+    add_pooling_layer: bool = False
+    pooler_activation: str = "tanh"
+    multiple_choice_pooling: str = "last_token"
     pad_token_id: int | None = 0
     bos_token_id: int | None = None
     eos_token_id: int | list[int] | None = None
@@ -128,6 +152,7 @@ class RoFormerConfig(PreTrainedConfig):
         super().__post_init__(**kwargs)
         self._check_architecture()
         self._check_rope_parameters()
+        self._check_variants()
 
     @classmethod
     def get_config_dict(cls, pretrained_model_name_or_path, **kwargs) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -176,6 +201,17 @@ class RoFormerConfig(PreTrainedConfig):
             raise ValueError(f"rope_parameters factor must be > 0, got {factor}.")
         if not rope_parameters.get("rope_theta", 1.0) > 0:
             raise ValueError(f"rope_parameters rope_theta must be > 0, got {rope_parameters['rope_theta']}.")
+
+    def _check_variants(self) -> None:
+        for name, allowed in (
+            ("norm_type", NORM_TYPES),
+            ("pooler_activation", POOLER_ACTIVATIONS),
+            ("multiple_choice_pooling", MULTIPLE_CHOICE_POOLINGS),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"Unknown {name} {getattr(self, name)!r}: use one of {', '.join(map(repr, allowed))}."
+                )
 
     def _validate_ntk_rope_parameters(self, rope_parameters: dict, ignore_keys: set[str] | None = None) -> None:
         """Called by transformers' `validate_rope` for `rope_type="ntk"`; the checks live in `_check_rope_parameters`."""

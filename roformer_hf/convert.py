@@ -334,9 +334,12 @@ def build_model(config: RoFormerConfig, state_dict: dict[str, torch.Tensor]) -> 
     if model_class is None or not architecture.startswith("RoFormer"):
         raise ConversionError(f"The checkpoint's architecture {architecture!r} is not a RoFormer model.")
     # ignore_mismatched_sizes: report wrong shapes below, with the other problems, instead of transformers' error.
-    model, loading_info = model_class.from_pretrained(
-        None, config=config, state_dict=state_dict, output_loading_info=True, ignore_mismatched_sizes=True
-    )
+    try:
+        model, loading_info = model_class.from_pretrained(
+            None, config=config, state_dict=state_dict, output_loading_info=True, ignore_mismatched_sizes=True
+        )
+    except ValueError as error:  # encoder weights that do not fit the config, explained by from_pretrained
+        raise ConversionError(str(error)) from error
     problems = {
         "missing": sorted(loading_info["missing_keys"]),
         "unexpected": sorted(loading_info["unexpected_keys"]),

@@ -13,12 +13,16 @@ What differs from BERT, and why:
   ids must be smaller than `vocab_size`.
 - Optionally values are rotated too (`rotary_value`), and attention can be linear instead of softmax
   (`attention_type="linear"`, see `linear_attention.py`).
+- RoFormer-V2 is the same network with `norm_type="rms_norm"` (a norm without weight or bias), `use_bias=False` (no
+  bias in the encoder's linear layers), ReLU feed-forward and an MLM head reduced to the tied decoder. RoFormer-Sim
+  is a `RoFormerForCausalLM` whose pooler (`pooler_activation="linear"`) gives sentence vectors.
 
 Parameter names are those of transformers' RoFormer (`roformer.encoder.layer.N.attention.self.query`, ...), so its
 checkpoints load as they are; only its fixed sinusoid table (`embed_positions`) is left out.
 """
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -31,6 +35,7 @@ from transformers.masking_utils import create_bidirectional_mask, create_causal_
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutputWithPast,
+    BaseModelOutputWithPoolingAndCrossAttentions,
     CausalLMOutputWithPast,
     MaskedLMOutput,
     ModelOutput,
@@ -44,8 +49,30 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from .blockwise_attention import blockwise_attention_forward, prefers_blockwise_attention
 from .configuration import RoFormerConfig
 from .linear_attention import linear_attention_forward
+from .loading_check import check_encoder_weights_loaded, check_head_shapes
 from .model_card import push_to_hub_with_model_card
 from .rope import RoFormerRotaryEmbedding, apply_rotary
+
+
+class RoFormerRMSNorm(nn.Module):
+    """RoFormer-V2's norm: x / sqrt(mean(x^2) + eps) over the last dimension, with no weight and no bias."""
+
+    def __init__(self, eps: float):
+        super().__init__()
+        self.eps = eps
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(hidden_states, hidden_states.shape[-1:], eps=self.eps)
+
+    def extra_repr(self) -> str:
+        return f"eps={self.eps}"
+
+
+def build_norm(config: RoFormerConfig, width: int) -> nn.Module:
+    """The post-norm of `config.norm_type`; named `LayerNorm` in every case, as in the checkpoints."""
+    if config.norm_type == "rms_norm":
+        return RoFormerRMSNorm(config.layer_norm_eps)
+    return nn.LayerNorm(width, eps=config.layer_norm_eps)
 
 
 class RoFormerEmbeddings(nn.Module):
@@ -55,7 +82,7 @@ class RoFormerEmbeddings(nn.Module):
         super().__init__()
         self.word_embeddings = nn.Embedding(config.vocab_size, config.embedding_size, padding_idx=config.pad_token_id)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.embedding_size)
-        self.LayerNorm = nn.LayerNorm(config.embedding_size, eps=config.layer_norm_eps)
+        self.LayerNorm = build_norm(config, config.embedding_size)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, inputs_embeds: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
@@ -124,9 +151,9 @@ class RoFormerSelfAttention(nn.Module):
         self.scaling = self.head_dim**-0.5
         self.attention_dropout = config.attention_probs_dropout_prob
         self.is_causal = config.is_decoder
-        self.query = nn.Linear(config.hidden_size, config.hidden_size)
-        self.key = nn.Linear(config.hidden_size, config.hidden_size)
-        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.query = nn.Linear(config.hidden_size, config.hidden_size, bias=config.use_bias)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size, bias=config.use_bias)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size, bias=config.use_bias)
 
     def forward(
         self,
@@ -181,12 +208,12 @@ class RoFormerSelfAttention(nn.Module):
 
 
 class RoFormerSelfOutput(nn.Module):
-    """Output projection of attention, then dropout, residual and post-LayerNorm (BERT's order)."""
+    """Output projection of attention, then dropout, residual and post-norm (BERT's order)."""
 
     def __init__(self, config: RoFormerConfig):
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size, bias=config.use_bias)
+        self.LayerNorm = build_norm(config, config.hidden_size)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, hidden_states: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
@@ -212,7 +239,7 @@ class RoFormerAttention(nn.Module):
 class RoFormerIntermediate(nn.Module):
     def __init__(self, config: RoFormerConfig):
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size, bias=config.use_bias)
         self.intermediate_act_fn = ACT2FN[config.hidden_act]
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
@@ -220,12 +247,12 @@ class RoFormerIntermediate(nn.Module):
 
 
 class RoFormerOutput(nn.Module):
-    """Second feed-forward projection, then dropout, residual and post-LayerNorm."""
+    """Second feed-forward projection, then dropout, residual and post-norm."""
 
     def __init__(self, config: RoFormerConfig):
         super().__init__()
-        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dense = nn.Linear(config.intermediate_size, config.hidden_size, bias=config.use_bias)
+        self.LayerNorm = build_norm(config, config.hidden_size)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, hidden_states: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
@@ -233,7 +260,7 @@ class RoFormerOutput(nn.Module):
 
 
 class RoFormerLayer(GradientCheckpointingLayer):
-    """One post-LN encoder block: attention, then feed-forward, each with residual and LayerNorm."""
+    """One post-norm encoder block: attention, then feed-forward, each with residual and norm."""
 
     def __init__(self, config: RoFormerConfig, layer_idx: int):
         super().__init__()
@@ -277,6 +304,18 @@ class RoFormerEncoder(nn.Module):
         )
 
 
+class RoFormerPooler(nn.Module):
+    """The sequence vector: activation(dense(hidden state of the first token, [CLS])), BERT's pooler."""
+
+    def __init__(self, config: RoFormerConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = ACT2FN[config.pooler_activation]
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.activation(self.dense(hidden_states[:, 0]))  # (B, hidden_size)
+
+
 class RoFormerPreTrainedModel(PreTrainedModel):
     config: RoFormerConfig
     base_model_prefix = "roformer"
@@ -291,8 +330,29 @@ class RoFormerPreTrainedModel(PreTrainedModel):
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
         super()._init_weights(module)
-        if isinstance(module, RoFormerLMPredictionHead):
+        if isinstance(module, RoFormerLMPredictionHead) and module.bias is not None:
             init.zeros_(module.bias)
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
+        """As transformers' `from_pretrained` (same arguments), but encoder weights (everything under `roformer.`
+        except the pooler) that the checkpoint lacks, or holds in another shape, raise a ValueError naming the likely
+        cause instead of being initialised at random: a config that does not describe the checkpoint. New task heads
+        and a new pooler are initialised as usual, and `ignore_mismatched_sizes` applies to them."""
+        output_loading_info = kwargs.pop("output_loading_info", False)
+        ignore_mismatched_sizes = kwargs.pop("ignore_mismatched_sizes", False)
+        # Mismatched shapes are collected rather than raised, so that the encoder's can be explained below.
+        model, loading_info = super().from_pretrained(
+            pretrained_model_name_or_path,
+            *model_args,
+            output_loading_info=True,
+            ignore_mismatched_sizes=True,
+            **kwargs,
+        )
+        check_encoder_weights_loaded(model, loading_info)
+        if not ignore_mismatched_sizes:
+            check_head_shapes(model, loading_info)
+        return (model, loading_info) if output_loading_info else model
 
     def push_to_hub(self, repo_id: str, **kwargs):
         """As transformers' `push_to_hub` (same arguments), but the README.md uploaded is a RoFormer model card, to
@@ -302,19 +362,24 @@ class RoFormerPreTrainedModel(PreTrainedModel):
 
 class RoFormerModel(RoFormerPreTrainedModel):
     r"""
-    The bare RoFormer encoder (or decoder, with `config.is_decoder`), returning the last hidden states.
+    The bare RoFormer encoder (or decoder, with `config.is_decoder`), returning the last hidden states and, with a
+    pooler, the pooled first token.
 
     Args:
         config ([`RoFormerConfig`]): The model configuration.
+        add_pooling_layer (`bool`, *optional*):
+            Whether to add the pooler (`pooler_output`); `None` reads `config.add_pooling_layer`.
     """
 
-    def __init__(self, config: RoFormerConfig):
+    def __init__(self, config: RoFormerConfig, add_pooling_layer: bool | None = None):
         super().__init__(config)
         self.embeddings = RoFormerEmbeddings(config)
         if config.embedding_size != config.hidden_size:
             self.embeddings_project = nn.Linear(config.embedding_size, config.hidden_size)
         self.rotary_emb = RoFormerRotaryEmbedding(config)
         self.encoder = RoFormerEncoder(config)
+        add_pooling_layer = config.add_pooling_layer if add_pooling_layer is None else add_pooling_layer
+        self.pooler = RoFormerPooler(config) if add_pooling_layer else None
         self.post_init()
 
     def get_input_embeddings(self) -> nn.Embedding:
@@ -337,7 +402,7 @@ class RoFormerModel(RoFormerPreTrainedModel):
         return_dict: bool | None = None,
         last_layer_positions: slice | None = None,
         **kwargs,
-    ) -> BaseModelOutputWithPast | tuple:
+    ) -> BaseModelOutputWithPoolingAndCrossAttentions | tuple:
         r"""
         Args:
             input_ids (`torch.LongTensor` of shape `(batch_size, seq_len)`):
@@ -358,14 +423,16 @@ class RoFormerModel(RoFormerPreTrainedModel):
             output_attentions, output_hidden_states (`bool`, *optional*):
                 Whether to return the attention weights (needs `attn_implementation="eager"`) / every layer's output.
             return_dict (`bool`, *optional*):
-                `False` returns a tuple instead of a [`~modeling_outputs.BaseModelOutputWithPast`].
+                `False` returns a tuple instead of a [`~modeling_outputs.BaseModelOutputWithPoolingAndCrossAttentions`]
+                (whose `pooler_output` is `None` without a pooler).
             last_layer_positions (`slice`, *optional*):
                 The positions whose last hidden states are needed, e.g. `slice(0, 1)` for the [CLS] token. The last
                 layer then computes queries, attention outputs and feed-forward only there (its keys and values still
                 cover every token), and `last_hidden_state` holds only those positions: the same numbers for a
                 fraction of the last layer's work (Mosaic BERT's trick; `RoFormerForSequenceClassification` uses it).
                 Ignored, with every position computed, for decoders, linear attention, backends other than "sdpa" and
-                "eager", and when every layer's hidden states or attentions are asked for.
+                "eager", when every layer's hidden states or attentions are asked for, and in a model with a pooler
+                when the positions do not start at 0 (the pooler reads the first token).
         """
         inputs_embeds = self._embed(input_ids, inputs_embeds)
         batch_size, seq_len = inputs_embeds.shape[:2]
@@ -382,7 +449,9 @@ class RoFormerModel(RoFormerPreTrainedModel):
             hidden_states = self.embeddings_project(hidden_states)
         output_hidden_states = self._default(output_hidden_states, "output_hidden_states")
         output_attentions = self._default(output_attentions, "output_attentions")
-        if not self._computes_last_layer_subsets(output_hidden_states, output_attentions):
+        if last_layer_positions is not None and not self._computes_last_layer_subsets(
+            last_layer_positions, seq_len, output_hidden_states, output_attentions
+        ):
             last_layer_positions = None
         encoder_outputs = self.encoder(
             hidden_states,
@@ -395,8 +464,10 @@ class RoFormerModel(RoFormerPreTrainedModel):
             past_key_values=past_key_values,
             **kwargs,
         )
-        outputs = BaseModelOutputWithPast(
-            last_hidden_state=encoder_outputs.last_hidden_state,
+        last_hidden_state = encoder_outputs.last_hidden_state
+        outputs = BaseModelOutputWithPoolingAndCrossAttentions(
+            last_hidden_state=last_hidden_state,
+            pooler_output=self.pooler(last_hidden_state) if self.pooler is not None else None,
             past_key_values=past_key_values if use_cache else None,
             hidden_states=encoder_outputs.hidden_states,
             attentions=encoder_outputs.attentions,
@@ -440,13 +511,17 @@ class RoFormerModel(RoFormerPreTrainedModel):
             config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
         )
 
-    def _computes_last_layer_subsets(self, output_hidden_states: bool, output_attentions: bool) -> bool:
-        """Whether the last layer may compute only some positions (see `last_layer_positions` in `forward`)."""
+    def _computes_last_layer_subsets(
+        self, positions: slice, seq_len: int, output_hidden_states: bool, output_attentions: bool
+    ) -> bool:
+        """Whether the last layer may compute only `positions` (see `last_layer_positions` in `forward`)."""
+        first_position = range(seq_len)[positions][:1]
         return (
             not self.config.is_decoder
             and self.config.attention_type == "softmax"
             and self.config._attn_implementation in ("sdpa", "eager")
             and not (output_hidden_states or output_attentions)
+            and (self.pooler is None or first_position == range(1))  # the pooler reads position 0
         )
 
     def _default(self, value: bool | None, name: str) -> bool:
@@ -530,13 +605,15 @@ class RoFormerPredictionHeadTransform(nn.Module):
 
 
 class RoFormerLMPredictionHead(nn.Module):
-    """Scores over the vocabulary; `decoder.weight` is tied to the word embeddings and `decoder.bias` to `bias`."""
+    """Scores over the vocabulary; `decoder.weight` is tied to the word embeddings and `decoder.bias` to `bias`.
+    RoFormer-V2's head (`norm_type="rms_norm"`) is the tied decoder alone: no transform, no bias."""
 
     def __init__(self, config: RoFormerConfig):
         super().__init__()
-        self.transform = RoFormerPredictionHeadTransform(config)
-        self.decoder = nn.Linear(config.embedding_size, config.vocab_size)
-        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+        is_v2 = config.norm_type == "rms_norm"
+        self.transform = nn.Identity() if is_v2 else RoFormerPredictionHeadTransform(config)
+        self.decoder = nn.Linear(config.embedding_size, config.vocab_size, bias=not is_v2)
+        self.bias = None if is_v2 else nn.Parameter(torch.zeros(config.vocab_size))
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.decoder(self.transform(hidden_states))
@@ -556,11 +633,13 @@ def _output_or_tuple(output: ModelOutput, return_dict: bool | None, config: RoFo
     return output if (config.return_dict if return_dict is None else return_dict) else output.to_tuple()
 
 
-# The decoder of the LM heads shares the word embeddings, and its bias the head's `bias` (the checkpoint's name).
-_LM_HEAD_TIED_WEIGHTS = {
-    "cls.predictions.decoder.weight": "roformer.embeddings.word_embeddings.weight",
-    "cls.predictions.decoder.bias": "cls.predictions.bias",
-}
+def tied_lm_head_weights(config: RoFormerConfig) -> dict[str, str]:
+    """The decoder of the LM heads shares the word embeddings, and its bias (none in V2) the head's `bias` (the
+    checkpoint's name)."""
+    tied = {"cls.predictions.decoder.weight": "roformer.embeddings.word_embeddings.weight"}
+    if config.norm_type == "layer_norm":
+        tied["cls.predictions.decoder.bias"] = "cls.predictions.bias"
+    return tied
 
 
 class RoFormerForMaskedLM(RoFormerPreTrainedModel):
@@ -571,14 +650,13 @@ class RoFormerForMaskedLM(RoFormerPreTrainedModel):
         config ([`RoFormerConfig`]): The model configuration; `is_decoder` must be False.
     """
 
-    _tied_weights_keys = _LM_HEAD_TIED_WEIGHTS
-
     def __init__(self, config: RoFormerConfig):
         super().__init__(config)
         if config.is_decoder:
             raise ValueError("RoFormerForMaskedLM attends in both directions: set config.is_decoder=False.")
         self.roformer = RoFormerModel(config)
         self.cls = RoFormerOnlyMLMHead(config)
+        self._tied_weights_keys = tied_lm_head_weights(config)
         self.post_init()
 
     def get_output_embeddings(self) -> nn.Linear:
@@ -624,23 +702,36 @@ class RoFormerForMaskedLM(RoFormerPreTrainedModel):
         return _output_or_tuple(output, return_dict, self.config)
 
 
+@dataclass
+class RoFormerCausalLMOutput(CausalLMOutputWithPast):
+    r"""
+    [`~modeling_outputs.CausalLMOutputWithPast`] and the pooled first token.
+
+    Args:
+        pooler_output (`torch.FloatTensor` of shape `(batch_size, hidden_size)`):
+            The pooler's output for the first input token: the sentence vector of RoFormer-Sim.
+    """
+
+    pooler_output: torch.FloatTensor | None = None
+
+
 class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
     r"""
     RoFormer as a left-to-right language model (`config.is_decoder=True`), with a key/value cache for `generate`.
-    Positions continue from the length of the cache, so cached and uncached generation agree.
+    Positions continue from the length of the cache, so cached and uncached generation agree. It has a pooler, as
+    RoFormer-Sim, whose `pooler_output` is the sentence vector.
 
     Args:
         config ([`RoFormerConfig`]): The model configuration; `is_decoder` must be True.
     """
 
-    _tied_weights_keys = _LM_HEAD_TIED_WEIGHTS
-
     def __init__(self, config: RoFormerConfig):
         super().__init__(config)
         if not config.is_decoder:
             raise ValueError("RoFormerForCausalLM needs causal attention: set config.is_decoder=True.")
-        self.roformer = RoFormerModel(config)
+        self.roformer = RoFormerModel(config, add_pooling_layer=True)  # as RoFormer-Sim, a causal LM with a pooler
         self.cls = RoFormerOnlyMLMHead(config)
+        self._tied_weights_keys = tied_lm_head_weights(config)
         self.post_init()
 
     def get_output_embeddings(self) -> nn.Linear:
@@ -663,7 +754,7 @@ class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
         logits_to_keep: int | torch.Tensor = 0,
         return_dict: bool | None = None,
         **kwargs,
-    ) -> CausalLMOutputWithPast | tuple:
+    ) -> RoFormerCausalLMOutput | tuple:
         r"""
         Args:
             labels (`torch.LongTensor` of shape `(batch_size, seq_len)`, *optional*):
@@ -690,12 +781,13 @@ class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
         loss = None
         if labels is not None:
             loss = self.loss_function(logits=logits, labels=labels, vocab_size=logits.shape[-1], **kwargs)
-        output = CausalLMOutputWithPast(
+        output = RoFormerCausalLMOutput(
             loss=loss,
             logits=logits,
             past_key_values=outputs.past_key_values,
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
+            pooler_output=outputs.pooler_output,
         )
         return _output_or_tuple(output, return_dict, self.config)
 
@@ -907,8 +999,10 @@ class RoFormerForMultipleChoice(RoFormerPreTrainedModel):
     r"""
     RoFormer for multiple choice: every (context, choice) pair is encoded, summarised and scored by one linear layer.
 
-    The summary is the hidden state of the last token, as in transformers' RoFormer; with an `attention_mask`, the last
-    token that is not padding (transformers takes the last position even when it is padding).
+    The summary is the hidden state of the last token, as in transformers' RoFormer. With an `attention_mask`,
+    `config.multiple_choice_pooling` says which: `"last_token"` (default), the last token that is not padding, so
+    that padding changes nothing; `"last_position"`, the last position even when it is padding, as transformers'
+    RoFormerForMultipleChoice does (for classifiers fine-tuned there).
 
     Args:
         config ([`RoFormerConfig`]): The model configuration.
@@ -946,11 +1040,16 @@ class RoFormerForMultipleChoice(RoFormerPreTrainedModel):
             tensor.flatten(0, 1) if tensor is not None else None  # (B, num_choices, ...) -> (B * num_choices, ...)
             for tensor in (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
         )
+        if self.config.multiple_choice_pooling == "last_position":
+            kwargs["last_layer_positions"] = slice(-1, None)  # the head reads the last position only
         outputs = self.roformer(
             input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
         )
-        last_token = last_token_states(outputs.last_hidden_state, attention_mask)  # (B * num_choices, hidden_size)
-        logits = self.classifier(last_token).view(-1, num_choices)  # (B, num_choices)
+        if self.config.multiple_choice_pooling == "last_position":
+            summary = outputs.last_hidden_state[:, -1]  # (B * num_choices, hidden_size)
+        else:
+            summary = last_token_states(outputs.last_hidden_state, attention_mask)
+        logits = self.classifier(summary).view(-1, num_choices)  # (B, num_choices)
         loss = F.cross_entropy(logits, labels.to(logits.device)) if labels is not None else None
         output = MultipleChoiceModelOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions

@@ -337,6 +337,8 @@ def build_model(
         )
     except OSError as error:
         raise ScriptError(f"cannot load a model from {model_args.model_name_or_path}: {error}") from error
+    except ValueError as error:  # e.g. a config that does not describe the checkpoint's encoder
+        raise ScriptError(f"cannot load {model_args.model_name_or_path}: {error}") from error
     except RuntimeError as error:
         if "ignore_mismatched_sizes" not in str(error):
             raise

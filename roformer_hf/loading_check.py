@@ -1,0 +1,114 @@
+"""No silent random weights: what `RoFormerPreTrainedModel.from_pretrained` checks once a checkpoint is loaded.
+
+transformers initialises any weight a checkpoint lacks (or holds in another shape, with `ignore_mismatched_sizes`)
+at random and reports it in a log table. For a new task head that is what the user wants; for the encoder it means a
+config that does not describe the checkpoint, e.g. a RoFormer-V2 checkpoint read with a V1 config (its
+`norm_type`/`use_bias` lost), whose outputs are then garbage. These functions turn that case into a ValueError
+naming the likely cause.
+"""
+
+import re
+
+from transformers import PreTrainedModel
+
+from .configuration import RoFormerConfig
+
+# The query weight exists in every variant: when it is missing, the checkpoint lacks the whole layer.
+ABSENT_LAYER = re.compile(r"encoder\.layer\.(\d+)\.attention\.self\.query\.weight$")
+
+
+def check_encoder_weights_loaded(model: PreTrainedModel, loading_info: dict) -> None:
+    """Raises a ValueError naming the likely cause when a checkpoint does not fill the encoder of `model` (missing or
+    mismatched weights), or holds norm or bias weights that the config leaves out (RoFormer-V1 read as V2).
+
+    Args:
+        model (`RoFormerPreTrainedModel`): The model `from_pretrained` built.
+        loading_info (`dict`): Its `output_loading_info` (missing, unexpected and mismatched keys).
+    """
+    config = model.config
+    missing = sorted(name for name in loading_info["missing_keys"] if is_encoder_weight(model, name))
+    unexpected = sorted(name for name in loading_info["unexpected_keys"] if is_encoder_weight(model, name))
+    mismatched = sorted(item for item in loading_info["mismatched_keys"] if is_encoder_weight(model, item[0]))
+    absent_layers = sorted(int(found.group(1)) for name in missing if (found := ABSENT_LAYER.search(name)))
+    missing_in_layers = [name for name in missing if not in_layers(name, absent_layers)]
+    needed = variant_settings_of_weights(config, missing_in_layers, unexpected)
+    if not (missing or mismatched or needed):
+        return
+    causes = []
+    if needed:
+        is_v2 = needed.get("norm_type") == "rms_norm" or needed.get("use_bias") is False
+        settings = ", ".join(f"{name}={value!r}" for name, value in needed.items())
+        causes.append(
+            f"this looks like a {'RoFormer-V2' if is_v2 else 'RoFormer (V1)'} checkpoint: its config needs {settings}"
+        )
+    elif missing_in_layers:
+        causes.append(f"the checkpoint lacks {abbreviated(missing_in_layers)}")
+    if absent_layers and absent_layers == list(range(absent_layers[0], config.num_hidden_layers)):
+        causes.append(
+            f"the checkpoint has {absent_layers[0]} layers but config.num_hidden_layers is {config.num_hidden_layers}"
+        )
+    elif absent_layers:
+        causes.append(f"the checkpoint lacks the layers {', '.join(map(str, absent_layers))}")
+    if mismatched:
+        shapes = [f"{name} {tuple(saved)} vs {tuple(built)}" for name, saved, built in mismatched]
+        causes.append(
+            f"these weights have another shape in the checkpoint than in the config: {abbreviated(shapes)} (compare "
+            "hidden_size, intermediate_size, embedding_size, vocab_size and type_vocab_size)"
+        )
+    raise ValueError(
+        f"The checkpoint does not fit the encoder of {type(model).__name__} as configured, so some of its weights "
+        f"would be random: {'; '.join(causes)}. Load it with the config saved with these weights, or fix these "
+        "settings."
+    )
+
+
+def check_head_shapes(model: PreTrainedModel, loading_info: dict) -> None:
+    """Raises transformers' error for head weights of another shape (the encoder's are `check_encoder_weights_loaded`'s
+    concern), for a caller that did not pass `ignore_mismatched_sizes=True`."""
+    mismatched = [item for item in loading_info["mismatched_keys"] if not is_encoder_weight(model, item[0])]
+    if mismatched:
+        shapes = ", ".join(f"{name} {tuple(saved)} vs {tuple(built)}" for name, saved, built in sorted(mismatched))
+        raise RuntimeError(
+            f"Error(s) in loading state_dict for {type(model).__name__}: size mismatch (in the checkpoint vs in the "
+            f"model) for {shapes}. You may consider adding `ignore_mismatched_sizes=True` to `from_pretrained(...)` "
+            "to initialise these weights afresh."
+        )
+
+
+def is_encoder_weight(model: PreTrainedModel, name: str) -> bool:
+    """Whether the parameter `name` (of `model` or of the checkpoint) belongs to the encoder, pooler excluded."""
+    prefix = f"{model.base_model_prefix}."
+    if model.base_model is not model and not name.startswith(prefix):  # a head: the encoder is under "roformer."
+        return False
+    name = name.removeprefix(prefix)  # a bare model reports unexpected keys with the checkpoint's prefix
+    return name.startswith(("embeddings.", "embeddings_project.", "encoder."))
+
+
+def in_layers(name: str, layers: list[int]) -> bool:
+    return any(f"encoder.layer.{index}." in name for index in layers)
+
+
+def variant_settings_of_weights(config: RoFormerConfig, missing: list[str], unexpected: list[str]) -> dict:
+    """The `norm_type` / `use_bias` that the encoder weights call for, where they differ from `config`."""
+
+    def is_norm(name: str) -> bool:
+        return ".LayerNorm." in name
+
+    def is_linear_bias(name: str) -> bool:  # the projection of the embeddings keeps its bias in V2
+        return name.endswith(".bias") and not is_norm(name) and "embeddings_project" not in name
+
+    needed = {}
+    if config.norm_type == "layer_norm" and any(map(is_norm, missing)):
+        needed["norm_type"] = "rms_norm"
+    if config.norm_type == "rms_norm" and any(map(is_norm, unexpected)):
+        needed["norm_type"] = "layer_norm"
+    if config.use_bias and any(map(is_linear_bias, missing)):
+        needed["use_bias"] = False
+    if not config.use_bias and any(map(is_linear_bias, unexpected)):
+        needed["use_bias"] = True
+    return needed
+
+
+def abbreviated(names: list[str], shown: int = 4) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more

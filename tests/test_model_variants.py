@@ -1,0 +1,446 @@
+"""RoFormer-V2 (RMS norm, no biases), the pooler of RoFormer-Sim, loading checks and multiple-choice pooling."""
+
+import json
+
+import pytest
+import torch
+import transformers
+
+import roformer_hf
+from roformer_hf import (
+    RoFormerConfig,
+    RoFormerForCausalLM,
+    RoFormerForMaskedLM,
+    RoFormerForMultipleChoice,
+    RoFormerForSequenceClassification,
+    RoFormerModel,
+)
+from roformer_hf.blockwise_attention import blockwise_attention_forward
+from roformer_hf.modeling import RoFormerRMSNorm
+from roformer_hf.script_utils import ModelArguments, ScriptError, build_model
+
+TINY = {
+    "vocab_size": 99,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 37,
+    "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+}
+V2 = {"norm_type": "rms_norm", "use_bias": False, "hidden_act": "relu"}
+V1_SETTINGS = {"norm_type": "layer_norm", "use_bias": True}
+POOLER_KEYS = {"roformer.pooler.dense.weight", "roformer.pooler.dense.bias"}
+
+
+def tiny_config(**overrides) -> RoFormerConfig:
+    return RoFormerConfig(**{**TINY, **overrides})
+
+
+def v2_config(**overrides) -> RoFormerConfig:
+    return tiny_config(**{**V2, **overrides})
+
+
+def batch_with_padding(batch_size: int = 2, seq_len: int = 13) -> dict:
+    torch.manual_seed(1)
+    input_ids = torch.randint(1, TINY["vocab_size"], (batch_size, seq_len))
+    attention_mask = torch.ones(batch_size, seq_len, dtype=torch.long)
+    attention_mask[-1, seq_len - 4 :] = 0
+    return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+def gradients(model: torch.nn.Module, **inputs) -> dict[str, torch.Tensor]:
+    model.zero_grad()
+    model(**inputs).loss.backward()
+    return {name: parameter.grad.clone() for name, parameter in model.named_parameters() if parameter.grad is not None}
+
+
+def assert_same_gradients(actual: dict, expected: dict) -> None:
+    assert actual.keys() == expected.keys()
+    for name, gradient in expected.items():
+        torch.testing.assert_close(actual[name], gradient, atol=1e-6, rtol=1e-5, msg=name)
+
+
+# --- RoFormer-V2 -----------------------------------------------------------------------------------------------
+
+
+def test_rms_norm_is_x_over_root_mean_square():
+    torch.manual_seed(0)
+    hidden_states = torch.randn(2, 5, 32) * 3
+    expected = hidden_states / torch.sqrt(hidden_states.pow(2).mean(-1, keepdim=True) + 1e-12)
+    norm = RoFormerRMSNorm(eps=1e-12)
+    torch.testing.assert_close(norm(hidden_states), expected, atol=1e-6, rtol=1e-6)
+    assert not list(norm.parameters())
+    half = norm(hidden_states.bfloat16())
+    assert half.dtype == torch.bfloat16
+    torch.testing.assert_close(half.float(), expected, atol=0.05, rtol=0.01)  # bfloat16 has 8 bits of mantissa
+
+
+def test_v2_encoder_has_no_norm_weights_and_no_biases():
+    model = RoFormerForMaskedLM(v2_config(embedding_size=16))
+    names = {name for name, _ in model.named_parameters()}
+    assert not [name for name in names if "LayerNorm" in name]
+    encoder_biases = [name for name in names if name.endswith(".bias") and name.startswith("roformer.encoder.")]
+    assert not encoder_biases
+    assert "roformer.embeddings_project.bias" in names  # the embedding projection keeps its bias, as in the original
+    # The MLM head is the tied decoder alone: no transform, no bias.
+    assert not [name for name in model.state_dict() if name.startswith("cls.") and "decoder.weight" not in name]
+    assert model.cls.predictions.decoder.weight is model.roformer.embeddings.word_embeddings.weight
+    hidden, inner, layers = 32, 37, 2
+    per_layer = 4 * hidden * hidden + 2 * hidden * inner
+    embeddings = 99 * 16 + 2 * 16 + (16 * hidden + hidden)
+    assert sum(parameter.numel() for parameter in model.parameters()) == embeddings + layers * per_layer
+
+
+def test_v2_mlm_logits_are_the_tied_decoder_of_the_last_hidden_state():
+    torch.manual_seed(0)
+    model = RoFormerForMaskedLM(v2_config()).eval()
+    inputs = batch_with_padding()
+    with torch.no_grad():
+        output = model(**inputs, output_hidden_states=True)
+    expected = output.hidden_states[-1] @ model.roformer.embeddings.word_embeddings.weight.T
+    torch.testing.assert_close(output.logits, expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("is_decoder", [False, True])
+def test_v2_eager_equals_sdpa_with_padding(is_decoder):
+    torch.manual_seed(0)
+    eager = RoFormerModel(v2_config(is_decoder=is_decoder, attn_implementation="eager")).eval()
+    sdpa = RoFormerModel(v2_config(is_decoder=is_decoder)).eval()
+    sdpa.load_state_dict(eager.state_dict())
+    inputs = batch_with_padding()
+    real = inputs["attention_mask"].bool()
+    with torch.no_grad():
+        expected = eager(**inputs, use_cache=False).last_hidden_state
+        actual = sdpa(**inputs, use_cache=False).last_hidden_state
+    assert (expected[real] - actual[real]).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize("attention_type", ["softmax", "linear"])
+def test_v2_padding_changes_nothing(attention_type):
+    torch.manual_seed(0)
+    model = RoFormerModel(v2_config(attention_type=attention_type)).eval()
+    input_ids = torch.randint(1, TINY["vocab_size"], (1, 9))
+    padded = torch.cat([input_ids, torch.zeros(1, 4, dtype=torch.long)], dim=1)
+    mask = torch.cat([torch.ones(1, 9), torch.zeros(1, 4)], dim=1).long()
+    with torch.no_grad():
+        expected = model(input_ids).last_hidden_state
+        actual = model(padded, attention_mask=mask).last_hidden_state[:, :9]
+    torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_v2_blockwise_training_path_gives_the_gradients_of_eager(monkeypatch):
+    monkeypatch.setattr("roformer_hf.blockwise_attention.BLOCK_ELEMENTS", 4 * 4 * 13)  # several blocks of queries
+    calls = []
+
+    def recording(*args, **kwargs):
+        calls.append("blockwise")
+        return blockwise_attention_forward(*args, **kwargs)
+
+    monkeypatch.setattr("roformer_hf.modeling.blockwise_attention_forward", recording)
+    monkeypatch.setattr(  # blockwise attention without dropout, to compare with eager attention
+        "roformer_hf.modeling.prefers_blockwise_attention",
+        lambda config, query, dropout: config._attn_implementation == "sdpa",
+    )
+    torch.manual_seed(0)
+    blockwise = RoFormerForMaskedLM(v2_config()).train()
+    eager = RoFormerForMaskedLM(v2_config(attn_implementation="eager")).train()
+    eager.load_state_dict(blockwise.state_dict())
+    inputs = batch_with_padding()
+    labels = inputs["input_ids"].masked_fill(inputs["attention_mask"] == 0, -100)
+    expected = gradients(eager, **inputs, labels=labels)
+    assert not calls
+    actual = gradients(blockwise, **inputs, labels=labels)
+    assert calls == ["blockwise", "blockwise"]
+    assert_same_gradients(actual, expected)
+
+
+def test_v2_classifier_last_layer_at_cls_only_gives_the_same_loss_and_gradients():
+    torch.manual_seed(0)
+    model = RoFormerForSequenceClassification(v2_config(num_labels=3)).train()  # dropouts are 0 in TINY
+    inputs = {**batch_with_padding(), "labels": torch.tensor([0, 2])}
+    subset_loss = model(**inputs).loss
+    full_loss = model(**inputs, output_hidden_states=True).loss  # every layer's output: every position computed
+    torch.testing.assert_close(subset_loss, full_loss, atol=1e-6, rtol=1e-6)
+    subset = gradients(model, **inputs)
+    full = gradients(model, **inputs, output_hidden_states=True)
+    assert_same_gradients(subset, full)
+
+
+def test_v2_gradient_checkpointing_gives_the_same_gradients():
+    torch.manual_seed(0)
+    model = RoFormerForMaskedLM(v2_config()).train()
+    inputs = batch_with_padding()
+    labels = inputs["input_ids"].masked_fill(inputs["attention_mask"] == 0, -100)
+    plain = gradients(model, **inputs, labels=labels)
+    model.activation_checkpointing_enable()
+    assert_same_gradients(gradients(model, **inputs, labels=labels), plain)
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        "RoFormerForMaskedLM",
+        "RoFormerForCausalLM",
+        "RoFormerForSequenceClassification",
+        "RoFormerForTokenClassification",
+        "RoFormerForQuestionAnswering",
+        "RoFormerForMultipleChoice",
+    ],
+)
+def test_v2_heads_round_trip_through_save_and_load(tmp_path, head):
+    torch.manual_seed(0)
+    model = getattr(roformer_hf, head)(v2_config(is_decoder=head == "RoFormerForCausalLM")).eval()
+    model.save_pretrained(tmp_path)
+    loaded, loading_info = getattr(roformer_hf, head).from_pretrained(tmp_path, output_loading_info=True)
+    assert not loading_info["missing_keys"] and not loading_info["unexpected_keys"]
+    assert (loaded.config.norm_type, loaded.config.use_bias) == ("rms_norm", False)
+    inputs = batch_with_padding()
+    if head == "RoFormerForMultipleChoice":
+        inputs = {name: tensor[None].repeat(2, 1, 1) for name, tensor in inputs.items()}
+    with torch.no_grad():
+        for name, value in model(**inputs).items():
+            if isinstance(value, torch.Tensor):
+                assert torch.equal(loaded(**inputs)[name], value), name
+
+
+def test_v2_config_reads_from_an_original_config_json(tmp_path):
+    original = {
+        "model_type": "roformer",
+        "architectures": ["RoFormerForMaskedLM"],
+        **TINY,
+        "hidden_act": "relu",
+        "norm_type": "rms_norm",
+        "use_bias": False,
+        "pooler_activation": "linear",
+        "max_position_embeddings": 512,
+    }
+    (tmp_path / "config.json").write_text(json.dumps(original))
+    config = RoFormerConfig.from_pretrained(tmp_path)
+    assert config.model_type == "roformer_hf"
+    assert (config.norm_type, config.use_bias, config.hidden_act, config.pooler_activation) == (
+        "rms_norm",
+        False,
+        "relu",
+        "linear",
+    )
+    config.save_pretrained(tmp_path / "saved")
+    again = RoFormerConfig.from_pretrained(tmp_path / "saved")
+    assert (again.norm_type, again.use_bias, again.pooler_activation) == ("rms_norm", False, "linear")
+    defaults = RoFormerConfig(**TINY)
+    assert (defaults.norm_type, defaults.use_bias, defaults.add_pooling_layer) == ("layer_norm", True, False)
+    assert (defaults.pooler_activation, defaults.multiple_choice_pooling) == ("tanh", "last_token")
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"norm_type": "rmsnorm"}, "Unknown norm_type 'rmsnorm': use one of 'layer_norm', 'rms_norm'"),
+        ({"pooler_activation": "relu"}, "Unknown pooler_activation 'relu': use one of 'tanh', 'linear'"),
+        ({"multiple_choice_pooling": "first"}, "Unknown multiple_choice_pooling 'first'"),
+    ],
+)
+def test_unknown_variant_settings_raise_value_error(setting, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_config(**setting)
+
+
+# --- no silent random weights ----------------------------------------------------------------------------------
+
+
+def as_original_checkpoint(folder, drop: tuple[str, ...] = ()) -> None:
+    """Rewrites a saved config.json as an original one (model_type "roformer"), without the fields in `drop`."""
+    config = json.loads((folder / "config.json").read_text())
+    config = {name: value for name, value in config.items() if name not in drop} | {"model_type": "roformer"}
+    config.pop("auto_map", None)
+    (folder / "config.json").write_text(json.dumps(config))
+
+
+def test_v2_weights_with_a_v1_config_raise_value_error(tmp_path):
+    RoFormerForMaskedLM(v2_config()).save_pretrained(tmp_path)
+    as_original_checkpoint(tmp_path, drop=("norm_type", "use_bias"))  # a config that lost the V2 fields
+    with pytest.raises(
+        ValueError, match="RoFormer-V2 checkpoint: its config needs norm_type='rms_norm', use_bias=False"
+    ):
+        RoFormerForMaskedLM.from_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="RoFormer-V2 checkpoint"):  # a fresh head does not hide the encoder's
+        RoFormerForSequenceClassification.from_pretrained(tmp_path)
+    model = RoFormerForMaskedLM.from_pretrained(tmp_path, norm_type="rms_norm", use_bias=False)
+    assert model.config.norm_type == "rms_norm"
+
+
+def test_v1_weights_with_a_v2_config_raise_value_error(tmp_path):
+    RoFormerForMaskedLM(tiny_config()).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="its config needs norm_type='layer_norm', use_bias=True"):
+        RoFormerModel.from_pretrained(tmp_path, **V2)
+    with pytest.raises(ValueError, match="its config needs use_bias=True"):
+        RoFormerModel.from_pretrained(tmp_path, use_bias=False)
+
+
+def test_a_truncated_encoder_raises_value_error(tmp_path):
+    RoFormerForMaskedLM(tiny_config()).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=r"the checkpoint has 2 layers but config\.num_hidden_layers is 3"):
+        RoFormerForMaskedLM.from_pretrained(tmp_path, num_hidden_layers=3)
+
+
+def test_encoder_weights_of_another_shape_raise_value_error_even_when_mismatches_are_ignored(tmp_path):
+    RoFormerForMaskedLM(tiny_config()).save_pretrained(tmp_path)
+    for ignore_mismatched_sizes in (False, True):
+        with pytest.raises(ValueError, match=r"intermediate\.dense\.weight \(37, 32\) vs \(40, 32\)"):
+            RoFormerModel.from_pretrained(
+                tmp_path, intermediate_size=40, ignore_mismatched_sizes=ignore_mismatched_sizes
+            )
+
+
+def test_scripts_turn_the_loading_error_into_one_line(tmp_path):
+    RoFormerForMaskedLM(v2_config()).save_pretrained(tmp_path)
+    model_args = ModelArguments(model_name_or_path=str(tmp_path))
+    with pytest.raises(ScriptError, match="RoFormer-V2 checkpoint"):
+        build_model(model_args, tiny_config(), RoFormerForSequenceClassification)
+
+
+def test_new_heads_and_a_new_pooler_initialise_as_usual(tmp_path):
+    torch.manual_seed(0)
+    RoFormerForMaskedLM(tiny_config()).save_pretrained(tmp_path / "mlm")
+    classifier, loading_info = RoFormerForSequenceClassification.from_pretrained(
+        tmp_path / "mlm", num_labels=3, output_loading_info=True
+    )
+    assert {name.split(".")[0] for name in loading_info["missing_keys"]} == {"classifier"}
+    _, loading_info = RoFormerForCausalLM.from_pretrained(tmp_path / "mlm", is_decoder=True, output_loading_info=True)
+    assert loading_info["missing_keys"] == POOLER_KEYS
+
+    classifier.save_pretrained(tmp_path / "classifier")
+    with pytest.raises(
+        RuntimeError, match="ignore_mismatched_sizes=True"
+    ):  # a head of another size: as in transformers
+        RoFormerForSequenceClassification.from_pretrained(tmp_path / "classifier", num_labels=5)
+    resized = RoFormerForSequenceClassification.from_pretrained(
+        tmp_path / "classifier", num_labels=5, ignore_mismatched_sizes=True
+    )
+    assert resized.classifier.out_proj.weight.shape == (5, 32)
+
+
+def test_transformers_roformer_loads_as_before(tmp_path):
+    """Our check is ours: transformers' RoFormer still loads a checkpoint with missing layers, with its report."""
+    transformers.RoFormerForMaskedLM(transformers.RoFormerConfig(**TINY)).save_pretrained(tmp_path)
+    _, loading_info = transformers.RoFormerForMaskedLM.from_pretrained(
+        tmp_path, num_hidden_layers=3, output_loading_info=True
+    )
+    assert any(name.startswith("roformer.encoder.layer.2.") for name in loading_info["missing_keys"])
+
+
+# --- the pooler (RoFormer-Sim) -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("pooler_activation", "activation"), [("tanh", torch.tanh), ("linear", lambda x: x)])
+def test_pooler_output_is_the_activation_of_dense_of_the_first_token(pooler_activation, activation):
+    torch.manual_seed(0)
+    config = tiny_config(add_pooling_layer=True, pooler_activation=pooler_activation)
+    model = RoFormerModel(config).eval()
+    with torch.no_grad():
+        output = model(**batch_with_padding())
+    dense = model.pooler.dense
+    expected = activation(output.last_hidden_state[:, 0] @ dense.weight.T + dense.bias)
+    torch.testing.assert_close(output.pooler_output, expected, atol=1e-6, rtol=1e-6)
+    assert output.pooler_output.shape == (2, 32)
+
+
+def test_add_pooling_layer_argument_overrides_the_config():
+    assert RoFormerModel(tiny_config()).pooler is None
+    assert RoFormerModel(tiny_config(), add_pooling_layer=True).pooler is not None
+    assert RoFormerModel(tiny_config(add_pooling_layer=True), add_pooling_layer=False).pooler is None
+    with torch.no_grad():
+        assert RoFormerModel(tiny_config()).eval()(torch.tensor([[1, 2, 3]])).pooler_output is None
+
+
+def sim_model() -> RoFormerForCausalLM:
+    torch.manual_seed(0)
+    return RoFormerForCausalLM(tiny_config(is_decoder=True, pooler_activation="linear")).eval()
+
+
+def test_sim_causal_lm_loads_without_missing_keys_and_gives_its_sentence_vector(tmp_path):
+    model = sim_model()
+    assert set(model.state_dict()) >= POOLER_KEYS
+    model.save_pretrained(tmp_path)
+    as_original_checkpoint(tmp_path)  # model_type "roformer", as the published Sim checkpoints
+    loaded, loading_info = RoFormerForCausalLM.from_pretrained(tmp_path, output_loading_info=True)
+    assert not loading_info["missing_keys"] and not loading_info["unexpected_keys"]
+    encoder, loading_info = RoFormerModel.from_pretrained(tmp_path, add_pooling_layer=True, output_loading_info=True)
+    assert not loading_info["missing_keys"]
+    inputs = batch_with_padding()
+    with torch.no_grad():
+        output = loaded(**inputs, output_hidden_states=True, use_cache=False)
+        vector = encoder(**inputs).pooler_output
+    dense = loaded.roformer.pooler.dense
+    expected = output.hidden_states[-1][:, 0] @ dense.weight.T + dense.bias  # linear activation
+    torch.testing.assert_close(output.pooler_output, expected, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(vector, expected, atol=1e-6, rtol=1e-6)
+
+
+def test_sim_generates_the_same_tokens_with_and_without_cache():
+    model = sim_model()
+    prompt = torch.randint(1, TINY["vocab_size"], (2, 5))
+    settings = {"max_new_tokens": 8, "do_sample": False, "pad_token_id": 0}
+    with_cache = model.generate(prompt, attention_mask=torch.ones_like(prompt), use_cache=True, **settings)
+    without_cache = model.generate(prompt, attention_mask=torch.ones_like(prompt), use_cache=False, **settings)
+    assert with_cache.shape == (2, 13)
+    assert torch.equal(with_cache, without_cache)
+
+
+def test_pooler_keeps_last_layer_positions_right():
+    torch.manual_seed(0)
+    model = RoFormerModel(tiny_config(add_pooling_layer=True)).eval()
+    inputs = batch_with_padding()
+    with torch.no_grad():
+        full = model(**inputs)
+        cls_only = model(**inputs, last_layer_positions=slice(0, 1))
+        later = model(**inputs, last_layer_positions=slice(2, 5))
+    assert cls_only.last_hidden_state.shape == (2, 1, 32)
+    torch.testing.assert_close(cls_only.pooler_output, full.pooler_output, atol=1e-6, rtol=1e-6)
+    assert later.last_hidden_state.shape == full.last_hidden_state.shape  # position 0 needed: every position
+    torch.testing.assert_close(later.pooler_output, full.pooler_output, atol=1e-6, rtol=1e-6)
+
+
+# --- multiple choice ---------------------------------------------------------------------------------------------
+
+
+def multiple_choice_batch() -> dict:
+    """Two questions of three choices, right-padded to 11 tokens."""
+    torch.manual_seed(2)
+    input_ids = torch.randint(1, TINY["vocab_size"], (2, 3, 11))
+    lengths = torch.tensor([[11, 8, 6], [9, 11, 7]])
+    attention_mask = (torch.arange(11) < lengths[..., None]).long()
+    return {"input_ids": input_ids.masked_fill(attention_mask == 0, 0), "attention_mask": attention_mask}
+
+
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+def test_last_position_pooling_equals_transformers_multiple_choice(tmp_path, attn_implementation):
+    torch.manual_seed(0)
+    reference = transformers.RoFormerForMultipleChoice(transformers.RoFormerConfig(**TINY)).eval()
+    reference.save_pretrained(tmp_path)
+    ours = RoFormerForMultipleChoice.from_pretrained(
+        tmp_path, multiple_choice_pooling="last_position", attn_implementation=attn_implementation
+    )
+    default = RoFormerForMultipleChoice.from_pretrained(tmp_path, attn_implementation=attn_implementation)
+    inputs = multiple_choice_batch()
+    with torch.no_grad():
+        expected = reference(**inputs).logits
+        actual = ours(**inputs).logits
+        ours_by_default = default(**inputs).logits
+    assert (actual - expected).abs().max() <= 1e-5
+    assert (ours_by_default - expected).abs().max() > 1e-3  # the padded rows differ: the switch matters
+
+
+@pytest.mark.parametrize("config", [tiny_config(), v2_config()], ids=["v1", "v2"])
+def test_last_token_pooling_equals_the_unpadded_computation(config):
+    torch.manual_seed(0)
+    model = RoFormerForMultipleChoice(config).eval()
+    inputs = multiple_choice_batch()
+    lengths = inputs["attention_mask"].sum(-1)
+    with torch.no_grad():
+        logits = model(**inputs).logits
+        for question in range(2):
+            for choice in range(3):
+                unpadded = inputs["input_ids"][question, choice, : lengths[question, choice]]
+                alone = model(unpadded[None, None]).logits  # one question with one choice, no padding
+                torch.testing.assert_close(logits[question, choice], alone[0, 0], atol=1e-5, rtol=1e-5)
