@@ -56,7 +56,19 @@ def pooled_checkpoints(tmp_path_factory, tokenizer):
     return saved
 
 
-@pytest.mark.parametrize("architecture", list(POOLED))
+# roformer 0.4.3 encodes a whole input in both directions even with is_decoder=True (the causal mask applies only to
+# cached decoding steps), so RoFormer-Sim's [CLS] sees the sentence. Our RoFormerForCausalLM (branch h1-model) masks
+# causally, the [CLS] sees only itself and every sentence gets the same vector: strict, so that this marker goes
+# when the model follows the reference.
+SIM_ENCODES_CAUSALLY = pytest.mark.xfail(
+    strict=True, reason="RoFormerForCausalLM encodes causally; roformer 0.4.3's Sim in both directions"
+)
+
+
+@pytest.mark.parametrize(
+    "architecture",
+    [pytest.param(name, marks=SIM_ENCODES_CAUSALLY) if name == "RoFormerForCausalLM" else name for name in POOLED],
+)
 def test_sentence_transformers_encodes_texts_as_the_pooler_output(pooled_checkpoints, architecture):
     folder, pooler_output = pooled_checkpoints[architecture]
     model = SentenceTransformer(str(folder), device="cpu")
@@ -65,6 +77,7 @@ def test_sentence_transformers_encodes_texts_as_the_pooler_output(pooled_checkpo
     vectors = model.encode(TEXTS, convert_to_tensor=True, batch_size=2)  # batches of other padding than the reference
     assert vectors.shape == pooler_output.shape
     assert (vectors - pooler_output).abs().max() <= 1e-5
+    assert (vectors[0] - vectors[1]).abs().max() > 1e-3  # a vector of the sentence, not of [CLS] alone
 
 
 def test_a_model_without_pooler_is_saved_without_sentence_transformers_files(tmp_path):
@@ -104,14 +117,17 @@ def test_sentence_transformers_with_remote_code_where_roformer_hf_is_missing(poo
     assert (result["vectors"] - pooler_output).abs().max() <= 1e-5
 
 
-def test_a_sentence_transformers_pipeline_of_the_user_survives_its_save(pooled_checkpoints, tmp_path):
+def test_a_sentence_transformers_pipeline_of_the_user_survives_its_save(pooled_checkpoints, tokenizer, tmp_path):
     """sentence-transformers' own `save` calls our `save_pretrained`: the user's modules (here mean pooling) stay."""
-    from sentence_transformers import models
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 
     folder, _ = pooled_checkpoints["RoFormerModel"]
-    transformer = models.Transformer(str(folder))
-    mean_pooling = models.Pooling(transformer.get_embedding_dimension(), pooling_mode="mean")
+    transformer = Transformer(str(folder))
+    mean_pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode="mean")
     SentenceTransformer(modules=[transformer, mean_pooling], device="cpu").save(str(tmp_path / "mean"))
-    reloaded = SentenceTransformer(str(tmp_path / "mean"), device="cpu")
-    assert [type(module).__name__ for module in reloaded] == ["Transformer", "Pooling"]
-    assert reloaded[1].pooling_mode_mean_tokens
+    vectors = SentenceTransformer(str(tmp_path / "mean"), device="cpu").encode(TEXTS, convert_to_tensor=True)
+    batch = tokenizer(TEXTS, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden_states = roformer_hf.RoFormerModel.from_pretrained(folder)(**batch).last_hidden_state
+    mask = batch["attention_mask"][..., None]
+    assert (vectors - (hidden_states * mask).sum(1) / mask.sum(1)).abs().max() <= 1e-5
