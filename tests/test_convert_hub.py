@@ -21,6 +21,7 @@ from safetensors.torch import load_file
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer, BertTokenizer, pipeline
 
 import roformer_hf
+from roformer_hf.configuration import AUTO_MAP
 from roformer_hf.convert import ConversionError, convert, is_word_level, main
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "reference"
@@ -63,15 +64,29 @@ def add_snapshot(cache: Path, repo_id: str, family: str, commit: str = COMMIT) -
     return snapshot
 
 
+def fill_cache(cache: Path) -> Path:
+    for repo_id, (family, _, _) in HUB_IDS.items():
+        add_snapshot(cache, repo_id, family)
+    return cache
+
+
 @pytest.fixture
 def hub_cache(tmp_path, monkeypatch):
     """huggingface_hub's cache, offline, holding a snapshot of every Hub id of HUB_IDS."""
-    cache = tmp_path / "hub"
-    for repo_id, (family, _, _) in HUB_IDS.items():
-        add_snapshot(cache, repo_id, family)
+    cache = fill_cache(tmp_path / "hub")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     return cache
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory) -> dict[str, Path]:
+    """Every Hub id of HUB_IDS converted from an offline cache, once for the tests that only read the output."""
+    root = tmp_path_factory.mktemp("converted")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(fill_cache(root / "hub")))
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+        return {repo_id: convert(repo_id, root / repo_id.split("/")[1]) for repo_id in HUB_IDS}
 
 
 def reference(family: str) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
@@ -82,6 +97,26 @@ def reference(family: str) -> tuple[dict[str, torch.Tensor], dict[str, torch.Ten
     )
 
 
+@pytest.mark.parametrize("repo_id", list(HUB_IDS))
+def test_hub_ids_convert_into_our_classes(converted, repo_id):
+    family, auto_class, our_class = HUB_IDS[repo_id]
+    output = converted[repo_id]
+    config = json.loads((output / "config.json").read_text())
+    source_config = json.loads((FIXTURES / family / "config.json").read_text())
+    assert config["model_type"] == "roformer_hf"
+    for field in ("norm_type", "use_bias", "pooler_activation"):
+        assert config.get(field, getattr(roformer_hf.RoFormerConfig(), field)) == source_config[field], field
+    assert config.get("add_pooling_layer", False) == (family == "sim")  # the source has pooler weights
+    assert config["architectures"] == [our_class.__name__]
+    assert set(config["auto_map"]) == set(AUTO_MAP)
+    assert (output / "model.safetensors").is_file() and (output / "modeling.py").is_file()
+    assert type(auto_class.from_pretrained(output)) is our_class
+    # AutoModel keeps the pooler of a converted Sim (its sentence vector), and gives none to V2
+    base_model = AutoModel.from_pretrained(output)
+    assert type(base_model) is roformer_hf.RoFormerModel and (base_model.pooler is not None) == (family == "sim")
+    assert (output / "modules.json").is_file() == (family == "sim")  # SentenceTransformer(output) reads the pooler
+
+
 @pytest.mark.parametrize(
     "repo_id",
     [
@@ -89,34 +124,20 @@ def reference(family: str) -> tuple[dict[str, torch.Tensor], dict[str, torch.Ten
         for repo_id, (family, _, _) in HUB_IDS.items()
     ],
 )
-def test_hub_ids_convert_into_our_classes_with_the_reference_outputs(hub_cache, tmp_path, repo_id):
-    family, auto_class, our_class = HUB_IDS[repo_id]
-    output = convert(repo_id, tmp_path / "converted")
-
-    config = json.loads((output / "config.json").read_text())
-    source_config = json.loads((FIXTURES / family / "config.json").read_text())
-    assert config["model_type"] == "roformer_hf"
-    for field in ("norm_type", "use_bias", "pooler_activation"):
-        assert config.get(field, getattr(roformer_hf.RoFormerConfig(), field)) == source_config[field], field
-    assert config.get("add_pooling_layer", False) == (family == "sim")
-    assert set(config["auto_map"]) >= {"AutoConfig", "AutoModel", "AutoModelForSequenceClassification"}
-    assert (output / "model.safetensors").is_file() and (output / "modeling.py").is_file()
-
-    model = auto_class.from_pretrained(output).eval()
-    assert type(model) is our_class
+def test_converted_hub_ids_give_the_reference_outputs(converted, repo_id):
+    family, auto_class, _ = HUB_IDS[repo_id]
+    model = auto_class.from_pretrained(converted[repo_id]).eval()
     batch, expected = reference(family)
     with torch.no_grad():
         outputs = model(**batch)
     padding = ~batch["attention_mask"][..., None].bool()
     assert (outputs.logits - expected["logits"]).masked_fill(padding, 0).abs().max() <= 1e-5
-    if family == "sim":
+    if "pooler_output" in expected:
         assert (outputs.pooler_output - expected["pooler_output"]).abs().max() <= 1e-5
-        base_model = AutoModel.from_pretrained(output)  # AutoModel keeps the pooler of a converted Sim
-        assert type(base_model) is roformer_hf.RoFormerModel and base_model.pooler is not None
 
 
-def test_a_converted_checkpoint_gives_our_classes_through_autotokenizer_and_pipeline(hub_cache, tmp_path):
-    output = convert("junnyu/roformer_v2_chinese_char_base", tmp_path / "converted")
+def test_a_converted_checkpoint_gives_our_classes_through_autotokenizer_and_pipeline(converted):
+    output = converted["junnyu/roformer_v2_chinese_char_base"]
     tokenizer = AutoTokenizer.from_pretrained(output)
     assert isinstance(tokenizer, BertTokenizer)  # a char-level vocabulary: BERT's tokenization
     assert tokenizer.model_max_length == 1536  # the source's, not "no limit"
@@ -124,6 +145,84 @@ def test_a_converted_checkpoint_gives_our_classes_through_autotokenizer_and_pipe
     assert type(fill_mask.model) is roformer_hf.RoFormerForMaskedLM and isinstance(fill_mask.tokenizer, BertTokenizer)
     predictions = fill_mask(f"{char_vocab(20)[7]}[MASK]{char_vocab(20)[9]}", top_k=3)
     assert len(predictions) == 3 and all(prediction["token"] < tokenizer.vocab_size for prediction in predictions)
+
+
+def test_a_converted_sim_is_a_sentence_transformer(converted):
+    from sentence_transformers import SentenceTransformer
+
+    output = converted["junnyu/roformer_chinese_sim_char_base"]
+    texts = ["".join(char_vocab(60)[5:12]), "".join(char_vocab(60)[20:24]), char_vocab(60)[30]]
+    vectors = SentenceTransformer(str(output), device="cpu").encode(texts, convert_to_tensor=True)
+    tokenizer, model = AutoTokenizer.from_pretrained(output), AutoModelForCausalLM.from_pretrained(output).eval()
+    with torch.no_grad():
+        pooler_output = model(**tokenizer(texts, padding=True, return_tensors="pt")).pooler_output
+    assert (vectors - pooler_output).abs().max() <= 1e-5
+
+
+# Runs where roformer_hf cannot be imported: the converted checkpoint through the Auto classes and a pipeline.
+CHILD = """
+import sys
+
+sys.modules["roformer_hf"] = None
+import torch
+import transformers
+
+folder, result_file = sys.argv[1], sys.argv[2]
+tokenizer = transformers.AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+model = transformers.AutoModelForMaskedLM.from_pretrained(folder, trust_remote_code=True).eval()
+batch = tokenizer(["一丁七", "万丈"], padding=True, return_tensors="pt")
+with torch.no_grad():
+    logits = model(**batch).logits
+fill_mask = transformers.pipeline("fill-mask", model=folder, trust_remote_code=True)
+torch.save(
+    {
+        "tokenizer": type(tokenizer).__name__,
+        "model": f"{type(model).__module__}.{type(model).__name__}",
+        "pipeline_model": type(fill_mask.model).__module__,
+        "input_ids": batch["input_ids"],
+        "logits": logits,
+    },
+    result_file,
+)
+"""
+
+
+def test_a_converted_checkpoint_loads_with_remote_code_where_roformer_hf_is_missing(converted, tmp_path):
+    output = converted["junnyu/roformer_v2_chinese_char_base"]
+    (tmp_path / "child.py").write_text(CHILD)
+    environment = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"}
+    environment |= {"HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HOME": str(tmp_path / "hf_home")}
+    command = [sys.executable, "child.py", str(output), "result.pt"]
+    process = subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300)
+    assert process.returncode == 0, process.stderr[-3000:]
+    result = torch.load(tmp_path / "result.pt", weights_only=False)
+    assert result["tokenizer"] == "BertTokenizer"
+    assert result["model"].startswith("transformers_modules.") and result["model"].endswith(".RoFormerForMaskedLM")
+    assert result["pipeline_model"].startswith("transformers_modules.")
+    batch = AutoTokenizer.from_pretrained(output)(["一丁七", "万丈"], padding=True, return_tensors="pt")
+    assert torch.equal(result["input_ids"], batch["input_ids"])
+    with torch.no_grad():
+        logits = AutoModelForMaskedLM.from_pretrained(output).eval()(**batch).logits
+    assert (result["logits"] - logits).abs().max() <= 1e-5
+
+
+def test_a_transformers_multiple_choice_checkpoint_keeps_its_pooling(tmp_path):
+    """transformers' RoFormerForMultipleChoice pools the last position, padding or not: so does the conversion."""
+    torch.manual_seed(0)
+    config = transformers.RoFormerConfig(
+        vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=48
+    )
+    original = transformers.RoFormerForMultipleChoice(config).eval()
+    original.save_pretrained(tmp_path / "source")
+    (tmp_path / "source" / "vocab.txt").write_text("\n".join(char_vocab(120)) + "\n", encoding="utf-8")
+    output = convert(tmp_path / "source", tmp_path / "converted")
+    assert json.loads((output / "config.json").read_text())["multiple_choice_pooling"] == "last_position"
+    input_ids = torch.tensor([[[2, 7, 8, 9, 3], [2, 10, 11, 3, 0]]])  # the second choice right-padded
+    inputs = {"input_ids": input_ids, "attention_mask": (input_ids != 0).long()}
+    with torch.no_grad():
+        expected = original(**inputs).logits
+        logits = transformers.AutoModelForMultipleChoice.from_pretrained(output).eval()(**inputs).logits
+    assert (logits - expected).abs().max() <= 1e-5
 
 
 def test_a_revision_converts_that_snapshot(hub_cache, tmp_path):
