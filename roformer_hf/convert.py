@@ -419,7 +419,8 @@ def convert(source: str | Path, output: str | Path, *, revision: str | None = No
     Returns:
         The path of the written checkpoint.
     """
-    source_name = str(source) if not Path(source).exists() else Path(source).name
+    hub_id = None if Path(source).exists() else str(source)  # the model card links a Hub source as base_model
+    source_name = hub_id or Path(source).name
     source, output = locate_source(source, revision), Path(output).resolve()
     kind = detect_source(source)
     if output == source or output in source.parents:
@@ -435,7 +436,7 @@ def convert(source: str | Path, output: str | Path, *, revision: str | None = No
     try:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
-        write_model_card(staging, config=model.config, converted_from=source_name)
+        write_model_card(staging, config=model.config, base_model=hub_id, converted_from=source_name)
         replace_folder(output, staging)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

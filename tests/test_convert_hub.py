@@ -115,6 +115,7 @@ def test_hub_ids_convert_into_our_classes(converted, repo_id):
     base_model = AutoModel.from_pretrained(output)
     assert type(base_model) is roformer_hf.RoFormerModel and (base_model.pooler is not None) == (family == "sim")
     assert (output / "modules.json").is_file() == (family == "sim")  # SentenceTransformer(output) reads the pooler
+    assert f"base_model: {repo_id}" in (output / "README.md").read_text()
 
 
 @pytest.mark.parametrize(
