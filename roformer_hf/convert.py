@@ -213,7 +213,7 @@ def download(repo_id: str, revision: str | None) -> Path:
         ) from None
     except HfHubHTTPError as error:
         reason = str(error).splitlines()[0]
-        raise ConversionError(f"{at_revision} cannot be downloaded from the Hub: {reason}") from None
+        raise ConversionError(f"{at_revision} is not a local folder and cannot be downloaded: {reason}") from None
     return Path(folder)
 
 
@@ -275,7 +275,7 @@ def transformers_settings(settings: dict, state_dict: dict[str, torch.Tensor]) -
     architecture = (settings.get("architectures") or [None])[0]
     if architecture == "RoFormerForMultipleChoice":  # transformers pools the last position, padding or not
         settings["multiple_choice_pooling"] = "last_position"
-    if architecture == "RoFormerForCausalLM":  # Sim: a causal LM, whose configs do not always say is_decoder
+    if architecture == "RoFormerForCausalLM":  # Sim; our causal LM needs is_decoder, which Sim configs may lack
         settings["is_decoder"] = True
     return settings
 
