@@ -95,6 +95,11 @@ class RoFormerConfig(PreTrainedConfig):
             Id of `[PAD]`.
         is_decoder (`bool`, defaults to `False`):
             Causal self-attention, for `RoFormerForCausalLM`.
+        prefix_lm (`bool`, defaults to `False`):
+            With `is_decoder`, RoFormer-Sim's attention (a UniLM, as in roformer 0.4.3): a call without a cache
+            attends in both directions (a prompt, or a sentence whose vector is wanted), and tokens fed after a cache
+            attend to every earlier token and causally among themselves; `generate` gives them token type 1, the
+            segment of generated text in training.
         use_cache (`bool`, defaults to `True`):
             Whether a decoder returns its key/value cache.
         tie_word_embeddings (`bool`, defaults to `True`):
@@ -141,6 +146,7 @@ class RoFormerConfig(PreTrainedConfig):
     bos_token_id: int | None = None
     eos_token_id: int | list[int] | None = None
     is_decoder: bool = False
+    prefix_lm: bool = False
     use_cache: bool = True
     tie_word_embeddings: bool = True
     auto_map: dict[str, str] | None = None

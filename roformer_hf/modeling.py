@@ -15,7 +15,8 @@ What differs from BERT, and why:
   (`attention_type="linear"`, see `linear_attention.py`).
 - RoFormer-V2 is the same network with `norm_type="rms_norm"` (a norm without weight or bias), `use_bias=False` (no
   bias in the encoder's linear layers), ReLU feed-forward and an MLM head reduced to the tied decoder. RoFormer-Sim
-  is a `RoFormerForCausalLM` whose pooler (`pooler_activation="linear"`) gives sentence vectors.
+  is a `RoFormerForCausalLM` with UniLM attention (`prefix_lm`) whose pooler (`pooler_activation="linear"`) gives
+  sentence vectors.
 
 Parameter names are those of transformers' RoFormer (`roformer.encoder.layer.N.attention.self.query`, ...), so its
 checkpoints load as they are; only its fixed sinusoid table (`embed_positions`) is left out.
@@ -152,7 +153,7 @@ class RoFormerSelfAttention(nn.Module):
         self.head_dim = config.head_dim
         self.scaling = self.head_dim**-0.5
         self.attention_dropout = config.attention_probs_dropout_prob
-        self.is_causal = config.is_decoder
+        self.is_causal = config.is_decoder and not config.prefix_lm  # a prefix LM gets its causal masks spelt out
         self.query = nn.Linear(config.hidden_size, config.hidden_size, bias=config.use_bias)
         self.key = nn.Linear(config.hidden_size, config.hidden_size, bias=config.use_bias)
         self.value = nn.Linear(config.hidden_size, config.hidden_size, bias=config.use_bias)
@@ -509,16 +510,23 @@ class RoFormerModel(RoFormerPreTrainedModel):
         """The mask in the form the attention backend wants (None when nothing is masked, where it allows)."""
         if self.config.attention_type == "linear":
             return None  # linear attention takes the (B, T) padding mask
-        if self.config.is_decoder:
-            return create_causal_mask(
-                config=self.config,
-                inputs_embeds=hidden_states,
-                attention_mask=attention_mask,
-                past_key_values=past_key_values,
+        past_len = past_key_values.get_seq_length() if past_key_values is not None else 0
+        if not self.config.is_decoder or (self.config.prefix_lm and past_len == 0):
+            return create_bidirectional_mask(
+                config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
             )
-        return create_bidirectional_mask(
-            config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
+        mask = create_causal_mask(
+            config=self.config,
+            inputs_embeds=hidden_states,
+            attention_mask=attention_mask,
+            past_key_values=past_key_values,
         )
+        seq_len = hidden_states.shape[1]
+        if mask is None and self.config.prefix_lm and seq_len > 1:
+            # None stands for SDPA's is_causal, which a prefix LM's attention does not set: spell the mask out.
+            mask = torch.ones(seq_len, past_len + seq_len, dtype=torch.bool, device=hidden_states.device)
+            mask = mask.tril(diagonal=past_len)[None, None]  # (1, 1, T, past + T)
+        return mask
 
     def _computes_last_layer_subsets(
         self, positions: slice, seq_len: int, output_hidden_states: bool, output_attentions: bool
@@ -620,6 +628,11 @@ class RoFormerLMPredictionHead(nn.Module):
     def __init__(self, config: RoFormerConfig):
         super().__init__()
         is_v2 = config.norm_type == "rms_norm"
+        if is_v2 and config.embedding_size != config.hidden_size:
+            raise ValueError(
+                f"RoFormer-V2's MLM head is the tied decoder alone, so it reads hidden states as word embeddings: "
+                f"embedding_size ({config.embedding_size}) must equal hidden_size ({config.hidden_size})."
+            )
         self.transform = nn.Identity() if is_v2 else RoFormerPredictionHeadTransform(config)
         self.decoder = nn.Linear(config.embedding_size, config.vocab_size, bias=not is_v2)
         self.bias = None if is_v2 else nn.Parameter(torch.zeros(config.vocab_size))
@@ -728,7 +741,8 @@ class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
     r"""
     RoFormer as a left-to-right language model (`config.is_decoder=True`), with a key/value cache for `generate`.
     Positions continue from the length of the cache, so cached and uncached generation agree. It has a pooler, as
-    RoFormer-Sim, whose `pooler_output` is the sentence vector.
+    RoFormer-Sim, whose `pooler_output` is the sentence vector when `config.prefix_lm` makes a call without cache read
+    its input in both directions (Sim's UniLM attention; cached and uncached generation then differ, see there).
 
     Args:
         config ([`RoFormerConfig`]): The model configuration; `is_decoder` must be True.
@@ -749,6 +763,16 @@ class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
     def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
         self.cls.predictions.decoder = new_embeddings
         self.cls.predictions.bias = new_embeddings.bias
+
+    def prepare_inputs_for_generation(
+        self, input_ids: torch.LongTensor, past_key_values: Cache | None = None, **kwargs
+    ):
+        """As transformers' (same arguments); a prefix LM (RoFormer-Sim) feeds the tokens it generates after the
+        cached prompt with token type 1, the segment of generated text in its training."""
+        model_inputs = super().prepare_inputs_for_generation(input_ids, past_key_values=past_key_values, **kwargs)
+        if self.config.prefix_lm and past_key_values is not None and past_key_values.get_seq_length() > 0:
+            model_inputs["token_type_ids"] = torch.ones_like(model_inputs["input_ids"])
+        return model_inputs
 
     def forward(
         self,
