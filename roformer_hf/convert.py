@@ -17,7 +17,7 @@ conversion needs are downloaded with huggingface_hub into its cache (`HF_HUB_OFF
 
 The output is a complete roformer_hf checkpoint: weights (safetensors), config (with the RoFormer-V2 and pooler
 fields of the source: `norm_type`, `use_bias`, `pooler_activation`, `add_pooling_layer` when the source has pooler
-weights), tokenizer, the model code with `auto_map` (for `trust_remote_code=True`) and a model card. The tokenizer
+weights, `prefix_lm` for RoFormer-Sim), tokenizer, the model code with `auto_map` (for `trust_remote_code=True`) and a model card. The tokenizer
 follows the vocabulary (see `is_word_level`): `RoFormerJiebaTokenizer` for the word-level vocabularies,
 transformers' `BertTokenizer` for the char-level ones. It is written to a temporary folder beside the output and
 moved into place when whole; an existing output folder is only replaced with `--overwrite`.
@@ -269,14 +269,18 @@ def read_transformers_checkpoint(folder: Path) -> tuple[RoFormerConfig, dict[str
 def transformers_settings(settings: dict, state_dict: dict[str, torch.Tensor]) -> dict:
     """The settings of an original config, plus what its weights and architecture imply for roformer_hf."""
     settings = dict(settings)
+    has_pooler = any(name.startswith(POOLER) for name in state_dict)
     # AutoModel on the output keeps the pooler (RoFormer-Sim's sentence vector) only if the config says so.
-    if any(name.startswith(POOLER) for name in state_dict):
+    if has_pooler:
         settings["add_pooling_layer"] = True
     architecture = (settings.get("architectures") or [None])[0]
     if architecture == "RoFormerForMultipleChoice":  # transformers pools the last position, padding or not
         settings["multiple_choice_pooling"] = "last_position"
-    if architecture == "RoFormerForCausalLM":  # Sim; our causal LM needs is_decoder, which Sim configs may lack
+    if architecture == "RoFormerForCausalLM":  # our causal LM needs is_decoder, which Sim configs may lack
         settings["is_decoder"] = True
+        # RoFormer-Sim (roformer 0.4.3's causal LM with a pooler) is a UniLM: a call without cache reads both ways.
+        # transformers' own RoFormerForCausalLM, without pooler, is a plain causal LM.
+        settings["prefix_lm"] = has_pooler
     return settings
 
 

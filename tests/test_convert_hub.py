@@ -31,12 +31,6 @@ HUB_IDS = {
     "junnyu/roformer_v2_chinese_char_base": ("v2", AutoModelForMaskedLM, roformer_hf.RoFormerForMaskedLM),
     "junnyu/roformer_chinese_sim_char_base": ("sim", AutoModelForCausalLM, roformer_hf.RoFormerForCausalLM),
 }
-# roformer 0.4.3 encodes a whole input in both directions even with is_decoder=True (the causal mask applies only to
-# cached decoding steps), so RoFormer-Sim's [CLS] sees the sentence. Our RoFormerForCausalLM (branch h1-model) masks
-# causally, and the [CLS] sees only itself: strict, so that this marker goes when the model follows the reference.
-SIM_ENCODES_CAUSALLY = pytest.mark.xfail(
-    strict=True, reason="RoFormerForCausalLM encodes causally; roformer 0.4.3's Sim in both directions"
-)
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0-4, as in the fixtures' batches
 
 
@@ -107,6 +101,7 @@ def test_hub_ids_convert_into_our_classes(converted, repo_id):
     for field in ("norm_type", "use_bias", "pooler_activation"):
         assert config.get(field, getattr(roformer_hf.RoFormerConfig(), field)) == source_config[field], field
     assert config.get("add_pooling_layer", False) == (family == "sim")  # the source has pooler weights
+    assert config.get("prefix_lm", False) == (family == "sim")  # Sim reads a sentence both ways (roformer 0.4.3)
     assert config["architectures"] == [our_class.__name__]
     assert set(config["auto_map"]) == set(AUTO_MAP)
     assert (output / "model.safetensors").is_file() and (output / "modeling.py").is_file()
@@ -118,13 +113,7 @@ def test_hub_ids_convert_into_our_classes(converted, repo_id):
     assert f"base_model: {repo_id}" in (output / "README.md").read_text()
 
 
-@pytest.mark.parametrize(
-    "repo_id",
-    [
-        pytest.param(repo_id, marks=SIM_ENCODES_CAUSALLY) if family == "sim" else repo_id
-        for repo_id, (family, _, _) in HUB_IDS.items()
-    ],
-)
+@pytest.mark.parametrize("repo_id", list(HUB_IDS))
 def test_converted_hub_ids_give_the_reference_outputs(converted, repo_id):
     family, auto_class, _ = HUB_IDS[repo_id]
     model = auto_class.from_pretrained(converted[repo_id]).eval()

@@ -37,7 +37,12 @@ def tokenizer(roformer_vocab):
 # pooler, saved under the base model prefix `roformer.`, which sentence-transformers loads with AutoModel).
 POOLED = {
     "RoFormerModel": {"add_pooling_layer": True},
-    "RoFormerForCausalLM": {"add_pooling_layer": True, "is_decoder": True, "pooler_activation": "linear"},
+    "RoFormerForCausalLM": {
+        "add_pooling_layer": True,
+        "is_decoder": True,
+        "prefix_lm": True,
+        "pooler_activation": "linear",
+    },
 }
 
 
@@ -56,19 +61,7 @@ def pooled_checkpoints(tmp_path_factory, tokenizer):
     return saved
 
 
-# roformer 0.4.3 encodes a whole input in both directions even with is_decoder=True (the causal mask applies only to
-# cached decoding steps), so RoFormer-Sim's [CLS] sees the sentence. Our RoFormerForCausalLM (branch h1-model) masks
-# causally, the [CLS] sees only itself and every sentence gets the same vector: strict, so that this marker goes
-# when the model follows the reference.
-SIM_ENCODES_CAUSALLY = pytest.mark.xfail(
-    strict=True, reason="RoFormerForCausalLM encodes causally; roformer 0.4.3's Sim in both directions"
-)
-
-
-@pytest.mark.parametrize(
-    "architecture",
-    [pytest.param(name, marks=SIM_ENCODES_CAUSALLY) if name == "RoFormerForCausalLM" else name for name in POOLED],
-)
+@pytest.mark.parametrize("architecture", list(POOLED))
 def test_sentence_transformers_encodes_texts_as_the_pooler_output(pooled_checkpoints, architecture):
     folder, pooler_output = pooled_checkpoints[architecture]
     model = SentenceTransformer(str(folder), device="cpu")
