@@ -137,27 +137,39 @@ def test_a_converted_checkpoint_gives_our_classes_through_autotokenizer_and_pipe
     assert len(predictions) == 3 and all(prediction["token"] < tokenizer.vocab_size for prediction in predictions)
 
 
+SIM_TEXTS = ["".join(char_vocab(60)[5:12]), "".join(char_vocab(60)[20:24]), char_vocab(60)[30]]
+
+
+def sim_pooler_output(folder: Path) -> torch.Tensor:
+    """The sentence vectors of SIM_TEXTS by the converted Sim's own pooler."""
+    tokenizer, model = AutoTokenizer.from_pretrained(folder), AutoModelForCausalLM.from_pretrained(folder).eval()
+    with torch.no_grad():
+        return model(**tokenizer(SIM_TEXTS, padding=True, return_tensors="pt")).pooler_output
+
+
 def test_a_converted_sim_is_a_sentence_transformer(converted):
     from sentence_transformers import SentenceTransformer
 
     output = converted["junnyu/roformer_chinese_sim_char_base"]
-    texts = ["".join(char_vocab(60)[5:12]), "".join(char_vocab(60)[20:24]), char_vocab(60)[30]]
-    vectors = SentenceTransformer(str(output), device="cpu").encode(texts, convert_to_tensor=True)
-    tokenizer, model = AutoTokenizer.from_pretrained(output), AutoModelForCausalLM.from_pretrained(output).eval()
-    with torch.no_grad():
-        pooler_output = model(**tokenizer(texts, padding=True, return_tensors="pt")).pooler_output
+    vectors = SentenceTransformer(str(output), device="cpu").encode(SIM_TEXTS, convert_to_tensor=True)
+    pooler_output = sim_pooler_output(output)
     assert (vectors - pooler_output).abs().max() <= 1e-5
+    assert (pooler_output[0] - pooler_output[1]).abs().max() > 1e-3  # a vector of the sentence, not of [CLS] alone
 
 
-# Runs where roformer_hf cannot be imported: the converted checkpoint through the Auto classes and a pipeline.
+# Runs where roformer_hf cannot be imported: the converted V2 through the Auto classes and a pipeline, the converted
+# Sim through sentence-transformers.
 CHILD = """
 import sys
 
 sys.modules["roformer_hf"] = None
 import torch
 import transformers
+from sentence_transformers import SentenceTransformer
 
-folder, result_file = sys.argv[1], sys.argv[2]
+folder, sim_folder, texts, result_file = sys.argv[1], sys.argv[2], sys.argv[3:-1], sys.argv[-1]
+sentence_model = SentenceTransformer(sim_folder, device="cpu", trust_remote_code=True)
+vectors = sentence_model.encode(texts, convert_to_tensor=True)
 tokenizer = transformers.AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
 model = transformers.AutoModelForMaskedLM.from_pretrained(folder, trust_remote_code=True).eval()
 batch = tokenizer(["一丁七", "万丈"], padding=True, return_tensors="pt")
@@ -171,18 +183,23 @@ torch.save(
         "pipeline_model": type(fill_mask.model).__module__,
         "input_ids": batch["input_ids"],
         "logits": logits,
+        "sentence_module": type(sentence_model[0].model).__module__,
+        "vectors": vectors,
     },
     result_file,
 )
 """
 
 
-def test_a_converted_checkpoint_loads_with_remote_code_where_roformer_hf_is_missing(converted, tmp_path):
-    output = converted["junnyu/roformer_v2_chinese_char_base"]
+def test_converted_checkpoints_load_with_remote_code_where_roformer_hf_is_missing(converted, tmp_path):
+    output, sim_output = (
+        converted["junnyu/roformer_v2_chinese_char_base"],
+        converted["junnyu/roformer_chinese_sim_char_base"],
+    )
     (tmp_path / "child.py").write_text(CHILD)
     environment = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"}
     environment |= {"HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HOME": str(tmp_path / "hf_home")}
-    command = [sys.executable, "child.py", str(output), "result.pt"]
+    command = [sys.executable, "child.py", str(output), str(sim_output), *SIM_TEXTS, "result.pt"]
     process = subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300)
     assert process.returncode == 0, process.stderr[-3000:]
     result = torch.load(tmp_path / "result.pt", weights_only=False)
@@ -194,6 +211,8 @@ def test_a_converted_checkpoint_loads_with_remote_code_where_roformer_hf_is_miss
     with torch.no_grad():
         logits = AutoModelForMaskedLM.from_pretrained(output).eval()(**batch).logits
     assert (result["logits"] - logits).abs().max() <= 1e-5
+    assert result["sentence_module"].startswith("transformers_modules.")
+    assert (result["vectors"] - sim_pooler_output(sim_output)).abs().max() <= 1e-5
 
 
 def test_a_transformers_multiple_choice_checkpoint_keeps_its_pooling(tmp_path):

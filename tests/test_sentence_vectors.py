@@ -1,8 +1,5 @@
 """sentence-transformers on a saved roformer_hf model with a pooler: `SentenceTransformer(folder).encode(texts)` is the
-model's own `pooler_output`, with roformer_hf imported and, in a fresh process, with `trust_remote_code=True`."""
-
-import subprocess
-import sys
+model's own `pooler_output`. (With `trust_remote_code=True` where roformer_hf is missing: tests/test_convert_hub.py.)"""
 
 import pytest
 import torch
@@ -76,38 +73,6 @@ def test_sentence_transformers_encodes_texts_as_the_pooler_output(pooled_checkpo
 def test_a_model_without_pooler_is_saved_without_sentence_transformers_files(tmp_path):
     roformer_hf.RoFormerForMaskedLM(tiny_config()).save_pretrained(tmp_path)
     assert not any((tmp_path / name).exists() for name in SENTENCE_TRANSFORMERS_FILES)
-
-
-CHILD = """
-import sys
-
-sys.modules["roformer_hf"] = None  # as if roformer_hf were not installed
-import torch
-from sentence_transformers import SentenceTransformer
-
-folder, texts, result_file = sys.argv[1], sys.argv[2:-1], sys.argv[-1]
-model = SentenceTransformer(folder, device="cpu", trust_remote_code=True)
-vectors = model.encode(texts, convert_to_tensor=True)
-torch.save({"vectors": vectors, "module": type(model[0].model).__module__}, result_file)
-"""
-
-
-def test_sentence_transformers_with_remote_code_where_roformer_hf_is_missing(pooled_checkpoints, tmp_path):
-    folder, pooler_output = pooled_checkpoints["RoFormerForCausalLM"]
-    (tmp_path / "child.py").write_text(CHILD)
-    environment = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(tmp_path),
-        "HF_HUB_OFFLINE": "1",
-        "HF_MODULES_CACHE": str(tmp_path / "modules"),
-        "HF_HOME": str(tmp_path / "hf_home"),
-    }
-    command = [sys.executable, "child.py", str(folder), *TEXTS, "result.pt"]
-    process = subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300)
-    assert process.returncode == 0, process.stderr[-3000:]
-    result = torch.load(tmp_path / "result.pt", weights_only=False)
-    assert result["module"].startswith("transformers_modules.")
-    assert (result["vectors"] - pooler_output).abs().max() <= 1e-5
 
 
 def test_a_sentence_transformers_pipeline_of_the_user_survives_its_save(pooled_checkpoints, tokenizer, tmp_path):
