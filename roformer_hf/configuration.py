@@ -83,8 +83,8 @@ class RoFormerConfig(PreTrainedConfig):
             largest matrix product of small models, so pretraining gets faster. Without labels, logits are dense.
         add_pooling_layer (`bool`, defaults to `False`):
             Whether `RoFormerModel` (and every head built on it) has a pooler, `roformer.pooler.dense`, whose
-            `pooler_output` is activation(dense(first hidden state)). `RoFormerForCausalLM` always has one (as
-            RoFormer-Sim, whose pooler gives its sentence vectors).
+            `pooler_output` is activation(dense(first hidden state)). `RoFormerForCausalLM` always has one, and sets
+            this field (as RoFormer-Sim, whose pooler gives its sentence vectors).
         pooler_activation (`str`, defaults to `"tanh"`):
             Activation of the pooler: `"tanh"` (BERT's) or `"linear"` (none, as in RoFormer-Sim).
         multiple_choice_pooling (`str`, defaults to `"last_token"`):
@@ -99,7 +99,8 @@ class RoFormerConfig(PreTrainedConfig):
             With `is_decoder`, RoFormer-Sim's attention (a UniLM, as in roformer 0.4.3): a call without a cache
             attends in both directions (a prompt, or a sentence whose vector is wanted), and tokens fed after a cache
             attend to every earlier token and causally among themselves; `generate` gives them token type 1, the
-            segment of generated text in training.
+            segment of generated text in training. Training it with `labels` in one call needs UniLM's mask as a
+            4-D `attention_mask` (the whole call would otherwise see every token).
         use_cache (`bool`, defaults to `True`):
             Whether a decoder returns its key/value cache.
         tie_word_embeddings (`bool`, defaults to `True`):

@@ -749,10 +749,11 @@ class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
     """
 
     def __init__(self, config: RoFormerConfig):
+        config.add_pooling_layer = True  # as RoFormer-Sim; saved, the config says so, and AutoModel keeps the pooler
         super().__init__(config)
         if not config.is_decoder:
             raise ValueError("RoFormerForCausalLM needs causal attention: set config.is_decoder=True.")
-        self.roformer = RoFormerModel(config, add_pooling_layer=True)  # as RoFormer-Sim, a causal LM with a pooler
+        self.roformer = RoFormerModel(config)
         self.cls = RoFormerOnlyMLMHead(config)
         self._tied_weights_keys = tied_lm_head_weights(config)
         self.post_init()

@@ -5,6 +5,7 @@ import json
 import pytest
 import torch
 import transformers
+from transformers import AutoModel
 
 import roformer_hf
 from roformer_hf import (
@@ -368,11 +369,14 @@ def test_sim_causal_lm_loads_without_missing_keys_and_gives_its_sentence_vector(
     model = sim_model()
     assert set(model.state_dict()) >= POOLER_KEYS
     model.save_pretrained(tmp_path)
-    as_original_checkpoint(tmp_path)  # model_type "roformer", as the published Sim checkpoints
+    assert json.loads((tmp_path / "config.json").read_text())["add_pooling_layer"] is True
     loaded, loading_info = RoFormerForCausalLM.from_pretrained(tmp_path, output_loading_info=True)
     assert not loading_info["missing_keys"] and not loading_info["unexpected_keys"]
-    encoder, loading_info = RoFormerModel.from_pretrained(tmp_path, add_pooling_layer=True, output_loading_info=True)
-    assert not loading_info["missing_keys"]
+    encoder, loading_info = AutoModel.from_pretrained(tmp_path, output_loading_info=True)  # config: with pooler
+    assert type(encoder) is RoFormerModel and not loading_info["missing_keys"]
+    as_original_checkpoint(tmp_path, drop=("add_pooling_layer",))  # model_type "roformer", as the published ones
+    _, loading_info = RoFormerForCausalLM.from_pretrained(tmp_path, output_loading_info=True)
+    assert not loading_info["missing_keys"] and not loading_info["unexpected_keys"]
     inputs = batch_with_padding()
     with torch.no_grad():
         output = loaded(**inputs, output_hidden_states=True, use_cache=False)
