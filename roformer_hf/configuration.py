@@ -19,6 +19,19 @@ POSITIVE_FIELDS = (
     "intermediate_size",
     "type_vocab_size",
 )
+# Every Auto class and the class it loads, as `save_pretrained` copies the code (module file stem, class name). Every
+# saved config names them all, whichever head was saved, so that `trust_remote_code=True` gives any head of ours from
+# any checkpoint (e.g. a classifier from a pretrained MLM) instead of falling back on transformers' RoFormer.
+AUTO_MAP = {
+    "AutoConfig": "configuration.RoFormerConfig",
+    "AutoModel": "modeling.RoFormerModel",
+    "AutoModelForMaskedLM": "modeling.RoFormerForMaskedLM",
+    "AutoModelForCausalLM": "modeling.RoFormerForCausalLM",
+    "AutoModelForSequenceClassification": "modeling.RoFormerForSequenceClassification",
+    "AutoModelForTokenClassification": "modeling.RoFormerForTokenClassification",
+    "AutoModelForQuestionAnswering": "modeling.RoFormerForQuestionAnswering",
+    "AutoModelForMultipleChoice": "modeling.RoFormerForMultipleChoice",
+}
 NORM_TYPES = ("layer_norm", "rms_norm")
 POOLER_ACTIVATIONS = ("tanh", "linear")
 MULTIPLE_CHOICE_POOLINGS = ("last_token", "last_position")
@@ -102,6 +115,9 @@ class RoFormerConfig(PreTrainedConfig):
             Whether a decoder returns its key/value cache.
         tie_word_embeddings (`bool`, defaults to `True`):
             Whether the MLM / LM decoder shares its weight with the word embeddings.
+        auto_map (`dict`, *optional*):
+            The Auto classes of `trust_remote_code=True` and the classes they load. Every Auto class of roformer_hf
+            is added to the given entries, so a saved checkpoint of any head loads as any other head.
 
     Example:
 
@@ -144,10 +160,12 @@ class RoFormerConfig(PreTrainedConfig):
     prefix_lm: bool = False
     use_cache: bool = True
     tie_word_embeddings: bool = True
+    auto_map: dict[str, str] | None = None
 
     def __post_init__(self, **kwargs):
         if self.embedding_size is None:
             self.embedding_size = self.hidden_size
+        self.auto_map = {**AUTO_MAP, **(self.auto_map or {})}
         super().__post_init__(**kwargs)
         self._check_architecture()
         self._check_rope_parameters()

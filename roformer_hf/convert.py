@@ -11,12 +11,20 @@ Two sources are read:
   `bert4keras_to_roformer_hf` and `roformer_hf_to_bert4keras`; kernels are transposed (TF stores `(in, out)`,
   `nn.Linear` keeps `(out, in)`). Reading it needs tensorflow: `pip install "roformer_hf[tf]"`.
 
-The output is a complete roformer_hf checkpoint: weights (safetensors), config, tokenizer, the model code with
-`auto_map` (for `trust_remote_code=True`) and a model card. It is written to a temporary folder beside the output and
+A source that is not a local folder is read as a Hub model id (`junnyu/roformer_v2_chinese_char_base`): the files a
+conversion needs are downloaded with huggingface_hub into its cache (`HF_HUB_OFFLINE=1` reads the cache only), at
+`--revision` if given, and converted as a local transformers folder.
+
+The output is a complete roformer_hf checkpoint: weights (safetensors), config (with the RoFormer-V2 and pooler
+fields of the source: `norm_type`, `use_bias`, `pooler_activation`, `add_pooling_layer` when the source has pooler
+weights, `prefix_lm` for RoFormer-Sim), tokenizer, the model code with `auto_map` (for `trust_remote_code=True`) and a model card. The tokenizer
+follows the vocabulary (see `is_word_level`): `RoFormerJiebaTokenizer` for the word-level vocabularies,
+transformers' `BertTokenizer` for the char-level ones. It is written to a temporary folder beside the output and
 moved into place when whole; an existing output folder is only replaced with `--overwrite`.
 
 Usage:
 
+    python -m roformer_hf.convert junnyu/roformer_v2_chinese_char_base path/to/output [--revision REV]
     python -m roformer_hf.convert path/to/chinese_roformer_L-12_H-768_A-12 path/to/output
     python -m roformer_hf.convert path/to/roformer_chinese_base path/to/output --overwrite
 """
@@ -30,9 +38,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+import huggingface_hub
 import numpy as np
 import torch
+from huggingface_hub.errors import HfHubHTTPError, HFValidationError, LocalEntryNotFoundError
 from safetensors.torch import load_file
+from transformers import BertTokenizer, PreTrainedTokenizerBase
 from transformers.utils import logging
 
 from . import modeling
@@ -169,6 +180,41 @@ def state_dict_to_bert4keras(state_dict: dict[str, torch.Tensor]) -> dict[str, n
 
 TRANSFORMERS_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 POSITION_TABLE = "encoder.embed_positions.weight"
+POOLER = "roformer.pooler."
+# What a conversion reads of a Hub repository (which also holds TF, Flax and ONNX weights that it does not need).
+HUB_FILES = ("config.json", *TRANSFORMERS_WEIGHTS, "vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def locate_source(source: str | Path, revision: str | None = None) -> Path:
+    """The local folder of `source`: the folder itself, or the download of a Hub model id (at `revision`)."""
+    folder = Path(source)
+    if folder.exists():
+        if revision is not None:
+            raise ConversionError(f"--revision applies to Hub model ids, not to the local folder {folder}.")
+        return folder.resolve()
+    try:
+        huggingface_hub.utils.validate_repo_id(str(source))
+    except HFValidationError:
+        raise ConversionError(
+            f"{folder} is not a folder: give the folder of the checkpoint to convert or a Hub model id."
+        ) from None
+    return download(str(source), revision)
+
+
+def download(repo_id: str, revision: str | None) -> Path:
+    """The snapshot folder of the files in `HUB_FILES` of the Hub model `repo_id`, from huggingface_hub's cache."""
+    at_revision = f"{repo_id} (revision {revision or 'main'})"
+    try:
+        folder = huggingface_hub.snapshot_download(repo_id, revision=revision, allow_patterns=list(HUB_FILES))
+    except LocalEntryNotFoundError:
+        raise ConversionError(
+            f"{at_revision} is not a local folder and not in the Hugging Face cache, and the Hub cannot be reached "
+            "(HF_HUB_OFFLINE is set or there is no network): check the name, or download it once online."
+        ) from None
+    except HfHubHTTPError as error:
+        reason = str(error).splitlines()[0]
+        raise ConversionError(f"{at_revision} is not a local folder and cannot be downloaded: {reason}") from None
+    return Path(folder)
 
 
 def detect_source(folder: Path) -> str:
@@ -198,7 +244,10 @@ def config_from_dict(settings: dict, source: Path) -> RoFormerConfig:
     dropped = sorted(settings.keys() - known - {"model_type"})
     if dropped:
         logger.info(f"Ignoring settings of {source} that RoFormerConfig does not have: {', '.join(dropped)}")
-    return RoFormerConfig(**{key: value for key, value in settings.items() if key in known})
+    try:
+        return RoFormerConfig(**{key: value for key, value in settings.items() if key in known})
+    except ValueError as error:
+        raise ConversionError(f"The config of {source} is not one roformer_hf can build: {error}") from None
 
 
 def read_transformers_checkpoint(folder: Path) -> tuple[RoFormerConfig, dict[str, torch.Tensor]]:
@@ -209,13 +258,30 @@ def read_transformers_checkpoint(folder: Path) -> tuple[RoFormerConfig, dict[str
             f"{folder / 'config.json'} has model_type {settings.get('model_type')!r}, not 'roformer': "
             "this converter reads transformers RoFormer checkpoints (a roformer_hf checkpoint needs no conversion)."
         )
-    config = config_from_dict(settings, folder)
     if (folder / "model.safetensors").is_file():
         state_dict = load_file(folder / "model.safetensors")
     else:
         state_dict = torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
     state_dict = {name: tensor for name, tensor in state_dict.items() if not name.endswith(POSITION_TABLE)}
-    return config, state_dict
+    return config_from_dict(transformers_settings(settings, state_dict), folder), state_dict
+
+
+def transformers_settings(settings: dict, state_dict: dict[str, torch.Tensor]) -> dict:
+    """The settings of an original config, plus what its weights and architecture imply for roformer_hf."""
+    settings = dict(settings)
+    has_pooler = any(name.startswith(POOLER) for name in state_dict)
+    # AutoModel on the output keeps the pooler (RoFormer-Sim's sentence vector) only if the config says so.
+    if has_pooler:
+        settings["add_pooling_layer"] = True
+    architecture = (settings.get("architectures") or [None])[0]
+    if architecture == "RoFormerForMultipleChoice":  # transformers pools the last position, padding or not
+        settings["multiple_choice_pooling"] = "last_position"
+    if architecture == "RoFormerForCausalLM":  # our causal LM needs is_decoder, which Sim configs may lack
+        settings["is_decoder"] = True
+        # RoFormer-Sim (roformer 0.4.3's causal LM with a pooler) is a UniLM: a call without cache reads both ways.
+        # transformers' own RoFormerForCausalLM, without pooler, is a plain causal LM.
+        settings["prefix_lm"] = has_pooler
+    return settings
 
 
 def read_bert4keras_checkpoint(folder: Path) -> tuple[RoFormerConfig, dict[str, torch.Tensor]]:
@@ -295,32 +361,71 @@ def build_model(config: RoFormerConfig, state_dict: dict[str, torch.Tensor]) -> 
     return model.eval()
 
 
-def build_tokenizer(folder: Path, config: RoFormerConfig) -> RoFormerJiebaTokenizer:
-    """The tokenizer of the checkpoint's vocab.txt; its size must match the embeddings."""
-    tokenizer = RoFormerJiebaTokenizer(vocab_file=str(folder / "vocab.txt"))
+# A vocabulary is word-level when at least this share of its entries are words of two or more Chinese characters:
+# 80% of the 50k RoFormer vocabulary, none of BERT-Chinese's or of the char-level RoFormers' (single characters,
+# ## pieces and English word pieces).
+WORD_LEVEL_SHARE = 0.1
+CHINESE_WORD = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{2,}")
+# What a tokenizer keeps of the source's tokenizer_config.json.
+TOKENIZER_SETTINGS = ("do_lower_case", "strip_accents", "tokenize_chinese_chars", "model_max_length")
+# What transformers writes as model_max_length when a tokenizer has none.
+NO_MAX_LENGTH = int(1e29)
+
+
+def is_word_level(vocab: list[str]) -> bool:
+    """Whether `vocab` is a word-level vocabulary (jieba words as tokens) rather than a char-level one (BERT's)."""
+    words = sum(1 for token in vocab if CHINESE_WORD.fullmatch(token))
+    return words >= WORD_LEVEL_SHARE * len(vocab)
+
+
+def tokenizer_settings(folder: Path, config: RoFormerConfig) -> dict:
+    """The source's tokenizer settings (do_lower_case, ...), with its length limit or else the config's."""
+    config_file = folder / "tokenizer_config.json"
+    saved = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
+    settings = {key: saved[key] for key in TOKENIZER_SETTINGS if saved.get(key) is not None}
+    if settings.get("model_max_length", NO_MAX_LENGTH) >= NO_MAX_LENGTH:
+        settings["model_max_length"] = config.max_position_embeddings
+    return settings
+
+
+def build_tokenizer(folder: Path, config: RoFormerConfig) -> PreTrainedTokenizerBase:
+    """The tokenizer of the checkpoint's vocab.txt (see `is_word_level`); its size must match the embeddings."""
+    vocab_file = folder / "vocab.txt"
+    vocab = vocab_file.read_text(encoding="utf-8").split("\n")  # one token a line; splitlines() also splits at \x1c
+    settings = tokenizer_settings(folder, config)
+    if is_word_level(vocab):
+        jieba_settings = {key: settings[key] for key in ("do_lower_case", "model_max_length") if key in settings}
+        tokenizer = RoFormerJiebaTokenizer(vocab_file=str(vocab_file), **jieba_settings)
+    else:  # the char-level checkpoints were trained with BERT's tokenization
+        tokenizer = BertTokenizer(vocab=str(vocab_file), **settings)
     if len(tokenizer) != config.vocab_size:
         raise ConversionError(
-            f"{folder / 'vocab.txt'} has {len(tokenizer)} entries but the model has {config.vocab_size} token "
+            f"{vocab_file} has {len(tokenizer)} entries but the model has {config.vocab_size} token "
             "embeddings: give the vocab.txt the checkpoint was trained with."
         )
     return tokenizer
 
 
-def convert(source: str | Path, output: str | Path, *, overwrite: bool = False) -> Path:
+def convert(source: str | Path, output: str | Path, *, revision: str | None = None, overwrite: bool = False) -> Path:
     """Converts the checkpoint in `source` to a roformer_hf checkpoint in `output`.
 
     Args:
         source (`str` or `Path`):
-            A transformers "roformer" checkpoint folder or an original bert4keras TF checkpoint folder.
+            A transformers "roformer" checkpoint folder, an original bert4keras TF checkpoint folder, or the Hub id
+            of a transformers "roformer" checkpoint (e.g. `"junnyu/roformer_v2_chinese_char_base"`).
         output (`str` or `Path`):
             The folder to write. It must not exist, unless `overwrite`.
+        revision (`str`, *optional*):
+            The branch, tag or commit of a Hub id; the default branch when not given.
         overwrite (`bool`, defaults to `False`):
             Replace `output` if it exists.
 
     Returns:
         The path of the written checkpoint.
     """
-    source, output = Path(source).resolve(), Path(output).resolve()
+    hub_id = None if Path(source).exists() else str(source)  # the model card links a Hub source as base_model
+    source_name = hub_id or Path(source).name
+    source, output = locate_source(source, revision), Path(output).resolve()
     kind = detect_source(source)
     if output == source or output in source.parents:
         raise ConversionError(f"The output {output} would replace the source {source}: choose another folder.")
@@ -335,7 +440,7 @@ def convert(source: str | Path, output: str | Path, *, overwrite: bool = False) 
     try:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
-        write_model_card(staging, config=model.config, converted_from=source.name)
+        write_model_card(staging, config=model.config, base_model=hub_id, converted_from=source_name)
         replace_folder(output, staging)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -356,15 +461,16 @@ def replace_folder(output: Path, staging: Path) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m roformer_hf.convert",
-        description="Convert a transformers RoFormer checkpoint folder or an original bert4keras TensorFlow "
-        "checkpoint folder to a roformer_hf checkpoint (weights, config, tokenizer, code, model card).",
+        description="Convert a transformers RoFormer checkpoint (folder or Hub id) or an original bert4keras "
+        "TensorFlow checkpoint folder to a roformer_hf checkpoint (weights, config, tokenizer, code, model card).",
     )
     parser.add_argument(
         "source",
         help="checkpoint folder: config.json + weights + vocab.txt, or bert_config.json "
-        "+ bert_model.ckpt.* + vocab.txt",
+        "+ bert_model.ckpt.* + vocab.txt; or a Hub model id such as junnyu/roformer_v2_chinese_char_base",
     )
     parser.add_argument("output", help="folder to write; must not exist unless --overwrite")
+    parser.add_argument("--revision", help="branch, tag or commit of a Hub model id (default: its main branch)")
     parser.add_argument("--overwrite", action="store_true", help="replace the output folder if it exists")
     return parser.parse_args(argv)
 
@@ -372,7 +478,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        output = convert(args.source, args.output, overwrite=args.overwrite)
+        output = convert(args.source, args.output, revision=args.revision, overwrite=args.overwrite)
     except ConversionError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -22,6 +22,7 @@ Parameter names are those of transformers' RoFormer (`roformer.encoder.layer.N.a
 checkpoints load as they are; only its fixed sinusoid table (`embed_positions`) is left out.
 """
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -53,6 +54,7 @@ from .linear_attention import linear_attention_forward
 from .loading_check import check_encoder_weights_loaded, check_head_shapes
 from .model_card import push_to_hub_with_model_card
 from .rope import RoFormerRotaryEmbedding, apply_rotary
+from .sentence_vectors import write_sentence_transformers_files
 
 
 class RoFormerRMSNorm(nn.Module):
@@ -359,6 +361,13 @@ class RoFormerPreTrainedModel(PreTrainedModel):
         """As transformers' `push_to_hub` (same arguments), but the README.md uploaded is a RoFormer model card, to
         which the optional `training_summary` (a `model_card.TrainingSummary`) and `base_model` add."""
         return push_to_hub_with_model_card(self, repo_id, **kwargs)
+
+    def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
+        """As transformers' `save_pretrained` (same arguments); with `config.add_pooling_layer`, also the files that
+        make `SentenceTransformer(save_directory)` encode texts as `pooler_output` (see `sentence_vectors`)."""
+        super().save_pretrained(save_directory, *args, **kwargs)
+        if self.config.add_pooling_layer:
+            write_sentence_transformers_files(save_directory)
 
 
 class RoFormerModel(RoFormerPreTrainedModel):

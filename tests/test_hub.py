@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import roformer_hf
+from roformer_hf.configuration import AUTO_MAP
 
 TEXTS = ["今天天气很好，我们去公园散步。", "原告与被告签订借款合同，约定借款十万元。"]
 # Every head and the Auto class that loads it.
@@ -25,6 +26,9 @@ AUTO_CLASSES = {
     "RoFormerForQuestionAnswering": "AutoModelForQuestionAnswering",
     "RoFormerForMultipleChoice": "AutoModelForMultipleChoice",
 }
+# The Auto classes a pretrained MLM checkpoint is loaded with, and the settings each needs.
+MLM_LOADS = {auto_class: {} for auto_class in AUTO_MAP if auto_class != "AutoConfig"}
+MLM_LOADS["AutoModelForCausalLM"] = {"is_decoder": True}  # a causal LM from a bidirectional MLM: the user says so
 
 # Runs in a fresh interpreter in which `import roformer_hf` (and `import rjieba`) fails: loads every checkpoint with
 # the Auto classes and trust_remote_code=True, and saves the ids, the outputs and the module of every class it got.
@@ -63,6 +67,23 @@ for architecture, (folder, auto_class) in folders.items():
         "tokenizer_module": type(tokenizer).__module__,
         "config_module": type(model.config).__module__,
     }
+
+# Every Auto class and the feature-extraction pipeline on the one pretrained MLM folder (the usual "pretrained MLM ->
+# fine-tune another head" path): the new heads initialise at random, the encoder they share is the saved one.
+mlm_folder = folders["RoFormerForMaskedLM"][0]
+tokenizer = transformers.AutoTokenizer.from_pretrained(mlm_folder, trust_remote_code=True)
+batch = tokenizer(texts, padding=True, return_tensors="pt")
+for auto_class, settings in json.loads(sys.argv[4]).items():
+    model = getattr(transformers, auto_class).from_pretrained(mlm_folder, trust_remote_code=True, **settings).eval()
+    with torch.no_grad():
+        last_hidden_state = model.base_model(**batch).last_hidden_state
+    results[auto_class] = {"class": f"{type(model).__module__}.{type(model).__name__}", "encoded": last_hidden_state}
+extractor = transformers.pipeline("feature-extraction", model=mlm_folder, trust_remote_code=True)
+results["feature-extraction"] = {
+    "class": f"{type(extractor.model).__module__}.{type(extractor.model).__name__}",
+    "tokenizer": type(extractor.tokenizer).__module__,
+    "features": [torch.tensor(features[0]) for features in extractor(texts)],
+}
 torch.save(results, result_file)
 """
 
@@ -126,8 +147,10 @@ def relative_imports(module_file: Path) -> set[str]:
 def test_save_pretrained_writes_auto_map_and_code(checkpoints, architecture):
     folder = checkpoints[architecture][0]
     auto_map = json.loads((folder / "config.json").read_text())["auto_map"]
-    assert auto_map["AutoConfig"] == "configuration.RoFormerConfig"
-    assert auto_map[AUTO_CLASSES[architecture]] == f"modeling.{architecture}"
+    # Every Auto class of roformer_hf, not only the saved head's: a pretrained MLM loads as a classifier.
+    assert auto_map == {"AutoConfig": "configuration.RoFormerConfig"} | {
+        auto_class: f"modeling.{head}" for head, auto_class in AUTO_CLASSES.items()
+    }
     package = Path(roformer_hf.__file__).parent
     needed = {"modeling", "configuration"} | relative_imports(package / "modeling.py")
     assert {f"{name}.py" for name in needed} <= {path.name for path in folder.glob("*.py")}
@@ -142,7 +165,10 @@ def test_tokenizer_save_pretrained_writes_auto_map_and_code(checkpoints):
     assert {f"{name}.py" for name in needed} <= {path.name for path in folder.glob("*.py")}
 
 
-def test_checkpoints_load_with_remote_code_where_roformer_hf_is_missing(checkpoints, tmp_path):
+@pytest.fixture(scope="module")
+def remote_code_results(checkpoints, tmp_path_factory):
+    """What the child process loaded (see CHILD) with roformer_hf missing."""
+    tmp_path = tmp_path_factory.mktemp("child")
     (tmp_path / "child.py").write_text(CHILD)
     folders = {name: (str(folder), AUTO_CLASSES[name]) for name, (folder, _, _) in checkpoints.items()}
     result_file = tmp_path / "results.pt"
@@ -153,16 +179,47 @@ def test_checkpoints_load_with_remote_code_where_roformer_hf_is_missing(checkpoi
         "HF_MODULES_CACHE": str(tmp_path / "modules"),
         "HF_HOME": str(tmp_path / "hf_home"),
     }
-    command = [sys.executable, "child.py", json.dumps(folders), json.dumps(TEXTS, ensure_ascii=False), "results.pt"]
+    texts = json.dumps(TEXTS, ensure_ascii=False)
+    command = [sys.executable, "child.py", json.dumps(folders), texts, "results.pt", json.dumps(MLM_LOADS)]
     process = subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300)
     assert process.returncode == 0, process.stderr[-3000:]
-    results = torch.load(result_file, weights_only=False)
+    return torch.load(result_file, weights_only=False)
+
+
+def test_checkpoints_load_with_remote_code_where_roformer_hf_is_missing(checkpoints, remote_code_results):
+    results = remote_code_results
     for architecture, (_, input_ids, output) in checkpoints.items():
         result = results[architecture]
         for kind in ("model_module", "tokenizer_module", "config_module"):
             assert result[kind].startswith("transformers_modules."), (architecture, kind, result[kind])
         assert torch.equal(result["input_ids"], input_ids), architecture
         torch.testing.assert_close(result["output"], output, rtol=1e-5, atol=1e-5, msg=architecture)
+
+
+def mlm_encoded(checkpoints, tokenizer, **settings) -> tuple[torch.Tensor, torch.Tensor]:
+    """The last hidden states of the saved MLM's encoder on TEXTS, in the saving process, and the attention mask."""
+    model = roformer_hf.RoFormerModel.from_pretrained(checkpoints["RoFormerForMaskedLM"][0], **settings).eval()
+    batch = tokenizer(TEXTS, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        return model(**batch).last_hidden_state, batch["attention_mask"]
+
+
+@pytest.mark.parametrize("auto_class", list(MLM_LOADS))
+def test_every_auto_class_loads_a_saved_mlm_with_remote_code(remote_code_results, checkpoints, tokenizer, auto_class):
+    result = remote_code_results[auto_class]
+    expected_class = AUTO_MAP[auto_class].split(".")[1]
+    assert result["class"].startswith("transformers_modules.") and result["class"].endswith(f".{expected_class}")
+    expected, _ = mlm_encoded(checkpoints, tokenizer, **MLM_LOADS[auto_class])
+    torch.testing.assert_close(result["encoded"], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_feature_extraction_pipeline_loads_a_saved_mlm_with_remote_code(remote_code_results, checkpoints, tokenizer):
+    result = remote_code_results["feature-extraction"]
+    assert result["class"].startswith("transformers_modules.") and result["class"].endswith(".RoFormerModel")
+    assert result["tokenizer"].startswith("transformers_modules.")
+    last_hidden_state, attention_mask = mlm_encoded(checkpoints, tokenizer)
+    for features, encoded, mask in zip(result["features"], last_hidden_state, attention_mask, strict=True):
+        torch.testing.assert_close(features, encoded[mask.bool()], rtol=1e-5, atol=1e-5)
 
 
 @pytest.fixture
