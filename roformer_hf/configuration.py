@@ -22,6 +22,7 @@ POSITIVE_FIELDS = (
 NORM_TYPES = ("layer_norm", "rms_norm")
 POOLER_ACTIVATIONS = ("tanh", "linear")
 MULTIPLE_CHOICE_POOLINGS = ("last_token", "last_position")
+DECODER_MASKS = ("causal", "unilm")
 
 
 class RoFormerConfig(PreTrainedConfig):
@@ -92,6 +93,13 @@ class RoFormerConfig(PreTrainedConfig):
             Id of `[PAD]`.
         is_decoder (`bool`, defaults to `False`):
             Causal self-attention, for `RoFormerForCausalLM`.
+        decoder_mask (`str`, defaults to `"causal"`):
+            What a decoder (`is_decoder=True`) attends to. `"causal"`: every earlier token, as transformers'
+            RoFormerForCausalLM. `"unilm"`: UniLM's sequence-to-sequence mask over token types, which RoFormer-Sim
+            was trained with: token i sees token j when cumsum(token_type_ids)[j] <= cumsum(token_type_ids)[i], so
+            the first segment (type 0: a prompt, or a sentence whose vector is wanted) reads itself in both
+            directions, and the second (type 1, generated text) sees the whole first segment and itself causally.
+            `generate` gives the tokens it generates type 1. Needs "eager" or "sdpa" attention and softmax attention.
         use_cache (`bool`, defaults to `True`):
             Whether a decoder returns its key/value cache.
         tie_word_embeddings (`bool`, defaults to `True`):
@@ -135,6 +143,7 @@ class RoFormerConfig(PreTrainedConfig):
     bos_token_id: int | None = None
     eos_token_id: int | list[int] | None = None
     is_decoder: bool = False
+    decoder_mask: str = "causal"
     use_cache: bool = True
     tie_word_embeddings: bool = True
 
@@ -206,11 +215,17 @@ class RoFormerConfig(PreTrainedConfig):
             ("norm_type", NORM_TYPES),
             ("pooler_activation", POOLER_ACTIVATIONS),
             ("multiple_choice_pooling", MULTIPLE_CHOICE_POOLINGS),
+            ("decoder_mask", DECODER_MASKS),
         ):
             if getattr(self, name) not in allowed:
                 raise ValueError(
                     f"Unknown {name} {getattr(self, name)!r}: use one of {', '.join(map(repr, allowed))}."
                 )
+        if self.is_decoder and self.decoder_mask == "unilm" and self.attention_type == "linear":
+            raise ValueError(
+                "decoder_mask='unilm' masks attention by token type, which linear attention cannot do (it takes only "
+                "a padding mask): use attention_type='softmax', or decoder_mask='causal'."
+            )
 
     def _validate_ntk_rope_parameters(self, rope_parameters: dict, ignore_keys: set[str] | None = None) -> None:
         """Called by transformers' `validate_rope` for `rope_type="ntk"`; the checks live in `_check_rope_parameters`."""
