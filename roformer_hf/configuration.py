@@ -99,7 +99,8 @@ class RoFormerConfig(PreTrainedConfig):
             was trained with: token i sees token j when cumsum(token_type_ids)[j] <= cumsum(token_type_ids)[i], so
             the first segment (type 0: a prompt, or a sentence whose vector is wanted) reads itself in both
             directions, and the second (type 1, generated text) sees the whole first segment and itself causally.
-            `generate` gives the tokens it generates type 1. Needs "eager" or "sdpa" attention and softmax attention.
+            `generate` gives the tokens it generates type 1. To train, put -100 in `labels` at the type-0 tokens
+            (the tokens before them see them). Needs softmax attention with the "eager" or "sdpa" backend.
         use_cache (`bool`, defaults to `True`):
             Whether a decoder returns its key/value cache.
         tie_word_embeddings (`bool`, defaults to `True`):

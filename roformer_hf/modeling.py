@@ -15,7 +15,8 @@ What differs from BERT, and why:
   (`attention_type="linear"`, see `linear_attention.py`).
 - RoFormer-V2 is the same network with `norm_type="rms_norm"` (a norm without weight or bias), `use_bias=False` (no
   bias in the encoder's linear layers), ReLU feed-forward and an MLM head reduced to the tied decoder. RoFormer-Sim
-  is a `RoFormerForCausalLM` whose pooler (`pooler_activation="linear"`) gives sentence vectors.
+  is a `RoFormerForCausalLM` with UniLM attention over token types (`decoder_mask="unilm"`) whose pooler
+  (`pooler_activation="linear"`) gives sentence vectors.
 
 Parameter names are those of transformers' RoFormer (`roformer.encoder.layer.N.attention.self.query`, ...), so its
 checkpoints load as they are; only its fixed sinusoid table (`embed_positions`) is left out.
@@ -414,7 +415,8 @@ class RoFormerModel(RoFormerPreTrainedModel):
                 `(batch_size, 1, seq_len, past_len + seq_len)`; sizes but the last may be 1 (broadcast), the second
                 may be `num_attention_heads`.
             token_type_ids (`torch.LongTensor` of shape `(batch_size, seq_len)`, *optional*):
-                Segment ids (0 for the first text, 1 for the second). Missing means all 0.
+                Segment ids (0 for the first text, 1 for the second). Missing means all 0. With
+                `config.decoder_mask="unilm"` they also say what each token attends to (see `unilm_attention_mask`).
             position_ids (`torch.LongTensor` of shape `(batch_size, seq_len)` or `(batch_size, seq_len, 2)`, *optional*):
                 Position of every token, any integers (no cap; only differences matter), or (x, y) pairs for 2-D RoPE.
                 Missing means `past_len, past_len + 1, ...`. A batch size of 1 gives every sequence the same positions.
@@ -871,7 +873,8 @@ class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
     r"""
     RoFormer as a left-to-right language model (`config.is_decoder=True`), with a key/value cache for `generate`.
     Positions continue from the length of the cache, so cached and uncached generation agree. It has a pooler, as
-    RoFormer-Sim, whose `pooler_output` is the sentence vector.
+    RoFormer-Sim, whose `pooler_output` is the sentence vector; Sim attends as a UniLM (`config.decoder_mask="unilm"`:
+    a sentence or prompt of token type 0 reads itself both ways, generated tokens have type 1).
 
     Args:
         config ([`RoFormerConfig`]): The model configuration; `is_decoder` must be True.

@@ -226,3 +226,13 @@ def test_continuation_after_a_cache_must_start_segment_one():
         for token_type_ids in (None, torch.tensor([[0]])):
             with pytest.raises(ValueError, match="must start a new segment"):
                 model(torch.tensor([[9]]), token_type_ids=token_type_ids, past_key_values=cache)
+
+
+def test_save_and_load_keep_the_unilm_mask(tmp_path):
+    model = unilm_model()
+    model.save_pretrained(tmp_path)
+    reloaded = RoFormerForCausalLM.from_pretrained(tmp_path).eval()
+    assert reloaded.config.decoder_mask == "unilm"
+    batch = two_segments([4, 6], [5, 3])
+    with torch.no_grad():
+        assert torch.equal(reloaded(**batch).logits, model(**batch).logits)
