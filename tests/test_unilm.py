@@ -236,3 +236,17 @@ def test_save_and_load_keep_the_unilm_mask(tmp_path):
     batch = two_segments([4, 6], [5, 3])
     with torch.no_grad():
         assert torch.equal(reloaded(**batch).logits, model(**batch).logits)
+
+
+def test_training_with_attention_dropout_keeps_answer_tokens_blind_to_later_ones():
+    """On the CPU with attention dropout, "sdpa" runs blockwise attention: it must apply the UniLM mask too."""
+    model = unilm_model(attention_probs_dropout_prob=0.1).train()
+    batch = two_segments([5], [7])
+    changed = {**batch, "input_ids": batch["input_ids"].clone()}
+    changed["input_ids"][0, -1] = (changed["input_ids"][0, -1] % (TINY["vocab_size"] - 1)) + 1
+    logits = []
+    for inputs in (batch, changed):
+        torch.manual_seed(4)  # the same dropout masks
+        logits.append(model(**inputs).logits)
+    assert torch.equal(logits[0][:, :-1], logits[1][:, :-1])
+    assert not torch.equal(logits[0][:, -1], logits[1][:, -1])
