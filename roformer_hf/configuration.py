@@ -222,10 +222,19 @@ class RoFormerConfig(PreTrainedConfig):
                 raise ValueError(
                     f"Unknown {name} {getattr(self, name)!r}: use one of {', '.join(map(repr, allowed))}."
                 )
-        if self.is_decoder and self.decoder_mask == "unilm" and self.attention_type == "linear":
+        if self.is_decoder and self.decoder_mask == "unilm":
+            self._check_unilm()
+
+    def _check_unilm(self) -> None:
+        if self.attention_type == "linear":
             raise ValueError(
                 "decoder_mask='unilm' masks attention by token type, which linear attention cannot do (it takes only "
                 "a padding mask): use attention_type='softmax', or decoder_mask='causal'."
+            )
+        if self.type_vocab_size < 2:
+            raise ValueError(
+                f"decoder_mask='unilm' tells segments apart by token type (generated tokens have type 1), but "
+                f"type_vocab_size is {self.type_vocab_size}: set type_vocab_size=2, or decoder_mask='causal'."
             )
 
     def _validate_ntk_rope_parameters(self, rope_parameters: dict, ignore_keys: set[str] | None = None) -> None:

@@ -212,6 +212,11 @@ def test_linear_attention_refuses_unilm():
     RoFormerConfig(**TINY, decoder_mask="unilm", attention_type="linear")  # an encoder ignores decoder_mask
 
 
+def test_one_token_type_refuses_unilm():
+    with pytest.raises(ValueError, match="type_vocab_size=2"):
+        unilm_config(type_vocab_size=1)
+
+
 def test_backend_without_arbitrary_masks_is_refused(monkeypatch):
     model = unilm_model()
     monkeypatch.setattr(model.config, "_attn_implementation", "flash_attention_2")
