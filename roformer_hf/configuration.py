@@ -35,6 +35,7 @@ AUTO_MAP = {
 NORM_TYPES = ("layer_norm", "rms_norm")
 POOLER_ACTIVATIONS = ("tanh", "linear")
 MULTIPLE_CHOICE_POOLINGS = ("last_token", "last_position")
+DECODER_MASKS = ("causal", "unilm")
 
 
 class RoFormerConfig(PreTrainedConfig):
@@ -105,12 +106,14 @@ class RoFormerConfig(PreTrainedConfig):
             Id of `[PAD]`.
         is_decoder (`bool`, defaults to `False`):
             Causal self-attention, for `RoFormerForCausalLM`.
-        prefix_lm (`bool`, defaults to `False`):
-            With `is_decoder`, RoFormer-Sim's attention (a UniLM, as in roformer 0.4.3): a call without a cache
-            attends in both directions (a prompt, or a sentence whose vector is wanted), and tokens fed after a cache
-            attend to every earlier token and causally among themselves; `generate` gives them token type 1, the
-            segment of generated text in training. Training it with `labels` in one call needs UniLM's mask as a
-            4-D `attention_mask` (the whole call would otherwise see every token).
+        decoder_mask (`str`, defaults to `"causal"`):
+            What a decoder (`is_decoder=True`) attends to. `"causal"`: every earlier token, as transformers'
+            RoFormerForCausalLM. `"unilm"`: UniLM's sequence-to-sequence mask over token types, which RoFormer-Sim
+            was trained with: token i sees token j when cumsum(token_type_ids)[j] <= cumsum(token_type_ids)[i], so
+            the first segment (type 0: a prompt, or a sentence whose vector is wanted) reads itself in both
+            directions, and the second (type 1, generated text) sees the whole first segment and itself causally.
+            `generate` gives the tokens it generates type 1. To train, put -100 in `labels` at the type-0 tokens
+            (the tokens before them see them). Needs softmax attention with the "eager" or "sdpa" backend.
         use_cache (`bool`, defaults to `True`):
             Whether a decoder returns its key/value cache.
         tie_word_embeddings (`bool`, defaults to `True`):
@@ -157,7 +160,7 @@ class RoFormerConfig(PreTrainedConfig):
     bos_token_id: int | None = None
     eos_token_id: int | list[int] | None = None
     is_decoder: bool = False
-    prefix_lm: bool = False
+    decoder_mask: str = "causal"
     use_cache: bool = True
     tie_word_embeddings: bool = True
     auto_map: dict[str, str] | None = None
@@ -231,11 +234,26 @@ class RoFormerConfig(PreTrainedConfig):
             ("norm_type", NORM_TYPES),
             ("pooler_activation", POOLER_ACTIVATIONS),
             ("multiple_choice_pooling", MULTIPLE_CHOICE_POOLINGS),
+            ("decoder_mask", DECODER_MASKS),
         ):
             if getattr(self, name) not in allowed:
                 raise ValueError(
                     f"Unknown {name} {getattr(self, name)!r}: use one of {', '.join(map(repr, allowed))}."
                 )
+        if self.is_decoder and self.decoder_mask == "unilm":
+            self._check_unilm()
+
+    def _check_unilm(self) -> None:
+        if self.attention_type == "linear":
+            raise ValueError(
+                "decoder_mask='unilm' masks attention by token type, which linear attention cannot do (it takes only "
+                "a padding mask): use attention_type='softmax', or decoder_mask='causal'."
+            )
+        if self.type_vocab_size < 2:
+            raise ValueError(
+                f"decoder_mask='unilm' tells segments apart by token type (generated tokens have type 1), but "
+                f"type_vocab_size is {self.type_vocab_size}: set type_vocab_size=2, or decoder_mask='causal'."
+            )
 
     def _validate_ntk_rope_parameters(self, rope_parameters: dict, ignore_keys: set[str] | None = None) -> None:
         """Called by transformers' `validate_rope` for `rope_type="ntk"`; the checks live in `_check_rope_parameters`."""

@@ -17,7 +17,8 @@ conversion needs are downloaded with huggingface_hub into its cache (`HF_HUB_OFF
 
 The output is a complete roformer_hf checkpoint: weights (safetensors), config (with the RoFormer-V2 and pooler
 fields of the source: `norm_type`, `use_bias`, `pooler_activation`, `add_pooling_layer` when the source has pooler
-weights, `prefix_lm` for RoFormer-Sim), tokenizer, the model code with `auto_map` (for `trust_remote_code=True`) and a model card. The tokenizer
+weights; for RoFormer-Sim, a checkpoint with a pooler and an LM head, `RoFormerForCausalLM` with
+`decoder_mask="unilm"`, a linear pooler and [SEP] as end of sequence), tokenizer, the model code with `auto_map` (for `trust_remote_code=True`) and a model card. The tokenizer
 follows the vocabulary (see `is_word_level`): `RoFormerJiebaTokenizer` for the word-level vocabularies,
 transformers' `BertTokenizer` for the char-level ones. It is written to a temporary folder beside the output and
 moved into place when whole; an existing output folder is only replaced with `--overwrite`.
@@ -181,6 +182,7 @@ def state_dict_to_bert4keras(state_dict: dict[str, torch.Tensor]) -> dict[str, n
 TRANSFORMERS_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 POSITION_TABLE = "encoder.embed_positions.weight"
 POOLER = "roformer.pooler."
+LM_HEAD = "cls.predictions."
 # What a conversion reads of a Hub repository (which also holds TF, Flax and ONNX weights that it does not need).
 HUB_FILES = ("config.json", *TRANSFORMERS_WEIGHTS, "vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
 
@@ -276,11 +278,13 @@ def transformers_settings(settings: dict, state_dict: dict[str, torch.Tensor]) -
     architecture = (settings.get("architectures") or [None])[0]
     if architecture == "RoFormerForMultipleChoice":  # transformers pools the last position, padding or not
         settings["multiple_choice_pooling"] = "last_position"
+    has_lm_head = any(name.startswith(LM_HEAD) for name in state_dict)
+    if has_pooler and has_lm_head:
+        # RoFormer-Sim: a UniLM (bert4keras) with a linear pooler (with_pool="linear"), whose Hub configs say neither.
+        architecture = "RoFormerForCausalLM"
+        settings.update(architectures=[architecture], decoder_mask="unilm", pooler_activation="linear")
     if architecture == "RoFormerForCausalLM":  # our causal LM needs is_decoder, which Sim configs may lack
         settings["is_decoder"] = True
-        # RoFormer-Sim (roformer 0.4.3's causal LM with a pooler) is a UniLM: a call without cache reads both ways.
-        # transformers' own RoFormerForCausalLM, without pooler, is a plain causal LM.
-        settings["prefix_lm"] = has_pooler
     return settings
 
 
@@ -435,6 +439,8 @@ def convert(source: str | Path, output: str | Path, *, revision: str | None = No
     config, state_dict = reader(source)
     model = build_model(config, state_dict)
     tokenizer = build_tokenizer(source, config)
+    if config.is_decoder and config.eos_token_id is None:  # a decoder (RoFormer-Sim) generates up to [SEP]
+        model.config.eos_token_id = model.generation_config.eos_token_id = tokenizer.sep_token_id
     output.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
     try:

@@ -15,8 +15,8 @@ What differs from BERT, and why:
   (`attention_type="linear"`, see `linear_attention.py`).
 - RoFormer-V2 is the same network with `norm_type="rms_norm"` (a norm without weight or bias), `use_bias=False` (no
   bias in the encoder's linear layers), ReLU feed-forward and an MLM head reduced to the tied decoder. RoFormer-Sim
-  is a `RoFormerForCausalLM` with UniLM attention (`prefix_lm`) whose pooler (`pooler_activation="linear"`) gives
-  sentence vectors.
+  is a `RoFormerForCausalLM` with UniLM attention over token types (`decoder_mask="unilm"`) whose pooler
+  (`pooler_activation="linear"`) gives sentence vectors.
 
 Parameter names are those of transformers' RoFormer (`roformer.encoder.layer.N.attention.self.query`, ...), so its
 checkpoints load as they are; only its fixed sinusoid table (`embed_positions`) is left out.
@@ -153,7 +153,8 @@ class RoFormerSelfAttention(nn.Module):
         self.head_dim = config.head_dim
         self.scaling = self.head_dim**-0.5
         self.attention_dropout = config.attention_probs_dropout_prob
-        self.is_causal = config.is_decoder and not config.prefix_lm  # a prefix LM gets its causal masks spelt out
+        # A UniLM decoder spells its mask out; is_causal would make SDPA (and eager, without a mask) causal.
+        self.is_causal = config.is_decoder and config.decoder_mask == "causal"
         self.query = nn.Linear(config.hidden_size, config.hidden_size, bias=config.use_bias)
         self.key = nn.Linear(config.hidden_size, config.hidden_size, bias=config.use_bias)
         self.value = nn.Linear(config.hidden_size, config.hidden_size, bias=config.use_bias)
@@ -423,7 +424,8 @@ class RoFormerModel(RoFormerPreTrainedModel):
                 `(batch_size, 1, seq_len, past_len + seq_len)`; sizes but the last may be 1 (broadcast), the second
                 may be `num_attention_heads`.
             token_type_ids (`torch.LongTensor` of shape `(batch_size, seq_len)`, *optional*):
-                Segment ids (0 for the first text, 1 for the second). Missing means all 0.
+                Segment ids (0 for the first text, 1 for the second). Missing means all 0. With
+                `config.decoder_mask="unilm"` they also say what each token attends to (see `unilm_attention_mask`).
             position_ids (`torch.LongTensor` of shape `(batch_size, seq_len)` or `(batch_size, seq_len, 2)`, *optional*):
                 Position of every token, any integers (no cap; only differences matter), or (x, y) pairs for 2-D RoPE.
                 Missing means `past_len, past_len + 1, ...`. A batch size of 1 gives every sequence the same positions.
@@ -472,7 +474,7 @@ class RoFormerModel(RoFormerPreTrainedModel):
             output_attentions=output_attentions,
             last_layer_positions=last_layer_positions,
             position_embeddings=self.rotary_emb(position_ids),  # (cos, sin), once for all layers
-            attention_mask=self._layer_attention_mask(attention_mask, hidden_states, past_key_values),
+            attention_mask=self._layer_attention_mask(attention_mask, hidden_states, past_key_values, token_type_ids),
             padding_mask=attention_mask if attention_mask is not None and attention_mask.dim() == 2 else None,
             past_key_values=past_key_values,
             **kwargs,
@@ -508,28 +510,51 @@ class RoFormerModel(RoFormerPreTrainedModel):
         return self.config.use_cache if use_cache is None else use_cache
 
     def _layer_attention_mask(
-        self, attention_mask: torch.Tensor | None, hidden_states: torch.Tensor, past_key_values: Cache | None
+        self,
+        attention_mask: torch.Tensor | None,
+        hidden_states: torch.Tensor,
+        past_key_values: Cache | None,
+        token_type_ids: torch.Tensor | None,
     ) -> torch.Tensor | None:
         """The mask in the form the attention backend wants (None when nothing is masked, where it allows)."""
         if self.config.attention_type == "linear":
             return None  # linear attention takes the (B, T) padding mask
+        if self.config.is_decoder and self.config.decoder_mask == "unilm":
+            return self._unilm_layer_mask(attention_mask, hidden_states, past_key_values, token_type_ids)
+        if self.config.is_decoder:
+            return create_causal_mask(
+                config=self.config,
+                inputs_embeds=hidden_states,
+                attention_mask=attention_mask,
+                past_key_values=past_key_values,
+            )
+        return create_bidirectional_mask(
+            config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
+        )
+
+    def _unilm_layer_mask(
+        self,
+        attention_mask: torch.Tensor | None,
+        hidden_states: torch.Tensor,
+        past_key_values: Cache | None,
+        token_type_ids: torch.Tensor | None,
+    ) -> torch.Tensor | None:
+        """`decoder_mask="unilm"`: see `unilm_attention_mask`. A prepared 4-D mask is used as it is."""
+        if self.config._attn_implementation not in ("eager", "sdpa"):
+            raise ValueError(
+                f"decoder_mask='unilm' needs an attention backend that takes an arbitrary mask, but this model uses "
+                f"{self.config._attn_implementation!r}: load it with attn_implementation='sdpa' (or 'eager')."
+            )
+        if attention_mask is not None and attention_mask.dim() == 4:
+            return attention_mask
         past_len = past_key_values.get_seq_length() if past_key_values is not None else 0
-        if not self.config.is_decoder or (self.config.prefix_lm and past_len == 0):
+        if past_len > 0:
+            check_unilm_continuation(token_type_ids)
+        elif token_type_ids is None:  # one segment: both directions
             return create_bidirectional_mask(
                 config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
             )
-        mask = create_causal_mask(
-            config=self.config,
-            inputs_embeds=hidden_states,
-            attention_mask=attention_mask,
-            past_key_values=past_key_values,
-        )
-        seq_len = hidden_states.shape[1]
-        if mask is None and self.config.prefix_lm and seq_len > 1:
-            # None stands for SDPA's is_causal, which a prefix LM's attention does not set: spell the mask out.
-            mask = torch.ones(seq_len, past_len + seq_len, dtype=torch.bool, device=hidden_states.device)
-            mask = mask.tril(diagonal=past_len)[None, None]  # (1, 1, T, past + T)
-        return mask
+        return unilm_attention_mask(token_type_ids, attention_mask, past_len)
 
     def _computes_last_layer_subsets(
         self, positions: slice, seq_len: int, output_hidden_states: bool, output_attentions: bool
@@ -546,6 +571,53 @@ class RoFormerModel(RoFormerPreTrainedModel):
 
     def _default(self, value: bool | None, name: str) -> bool:
         return getattr(self.config, name) if value is None else value
+
+
+def unilm_attention_mask(
+    token_type_ids: torch.Tensor, padding_mask: torch.Tensor | None, past_len: int = 0
+) -> torch.Tensor:
+    """UniLM's sequence-to-sequence mask (RoFormer-Sim's): query i sees key j when segments[j] <= segments[i], where
+    segments = cumsum(token_type_ids), and key j is not padding.
+
+    Type-0 tokens (the first segment) see each other in both directions; a type-1 token sees the first segment, and
+    the type-1 tokens up to itself. `past_len` cached keys come first and are all visible: they are earlier and
+    segments only grow. Within the new tokens the rule needs only their own types (a cached offset adds to both
+    sides), so the cache keeps no token types; `check_unilm_continuation` makes sure the cached tokens needed none
+    of the new ones.
+
+    Args:
+        token_type_ids (`torch.LongTensor` of shape `(batch_size, seq_len)`): Token types of the new tokens.
+        padding_mask (`torch.Tensor` of shape `(batch_size, past_len + seq_len)`, *optional*): 1 for tokens, 0 for
+            padding.
+        past_len (`int`): Number of cached tokens.
+
+    Returns:
+        `torch.BoolTensor` of shape `(batch_size, 1, seq_len, past_len + seq_len)`, True where a query may look.
+    """
+    batch_size, seq_len = token_type_ids.shape
+    segments = token_type_ids.cumsum(-1)  # (B, T)
+    visible = segments[:, None, :] <= segments[:, :, None]  # (B, Tq, Tk): [b, i, j] = segments[j] <= segments[i]
+    visible = torch.cat([visible.new_ones(batch_size, seq_len, past_len), visible], dim=-1)  # (B, Tq, past + Tk)
+    if padding_mask is not None:
+        visible = visible & padding_mask.bool()[:, None, :]
+    # Every query sees itself, so that no row is empty (SDPA gives NaN for an empty row, and a NaN at a padding
+    # position would reach the tokens through the values); a token sees itself anyway, so only padding changes.
+    positions = torch.arange(seq_len, device=visible.device)
+    visible[:, positions, positions + past_len] = True
+    return visible[:, None]  # (B, 1, Tq, past + Tk)
+
+
+def check_unilm_continuation(token_type_ids: torch.Tensor | None) -> None:
+    """Raises a ValueError unless tokens fed after a cache start a new segment (type 1 first, as generated text).
+
+    Under the UniLM mask, a cached token of segment s would have seen a later token of the same segment; the cache
+    holds its keys and values computed without it, so such a continuation cannot match the whole text read at once.
+    """
+    if token_type_ids is None or bool((token_type_ids[:, 0] == 0).any()):
+        raise ValueError(
+            "With decoder_mask='unilm', tokens fed after a cache must start a new segment: pass token_type_ids with "
+            "1 for them (generate does so), or read the whole text again without past_key_values."
+        )
 
 
 def describe(value: object) -> str:
@@ -815,8 +887,8 @@ class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
     r"""
     RoFormer as a left-to-right language model (`config.is_decoder=True`), with a key/value cache for `generate`.
     Positions continue from the length of the cache, so cached and uncached generation agree. It has a pooler, as
-    RoFormer-Sim, whose `pooler_output` is the sentence vector when `config.prefix_lm` makes a call without cache read
-    its input in both directions (Sim's UniLM attention; cached and uncached generation then differ, see there).
+    RoFormer-Sim, whose `pooler_output` is the sentence vector; Sim attends as a UniLM (`config.decoder_mask="unilm"`:
+    a sentence or prompt of token type 0 reads itself both ways, generated tokens have type 1).
 
     Args:
         config ([`RoFormerConfig`]): The model configuration; `is_decoder` must be True.
@@ -839,15 +911,26 @@ class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
         self.cls.predictions.decoder = new_embeddings
         self.cls.predictions.bias = new_embeddings.bias
 
-    def prepare_inputs_for_generation(
-        self, input_ids: torch.LongTensor, past_key_values: Cache | None = None, **kwargs
-    ):
-        """As transformers' (same arguments); a prefix LM (RoFormer-Sim) feeds the tokens it generates after the
-        cached prompt with token type 1, the segment of generated text in its training."""
-        model_inputs = super().prepare_inputs_for_generation(input_ids, past_key_values=past_key_values, **kwargs)
-        if self.config.prefix_lm and past_key_values is not None and past_key_values.get_seq_length() > 0:
-            model_inputs["token_type_ids"] = torch.ones_like(model_inputs["input_ids"])
-        return model_inputs
+    def generate(self, inputs: torch.Tensor | None = None, *args, **kwargs):
+        """As transformers' `generate` (same arguments). With `config.decoder_mask="unilm"` (RoFormer-Sim) the prompt
+        has the `token_type_ids` given, all 0 (one segment, read in both directions) when none are, and every
+        generated token has type 1: it sees the whole prompt and the tokens generated before it, with the cache or
+        without (the same tokens)."""
+        if self.config.decoder_mask == "unilm" and kwargs.get("token_type_ids") is None:
+            prompt = inputs if inputs is not None else kwargs.get("input_ids", kwargs.get("inputs_embeds"))
+            if prompt is not None:
+                kwargs["token_type_ids"] = torch.zeros(prompt.shape[:2], dtype=torch.long, device=prompt.device)
+        return super().generate(inputs, *args, **kwargs)
+
+    def _update_model_kwargs_for_generation(self, outputs, model_kwargs: dict, *args, **kwargs) -> dict:
+        """GenerationMixin's hook after every step; a UniLM decoder's new tokens get token type 1 (transformers
+        repeats the last type)."""
+        token_type_ids = model_kwargs.get("token_type_ids")
+        model_kwargs = super()._update_model_kwargs_for_generation(outputs, model_kwargs, *args, **kwargs)
+        if self.config.decoder_mask == "unilm" and token_type_ids is not None:
+            num_new_tokens = model_kwargs["token_type_ids"].shape[-1] - token_type_ids.shape[-1]
+            model_kwargs["token_type_ids"] = F.pad(token_type_ids, (0, num_new_tokens), value=1)
+        return model_kwargs
 
     def forward(
         self,

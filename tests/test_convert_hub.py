@@ -101,7 +101,9 @@ def test_hub_ids_convert_into_our_classes(converted, repo_id):
     for field in ("norm_type", "use_bias", "pooler_activation"):
         assert config.get(field, getattr(roformer_hf.RoFormerConfig(), field)) == source_config[field], field
     assert config.get("add_pooling_layer", False) == (family == "sim")  # the source has pooler weights
-    assert config.get("prefix_lm", False) == (family == "sim")  # Sim reads a sentence both ways (roformer 0.4.3)
+    assert config.get("decoder_mask", "causal") == ("unilm" if family == "sim" else "causal")  # Sim is a UniLM
+    if family == "sim":  # generation stops at [SEP]
+        assert config["eos_token_id"] == AutoTokenizer.from_pretrained(output).sep_token_id
     assert config["architectures"] == [our_class.__name__]
     assert set(config["auto_map"]) == set(AUTO_MAP)
     assert (output / "model.safetensors").is_file() and (output / "modeling.py").is_file()

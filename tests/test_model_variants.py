@@ -361,7 +361,7 @@ def test_add_pooling_layer_argument_overrides_the_config():
 
 def sim_model(**overrides) -> RoFormerForCausalLM:
     torch.manual_seed(0)
-    settings = {"is_decoder": True, "prefix_lm": True, "pooler_activation": "linear", **overrides}
+    settings = {"is_decoder": True, "decoder_mask": "unilm", "pooler_activation": "linear", **overrides}
     return RoFormerForCausalLM(tiny_config(**settings)).eval()
 
 
@@ -388,7 +388,7 @@ def test_sim_causal_lm_loads_without_missing_keys_and_gives_its_sentence_vector(
 
 
 def test_causal_lm_with_a_pooler_generates_the_same_tokens_with_and_without_cache():
-    model = sim_model(prefix_lm=False)  # a plain causal LM (for Sim's own decoding see the prefix_lm tests below)
+    model = sim_model(decoder_mask="causal")  # a plain causal LM (Sim's UniLM decoding: tests/test_unilm.py)
     prompt = torch.randint(1, TINY["vocab_size"], (2, 5))
     settings = {"max_new_tokens": 8, "do_sample": False, "pad_token_id": 0}
     with_cache = model.generate(prompt, attention_mask=torch.ones_like(prompt), use_cache=True, **settings)
@@ -454,75 +454,3 @@ def test_last_token_pooling_equals_the_unpadded_computation(config):
                 unpadded = inputs["input_ids"][question, choice, : lengths[question, choice]]
                 alone = model(unpadded[None, None]).logits  # one question with one choice, no padding
                 torch.testing.assert_close(logits[question, choice], alone[0, 0], atol=1e-5, rtol=1e-5)
-
-
-# --- RoFormer-Sim's attention: a prefix LM (UniLM) ---------------------------------------------------------------
-
-
-def sim_and_encoder() -> tuple[RoFormerForCausalLM, RoFormerForMaskedLM]:
-    """A prefix-LM Sim model and a bidirectional MLM with the same weights (the heads have the same structure)."""
-    torch.manual_seed(0)
-    settings = {"pooler_activation": "linear", "initializer_range": 0.3}  # large weights: varied greedy tokens
-    sim = RoFormerForCausalLM(tiny_config(is_decoder=True, prefix_lm=True, **settings)).eval()
-    encoder = RoFormerForMaskedLM(tiny_config(**settings)).eval()
-    encoder.load_state_dict({name: value for name, value in sim.state_dict().items() if "pooler" not in name})
-    return sim, encoder
-
-
-def unilm_mask(length: int, prompt_len: int) -> torch.Tensor:
-    """UniLM's attention: the prompt sees itself in both directions, later tokens everything before them."""
-    allowed = torch.ones(length, length, dtype=torch.bool).tril()
-    allowed[:, :prompt_len] = True
-    return allowed[None, None]  # (1, 1, T, T)
-
-
-@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
-def test_prefix_lm_reads_a_call_without_cache_in_both_directions(attn_implementation):
-    """As roformer 0.4.3's Sim: a sentence is read in both directions, so its [CLS] vector sees every token."""
-    sim, encoder = sim_and_encoder()
-    sim.set_attn_implementation(attn_implementation)
-    inputs = {**batch_with_padding(), "token_type_ids": torch.zeros(2, 13, dtype=torch.long)}
-    inputs["token_type_ids"][:, 6:] = 1
-    real = inputs["attention_mask"].bool()
-    with torch.no_grad():
-        expected = encoder(**inputs, output_hidden_states=True)
-        actual = sim(**inputs, use_cache=False)
-    assert (actual.logits[real] - expected.logits[real]).abs().max() <= 1e-5
-    dense = sim.roformer.pooler.dense
-    sentence_vectors = expected.hidden_states[-1][:, 0] @ dense.weight.T + dense.bias
-    torch.testing.assert_close(actual.pooler_output, sentence_vectors, atol=1e-5, rtol=1e-5)
-
-
-@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
-def test_prefix_lm_continues_a_cache_as_a_unilm(attn_implementation):
-    """Tokens fed after a cached prompt see the whole prompt and, among themselves, the past only."""
-    sim, encoder = sim_and_encoder()
-    sim.set_attn_implementation(attn_implementation)
-    input_ids = torch.randint(1, TINY["vocab_size"], (1, 9))
-    token_type_ids = (torch.arange(9) >= 5).long()[None]  # generated text is segment 1
-    with torch.no_grad():
-        expected = encoder(input_ids, token_type_ids=token_type_ids, attention_mask=unilm_mask(9, 5)).logits
-        prompt = sim(input_ids[:, :5], use_cache=True)
-        rest = sim(input_ids[:, 5:], token_type_ids=token_type_ids[:, 5:], past_key_values=prompt.past_key_values)
-    torch.testing.assert_close(torch.cat([prompt.logits, rest.logits], dim=1), expected, atol=1e-5, rtol=1e-5)
-
-
-def test_prefix_lm_generates_as_a_unilm_with_cache_and_rereads_the_text_without():
-    """With the cache: UniLM decoding (roformer 0.4.3's design, bert4keras' Sim). Without: every step reads the whole
-    text in both directions, as roformer 0.4.3 runs under transformers 4.40 (its cache is never passed on)."""
-    sim, encoder = sim_and_encoder()
-    prompt = torch.randint(1, TINY["vocab_size"], (1, 5))
-    settings = {"max_new_tokens": 6, "do_sample": False, "pad_token_id": 0}
-    unilm, bidirectional = prompt, prompt
-    with torch.no_grad():
-        for _ in range(6):
-            length = unilm.shape[1]
-            token_type_ids = (torch.arange(length) >= 5).long()[None]
-            logits = encoder(unilm, token_type_ids=token_type_ids, attention_mask=unilm_mask(length, 5)).logits
-            unilm = torch.cat([unilm, logits[:, -1:].argmax(-1)], dim=1)
-            bidirectional = torch.cat([bidirectional, encoder(bidirectional).logits[:, -1:].argmax(-1)], dim=1)
-        with_cache = sim.generate(prompt, attention_mask=torch.ones_like(prompt), use_cache=True, **settings)
-        without_cache = sim.generate(prompt, attention_mask=torch.ones_like(prompt), use_cache=False, **settings)
-    assert not torch.equal(unilm, bidirectional)  # the two readings differ on these weights
-    assert torch.equal(with_cache, unilm)
-    assert torch.equal(without_cache, bidirectional)

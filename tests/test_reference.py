@@ -27,14 +27,10 @@ REFERENCE = Path(__file__).parent / "fixtures" / "reference"
 TOLERANCE = 1e-5  # fp32; the reference and we sum in different orders
 ATTENTION = ["eager", "sdpa"]
 # roformer 0.4.3's Sim attends in both directions on a call without a cache (the causal mask only applies to tokens
-# fed with one), UniLM-style; ours is strictly causal. Measured: logits off by 4.17, pooler_output by 1.62, greedy
-# tokens differ from the first new one. Remove this mark when RoFormerForCausalLM attends as the reference (strict: an
-# unexpected pass fails, so the mark cannot outlive the fix).
-SIM_ATTENDS_CAUSALLY = pytest.mark.xfail(
-    strict=True,
-    reason="RoFormer-Sim attention: the reference encodes a call without cache bidirectionally (prompt and "
-    "sentence vectors), new tokens causally; our RoFormerForCausalLM is causal everywhere (tests/fixtures/README.md)",
-)
+# fed with one): UniLM's mask, with the prompt (or sentence) as segment 0 and generated tokens as segment 1. The Sim
+# config.json is the reference's, without decoder_mask, so the setting is passed as from_pretrained does it for a
+# user (conversion writes it into the config). With the default causal mask: logits off by 4.17, pooler_output by 1.62.
+SIM_SETTINGS = {"is_decoder": True, "decoder_mask": "unilm", "pooler_activation": "linear"}
 HEADS = {
     "v1_word": RoFormerForMaskedLM,
     "v1_rotary_value": RoFormerForMaskedLM,
@@ -96,12 +92,10 @@ def assert_hidden_states_match(hidden_states: tuple, expected: dict, attention_m
 
 
 @pytest.mark.parametrize("attn_implementation", ATTENTION)
-@pytest.mark.parametrize(
-    "family",
-    [pytest.param(family, marks=SIM_ATTENDS_CAUSALLY) if family == "sim" else family for family in HEADS],
-)
+@pytest.mark.parametrize("family", list(HEADS))
 def test_head_matches_reference(checkpoints, family, attn_implementation):
-    model = load_every_weight(HEADS[family], checkpoints[family], attn_implementation=attn_implementation)
+    settings = SIM_SETTINGS if family == "sim" else {}
+    model = load_every_weight(HEADS[family], checkpoints[family], attn_implementation=attn_implementation, **settings)
     batch, expected = reference_batch(family), reference_outputs(family)
     with torch.no_grad():
         output = model(**batch, output_hidden_states=True)
@@ -113,7 +107,7 @@ def test_head_matches_reference(checkpoints, family, attn_implementation):
 
 
 @pytest.mark.parametrize("attn_implementation", ATTENTION)
-@pytest.mark.parametrize("family", ["v2", "v2_classification", pytest.param("sim", marks=SIM_ATTENDS_CAUSALLY)])
+@pytest.mark.parametrize("family", ["v2", "v2_classification", "sim"])
 def test_bare_model_matches_reference(checkpoints, family, attn_implementation):
     """The encoder alone, from a checkpoint with a head; Sim's with its pooler (the sentence vector)."""
     pooled = family == "sim"
@@ -123,6 +117,7 @@ def test_bare_model_matches_reference(checkpoints, family, attn_implementation):
         ignored_prefix="cls." if family != "v2_classification" else "classifier.",
         attn_implementation=attn_implementation,
         add_pooling_layer=pooled,
+        **(SIM_SETTINGS if pooled else {}),
     )
     batch, expected = reference_batch(family), reference_outputs(family)
     with torch.no_grad():
@@ -135,12 +130,15 @@ def test_bare_model_matches_reference(checkpoints, family, attn_implementation):
         assert_matches("pooler_output", output.pooler_output, expected["pooler_output"], batch["attention_mask"])
 
 
-@SIM_ATTENDS_CAUSALLY
+@pytest.mark.parametrize("attn_implementation", ATTENTION)
 @pytest.mark.parametrize("use_cache", [True, False])
-def test_sim_greedy_generation_matches_reference(checkpoints, use_cache):
+def test_sim_greedy_generation_matches_reference(checkpoints, use_cache, attn_implementation):
     """The reference encodes the prompt in both directions, then each new token (token type 1) attends to everything
-    before it; generation.json holds its greedy tokens, whose every step wins by a margin fp32 cannot flip."""
-    model = load_every_weight(RoFormerForCausalLM, checkpoints["sim"])
+    before it; generation.json holds its greedy tokens, whose every step wins by a margin fp32 cannot flip. Without
+    the cache, the UniLM mask over token types gives every step the same view, so the same tokens."""
+    model = load_every_weight(
+        RoFormerForCausalLM, checkpoints["sim"], attn_implementation=attn_implementation, **SIM_SETTINGS
+    )
     generation = json.loads((REFERENCE / "sim" / "generation.json").read_text())
     prompt = torch.tensor(generation["prompt"])
     sequences = model.generate(

@@ -37,7 +37,7 @@ POOLED = {
     "RoFormerForCausalLM": {
         "add_pooling_layer": True,
         "is_decoder": True,
-        "prefix_lm": True,
+        "decoder_mask": "unilm",
         "pooler_activation": "linear",
     },
 }
