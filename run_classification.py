@@ -49,6 +49,7 @@ from roformer_hf.script_utils import (
     build_config,
     build_model,
     build_tokenizer,
+    check_distributed_launch,
     classification_metrics,
     find_resume_checkpoint,
     parse_arguments,
@@ -827,6 +828,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     """Run the script; returns the metrics (train, eval, test) it logged."""
     model_args, data_args, training_args = parse_args(argv)
     setup_logging(training_args)
+    check_distributed_launch(training_args)
     set_seed(training_args.seed)
     raw_datasets = load_raw_datasets(data_args, training_args)
     label_info = build_label_maps(raw_datasets, data_args, model_args)

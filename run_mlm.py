@@ -48,6 +48,7 @@ from roformer_hf.script_utils import (
     build_config,
     build_model,
     build_tokenizer,
+    check_distributed_launch,
     find_resume_checkpoint,
     parse_arguments,
     run_script,
@@ -640,6 +641,27 @@ class EpochCallback(TrainerCallback):
         self.collator.epoch = int(state.epoch or 0)
 
 
+def evaluate_initial_model(trainer: StagedTrainer) -> None:
+    """Evaluate the model before its first step and save the metrics as `initial_results.json`."""
+    metrics = trainer.evaluate()
+    trainer.log_metrics("initial", metrics)
+    trainer.save_metrics("initial", metrics, combined=False)
+
+
+class InitialEvaluationCallback(TrainerCallback):
+    """
+    Evaluates the model before its first step, once `train()` has prepared it. Evaluating before `train()` would
+    prepare the bare model for evaluation, and accelerate then leaves it unwrapped for training: without
+    DistributedDataParallel every process would train its own model.
+    """
+
+    def __init__(self, trainer: StagedTrainer):
+        self.trainer = trainer
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        evaluate_initial_model(self.trainer)
+
+
 class SaveAtEndCallback(TrainerCallback):
     """Saves a checkpoint at the last step of a stage, so the next stage (or a resumed run) can start from it."""
 
@@ -690,9 +712,10 @@ def run_stage(
 ) -> None:
     """Train one stage (resuming from `checkpoint` if given) and evaluate it; save its metrics and state."""
     if trainer.eval_dataset is not None and starts_run:
-        metrics = trainer.evaluate()
-        trainer.log_metrics("initial", metrics)
-        trainer.save_metrics("initial", metrics, combined=False)
+        if trainer.args.do_train:
+            trainer.add_callback(InitialEvaluationCallback(trainer))
+        else:
+            evaluate_initial_model(trainer)
     if trainer.args.do_train:
         logger.info(f"*** Stage {index + 1}/{len(stages)}: {stages[index]} ***")
         metrics = trainer.train(resume_from_checkpoint=checkpoint).metrics
@@ -871,6 +894,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     """Run the script; returns the results of every stage (empty on processes other than the main one)."""
     model_args, data_args, masking_args, training_args = parse_args(argv)
     setup_logging(training_args)
+    check_distributed_launch(training_args)
     set_seed(training_args.seed)
     stages = plan_stages(data_args, masking_args, training_args)
     raw_datasets = load_raw_datasets(data_args, model_args)

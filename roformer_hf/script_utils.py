@@ -9,6 +9,7 @@ see the exception.
 import inspect
 import json
 import logging
+import os
 import sys
 import types
 import typing
@@ -18,9 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 import transformers
 from transformers import HfArgumentParser, PreTrainedConfig, PreTrainedModel, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
+from transformers.training_args import ParallelMode
 
 from .configuration import RoFormerConfig
 
@@ -129,11 +132,12 @@ def parse_arguments(
         `tuple`: one instance per dataclass.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
+    defaults = {**launch_defaults(), **(defaults or {})}
     parser = HfArgumentParser(dataclass_types)
     try:
         if len(argv) == 1 and argv[0].endswith((".json", ".yaml", ".yml")):
-            return parser.parse_dict({**(defaults or {}), **_read_arguments_file(argv[0])})
-        parser.set_defaults(**(defaults or {}))
+            return parser.parse_dict({**defaults, **_read_arguments_file(argv[0])})
+        parser.set_defaults(**defaults)
         return parser.parse_args_into_dataclasses(args=argv)
     except ValueError as error:  # raised by the dataclasses' own checks (e.g. TrainingArguments.__post_init__)
         raise ScriptError(f"invalid arguments: {error}") from error
@@ -384,3 +388,43 @@ __all__ = [
     "run_script",
     "setup_logging",
 ]
+
+
+# --- Distributed launches ---------------------------------------------------------------------------------------
+
+MPI_WORLD_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
+
+
+def launch_defaults() -> dict[str, Any]:
+    """
+    `TrainingArguments` defaults that follow from how the script was launched: `use_cpu` for a multi-process launch
+    (torchrun, `accelerate launch --multi_gpu`) on a machine without an accelerator. Without it transformers sets up
+    the process group but not distributed training, and every process trains its own model.
+    """
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.accelerator.is_available():
+        return {"use_cpu": True}
+    return {}
+
+
+def check_distributed_launch(training_args: TrainingArguments) -> None:
+    """
+    Refuse a launch that asked for several processes but trains in one, or in several unconnected ones.
+
+    Raises `ScriptError` naming the command that starts the processes.
+    """
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size > 1 and training_args.parallel_mode != ParallelMode.DISTRIBUTED:
+        raise ScriptError(
+            f"launched as {world_size} processes, but transformers set up {training_args.parallel_mode.value} "
+            "training, so each process would train its own model: on a machine without a GPU add --use_cpu true."
+        )
+    # accelerate's plain launcher (no --multi_gpu) runs the script once; it sets MASTER_ADDR only when asked for
+    # several processes or machines, which it then expects mpirun to start.
+    launched_by_accelerate = "ACCELERATE_USE_CPU" in os.environ and "MASTER_ADDR" in os.environ
+    started_alone = not any(name in os.environ for name in ("WORLD_SIZE", *MPI_WORLD_SIZE_VARIABLES))
+    if launched_by_accelerate and started_alone:
+        raise ScriptError(
+            "accelerate launch was asked for several processes but started only this one (without a GPU it starts "
+            "them through mpirun, given --mpirun_hostfile): use 'accelerate launch --multi_gpu --num_processes N' "
+            "(it starts them like torchrun, with or without a GPU) or torchrun."
+        )
