@@ -153,8 +153,11 @@ def write_model_card(output_dir: str | Path, *, config: PreTrainedConfig, **card
             The keyword arguments of `model_card`: `repo_id`, `training_summary`, `base_model`, `converted_from`,
             `tags`.
     """
+    from .script_utils import atomic_path
+
     path = Path(output_dir) / "README.md"
-    model_card(config, **card_options).save(path)
+    with atomic_path(path) as temporary:  # a process killed while writing leaves the old card, not half a new one
+        model_card(config, **card_options).save(temporary)
     return path
 
 
