@@ -8,6 +8,7 @@ calls `push_to_hub_with_model_card` instead: save, write this card, upload the f
 `huggingface_hub` API.
 """
 
+import os
 import re
 import tempfile
 from dataclasses import dataclass, field
@@ -153,11 +154,12 @@ def write_model_card(output_dir: str | Path, *, config: PreTrainedConfig, **card
             The keyword arguments of `model_card`: `repo_id`, `training_summary`, `base_model`, `converted_from`,
             `tags`.
     """
-    from .script_utils import atomic_path
-
     path = Path(output_dir) / "README.md"
-    with atomic_path(path) as temporary:  # a process killed while writing leaves the old card, not half a new one
-        model_card(config, **card_options).save(temporary)
+    # Written beside and renamed: a process killed while writing leaves the old card, not half a new one. (Not
+    # script_utils.atomic_path: a relative import here would ship script_utils.py with every checkpoint's code.)
+    temporary = path.with_name(".README.partial.md")
+    model_card(config, **card_options).save(temporary)
+    os.replace(temporary, path)
     return path
 
 

@@ -4,18 +4,25 @@
 `RECORD_DIR/rank-<r>.json` (per training stage: the checksum of the weights after every step, whether the model was
 wrapped in DistributedDataParallel, and the fingerprints of the examples it trained on at every step) and
 `RECORD_DIR/rank-<r>-stage-<n>.safetensors` (its weights at the end of each stage). Not a test module itself.
+
+`KILL_AT` makes the process SIGKILL itself, as a crash or an out-of-memory kill would:
+- `step:<folder>:<n>`: after optimizer step n of the trainer whose output_dir ends with <folder>;
+- `checkpoint:<folder>`: while writing the checkpoint folder that ends with <folder>, after its weights, optimizer
+  and RNG states and before its trainer_state.json (which transformers writes last);
+- `final-save`: while saving the final model, once its files are written and before they are moved into place.
 """
 
 import hashlib
 import importlib
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
 import torch
 from safetensors.torch import save_file
-from transformers import TrainerCallback
+from transformers import Trainer, TrainerCallback, TrainerState
 
 from roformer_hf.script_utils import run_script
 
@@ -77,13 +84,58 @@ class Recorder(TrainerCallback):
         (self.record_dir / f"rank-{rank}.json").write_text(json.dumps(self.record, indent=1))
 
 
+def kill_self() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class KillAtStep(TrainerCallback):
+    def __init__(self, folder: str, step: int):
+        self.folder, self.step = folder, step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if args.output_dir.endswith(self.folder) and state.global_step == self.step:
+            kill_self()
+
+
+def install_kill_hook(kill_at: str, callbacks: list) -> None:
+    """Arrange the SIGKILL that `KILL_AT` asks for (see the module docstring)."""
+    kind, _, where = kill_at.partition(":")
+    if kind == "step":
+        folder, step = where.rsplit(":", 1)
+        callbacks.append(KillAtStep(folder, int(step)))
+    elif kind == "checkpoint":
+        save_to_json = TrainerState.save_to_json
+
+        def save_state_or_die(state, json_path):
+            if str(Path(json_path).parent).endswith(where):
+                kill_self()
+            save_to_json(state, json_path)
+
+        TrainerState.save_to_json = save_state_or_die
+    elif kind == "final-save":
+        save_model = Trainer.save_model
+
+        def save_model_and_die(trainer, output_dir=None, *args, **kwargs):
+            save_model(trainer, output_dir, *args, **kwargs)
+            if str(output_dir).endswith(".partial-model"):
+                kill_self()
+
+        Trainer.save_model = save_model_and_die
+    else:
+        raise ValueError(f"unknown KILL_AT {kill_at!r}")
+
+
 def record_run(module, record_dir: Path, argv: list[str] | None = None):
     """Run `module.main(argv)` with a `Recorder` on every trainer it builds; returns what `main` returns."""
-    build_trainer, record = module.build_trainer, {"stages": [], "pid": os.getpid()}
+    build_trainer, record, kill_callbacks = module.build_trainer, {"stages": [], "pid": os.getpid()}, []
+    if os.environ.get("KILL_AT"):
+        install_kill_hook(os.environ["KILL_AT"], kill_callbacks)
 
     def build_recorded_trainer(*args, **kwargs):
         trainer = build_trainer(*args, **kwargs)
         trainer.add_callback(Recorder(trainer, record, record_dir))
+        for callback in kill_callbacks:
+            trainer.add_callback(callback)
         return trainer
 
     module.build_trainer = build_recorded_trainer
