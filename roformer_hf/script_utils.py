@@ -522,7 +522,10 @@ def prepare_output_dir(training_args: TrainingArguments, model: torch.nn.Module)
         if overwrite and training_args.should_save and not is_resuming(training_args):
             for path in earlier_run_outputs(training_args.output_dir):
                 logger.warning(f"--overwrite_output_dir: deleting {path}")
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
+                if path.is_dir():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
     check_free_space(training_args, model)
 
 
