@@ -156,14 +156,16 @@ def test_run_classification_under_accelerate_launch_trains_one_model(tmp_path, d
     assert initial[0] == pytest.approx(initial[1], abs=1e-4)
 
 
-def test_accelerate_launch_without_multi_gpu_is_refused(tmp_path):
-    """`accelerate launch --cpu --num_processes 2` starts one process (multi-CPU goes through mpirun): refused."""
-    arguments = ["--quiet", "--cpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no"]
-    arguments += ["--dynamo_backend", "no", str(REPO_ROOT / "run_mlm.py"), "--train_file", "x.txt"]
-    result = launch([sys.executable, "-m", "accelerate.commands.launch"], arguments, tmp_path)
-    assert result.returncode == 1
-    assert "Traceback" not in result.stderr
-    assert "accelerate launch --multi_gpu --num_processes N" in result.stderr.strip().splitlines()[-1]
+def test_accelerate_launch_without_multi_gpu_is_refused(monkeypatch, tmp_path):
+    """`accelerate launch --cpu --num_processes 2` runs the script once (multi-CPU goes through mpirun), with the
+    environment of its plain launcher: ACCELERATE_USE_CPU, and MASTER_ADDR/PORT as it was asked for processes."""
+    training_args = TrainingArguments(output_dir=str(tmp_path), report_to="none")
+    for name, value in {"ACCELERATE_USE_CPU": "True", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ScriptError, match="accelerate launch --multi_gpu --num_processes N"):
+        check_distributed_launch(training_args)
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")  # started by mpirun: not refused
+    check_distributed_launch(training_args)
 
 
 def test_several_processes_without_distributed_training_are_refused(monkeypatch, tmp_path):
