@@ -46,15 +46,23 @@ from roformer_hf import RoFormerForSequenceClassification
 from roformer_hf.script_utils import (
     ModelArguments,
     ScriptError,
+    ScriptTrainingArguments,
+    atomic_path,
     build_config,
     build_model,
     build_tokenizer,
     check_data_file,
+    check_distributed_launch,
+    check_output_dir,
     classification_metrics,
     data_file_error,
     find_resume_checkpoint,
     parse_arguments,
+    prepare_output_dir,
     run_script,
+    save_metrics,
+    save_model_atomically,
+    save_state,
     setup_logging,
 )
 
@@ -353,7 +361,8 @@ def save_confusion_matrix(labels: np.ndarray, predictions: np.ndarray, label_nam
         ax=axes, colorbar=False, xticks_rotation="vertical"
     )
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
+    with atomic_path(path) as temporary:
+        figure.savefig(temporary, dpi=100)
     plt.close(figure)
 
 
@@ -366,7 +375,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[ModelArguments, DataA
     """Parse the command line (or one .json/.yaml file); no arguments at all runs the embedded CAIL demo."""
     argv = list(sys.argv[1:] if argv is None else argv)
     model_args, data_args, training_args = parse_arguments(
-        (ModelArguments, DataArguments, TrainingArguments),
+        (ModelArguments, DataArguments, ScriptTrainingArguments),
         argv or DEFAULT_ARGV,
         defaults={"output_dir": "outputs/run_classification"},
     )
@@ -786,7 +795,7 @@ def report_split(
 ) -> None:
     """Log and save a split's metrics; draw its confusion matrix (single-label with labels)."""
     trainer.log_metrics(split, metrics)
-    trainer.save_metrics(split, metrics)
+    save_metrics(trainer, split, metrics)
     if labels is not None and label_info.problem_type == SINGLE_LABEL and trainer.is_world_process_zero():
         path = Path(trainer.args.output_dir) / f"confusion_matrix_{split}.png"
         save_confusion_matrix(labels, np.argmax(logits, axis=-1), label_info.label_names, path)
@@ -799,11 +808,11 @@ def train_and_evaluate(
     args, metrics = trainer.args, {}
     if args.do_train:
         result = trainer.train(resume_from_checkpoint=find_resume_checkpoint(args))
-        trainer.save_model()
+        save_model_atomically(trainer)
         metrics.update({**result.metrics, "train_samples": len(set(tokenized["train"]["document_index"]))})
         trainer.log_metrics("train", result.metrics)
-        trainer.save_metrics("train", result.metrics)
-        trainer.save_state()
+        save_metrics(trainer, "train", result.metrics)
+        save_state(trainer)
     if args.do_eval:
         logits, labels, eval_metrics = run_inference(trainer, tokenized["validation"], label_info, data_args, "eval")
         report_split(trainer, logits, labels, eval_metrics, label_info, "eval")
@@ -835,7 +844,7 @@ def predict(
     if trainer.is_world_process_zero():
         path = Path(trainer.args.output_dir) / "predictions.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", encoding="utf-8") as file:
+        with atomic_path(path) as temporary, temporary.open("w", encoding="utf-8") as file:
             for record in prediction_records(logits, label_info):
                 file.write(json.dumps(record, ensure_ascii=False) + "\n")
         logger.info(f"wrote {len(logits)} predictions to {path}")
@@ -875,12 +884,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     """Run the script; returns the metrics (train, eval, test) it logged."""
     model_args, data_args, training_args = parse_args(argv)
     setup_logging(training_args)
+    check_distributed_launch(training_args)
+    if training_args.do_train:
+        check_output_dir(training_args)
     set_seed(training_args.seed)
     raw_datasets = load_raw_datasets(data_args, training_args)
     label_info = build_label_maps(raw_datasets, data_args, model_args)
     tokenizer, model = build_tokenizer_and_model(model_args, label_info, data_args)
     tokenized = preprocess(raw_datasets, tokenizer, label_info, data_args, training_args)
     trainer = build_trainer(model, tokenizer, tokenized, label_info, data_args, training_args)
+    if training_args.do_train:
+        prepare_output_dir(training_args, model)
     metrics = train_and_evaluate(trainer, tokenized, label_info, data_args)
     if training_args.do_predict:
         metrics.update(predict(trainer, tokenized, label_info, data_args))

@@ -38,22 +38,31 @@ from transformers import (
     TrainingArguments,
     set_seed,
 )
-from transformers.trainer_utils import get_last_checkpoint
 
 from roformer_hf import RoFormerForMaskedLM
 from roformer_hf.script_utils import (
     ModelArguments,
     ScriptError,
+    ScriptTrainingArguments,
     accuracy,
+    atomic_path,
     build_config,
     build_model,
     build_tokenizer,
     check_data_file,
+    check_distributed_launch,
+    check_output_dir,
     data_file_error,
     find_resume_checkpoint,
+    last_complete_checkpoint,
     parse_arguments,
+    prepare_output_dir,
     run_script,
+    save_metrics,
+    save_model_atomically,
+    save_state,
     setup_logging,
+    write_json_atomically,
 )
 
 logger = logging.getLogger(__name__)
@@ -279,7 +288,7 @@ def parse_args(
         print("No arguments: running the demo, i.e. python run_mlm.py " + shlex.join(DEMO_ARGUMENTS), flush=True)
         argv = DEMO_ARGUMENTS
     model_args, data_args, masking_args, training_args = parse_arguments(
-        (ModelArguments, DataArguments, MaskingArguments, TrainingArguments), argv, SCRIPT_DEFAULTS
+        (ModelArguments, DataArguments, MaskingArguments, ScriptTrainingArguments), argv, SCRIPT_DEFAULTS
     )
     if masking_args.stages is not None:
         parse_stages(masking_args.stages)  # fail now rather than after loading the data
@@ -604,11 +613,11 @@ def find_starting_point(training_args: TrainingArguments, stages: list[Stage]) -
     if str(training_args.resume_from_checkpoint).lower() == "true":
         for index in reversed(range(len(stages))):
             folder = stage_dir(training_args, stages, index)
-            checkpoint = get_last_checkpoint(str(folder)) if folder.is_dir() else None
+            checkpoint = last_complete_checkpoint(folder)
             if checkpoint is not None:
                 return index, checkpoint
         raise ScriptError(
-            f"--resume_from_checkpoint True, but no stage of {training_args.output_dir} has a checkpoint."
+            f"--resume_from_checkpoint True, but no stage of {training_args.output_dir} has a complete checkpoint."
         )
     checkpoint = Path(training_args.resume_from_checkpoint)
     match = re.fullmatch(r"stage-(\d+)", checkpoint.parent.name)
@@ -652,6 +661,27 @@ class EpochCallback(TrainerCallback):
 
     def on_epoch_begin(self, args, state, control, **kwargs):
         self.collator.epoch = int(state.epoch or 0)
+
+
+def evaluate_initial_model(trainer: StagedTrainer) -> None:
+    """Evaluate the model before its first step and save the metrics as `initial_results.json`."""
+    metrics = trainer.evaluate()
+    trainer.log_metrics("initial", metrics)
+    save_metrics(trainer, "initial", metrics, combined=False)
+
+
+class InitialEvaluationCallback(TrainerCallback):
+    """
+    Evaluates the model before its first step, once `train()` has prepared it. Evaluating before `train()` would
+    prepare the bare model for evaluation, and accelerate then leaves it unwrapped for training: without
+    DistributedDataParallel every process would train its own model.
+    """
+
+    def __init__(self, trainer: StagedTrainer):
+        self.trainer = trainer
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        evaluate_initial_model(self.trainer)
 
 
 class SaveAtEndCallback(TrainerCallback):
@@ -704,21 +734,22 @@ def run_stage(
 ) -> None:
     """Train one stage (resuming from `checkpoint` if given) and evaluate it; save its metrics and state."""
     if trainer.eval_dataset is not None and starts_run:
-        metrics = trainer.evaluate()
-        trainer.log_metrics("initial", metrics)
-        trainer.save_metrics("initial", metrics, combined=False)
+        if trainer.args.do_train:
+            trainer.add_callback(InitialEvaluationCallback(trainer))
+        else:
+            evaluate_initial_model(trainer)
     if trainer.args.do_train:
         logger.info(f"*** Stage {index + 1}/{len(stages)}: {stages[index]} ***")
         metrics = trainer.train(resume_from_checkpoint=checkpoint).metrics
         trainer.log_metrics("train", metrics)
-        trainer.save_metrics("train", metrics)
+        save_metrics(trainer, "train", metrics)
     if trainer.eval_dataset is not None:
         metrics = trainer.evaluate()
         metrics["perplexity"] = math.exp(min(metrics["eval_loss"], 100.0))
         trainer.log_metrics("eval", metrics)
-        trainer.save_metrics("eval", metrics)
+        save_metrics(trainer, "eval", metrics)
     if trainer.args.do_train:
-        trainer.save_state()  # the log history, evaluations included, for the loss curve
+        save_state(trainer)  # the log history, evaluations included, for the loss curve
 
 
 def read_stage_results(training_args: TrainingArguments, stages: list[Stage]) -> list[dict[str, Any]]:
@@ -767,7 +798,8 @@ def plot_loss_curve(training_args: TrainingArguments, stages: list[Stage], path:
             axes.axvline(offset, color="grey", linestyle=":", linewidth=1)
     axes.set(xlabel="optimizer step", ylabel="MLM loss", title="run_mlm.py loss (dotted lines: ends of stages)")
     axes.legend()
-    figure.savefig(path, dpi=100, bbox_inches="tight")
+    with atomic_path(path) as temporary:
+        figure.savefig(temporary, dpi=100, bbox_inches="tight")
     pyplot.close(figure)
 
 
@@ -782,7 +814,7 @@ def save_outputs(
 ) -> list[dict[str, Any]]:
     """Save the final model and tokenizer (with their code), results, loss curve and model card to output_dir."""
     output_dir = Path(training_args.output_dir)
-    trainer.save_model(str(output_dir))
+    save_model_atomically(trainer, output_dir)
     if not trainer.is_world_process_zero():
         return []
     table = read_stage_results(training_args, stages)
@@ -799,7 +831,7 @@ def save_outputs(
 
 
 def _write_json(path: Path, content: Any) -> None:
-    path.write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_json_atomically(path, content, indent=2)
 
 
 def write_card(
@@ -885,10 +917,13 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     """Run the script; returns the results of every stage (empty on processes other than the main one)."""
     model_args, data_args, masking_args, training_args = parse_args(argv)
     setup_logging(training_args)
+    check_distributed_launch(training_args)
+    check_output_dir(training_args)
     set_seed(training_args.seed)
     stages = plan_stages(data_args, masking_args, training_args)
     raw_datasets = load_raw_datasets(data_args, model_args)
     tokenizer, model = build_tokenizer_and_model(model_args)
+    prepare_output_dir(training_args, model)
     trainer = train_and_evaluate(model, tokenizer, raw_datasets, stages, data_args, masking_args, training_args)
     table = save_outputs(trainer, stages, model_args, data_args, masking_args, training_args, argv)
     if trainer.is_world_process_zero():

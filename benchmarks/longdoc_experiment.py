@@ -134,7 +134,7 @@ def pretrain(args: argparse.Namespace, output_dir: Path) -> tuple[Path, float]:
         *("--max_seq_length", str(args.pretrain_seq_length), "--max_steps", str(args.pretrain_steps)),
         *("--per_device_train_batch_size", str(args.batch_size * 2), "--learning_rate", "1e-3"),
         *("--warmup_steps", str(args.pretrain_steps // 10), "--do_train", "--save_strategy", "no"),
-        *("--output_dir", str(checkpoint), "--seed", str(args.seed), "--report_to", "none"),
+        *("--output_dir", str(checkpoint), "--overwrite_output_dir", "--seed", str(args.seed), "--report_to", "none"),
         *("--max_eval_samples", "64", "--disable_tqdm", "true"),
         *device_arguments(args.device),
     ]
@@ -161,7 +161,8 @@ def finetune(args, checkpoint: Path, train_file: Path, validation_file: Path, se
         *("--num_train_epochs", str(args.finetune_epochs), "--max_steps", str(args.finetune_max_steps)),
         *("--per_device_train_batch_size", str(args.batch_size), "--per_device_eval_batch_size", str(args.batch_size)),
         *("--learning_rate", str(args.learning_rate), "--warmup_steps", "0.1", "--save_strategy", "no"),
-        *("--train_sampling_strategy", "group_by_length", "--output_dir", str(run_dir), "--seed", str(args.seed)),
+        *("--train_sampling_strategy", "group_by_length", "--output_dir", str(run_dir), "--overwrite_output_dir"),
+        *("--seed", str(args.seed)),
         *("--report_to", "none", "--disable_tqdm", "true"),
         *device_arguments(args.device),
     ]

@@ -8,6 +8,7 @@ calls `push_to_hub_with_model_card` instead: save, write this card, upload the f
 `huggingface_hub` API.
 """
 
+import os
 import re
 import tempfile
 from dataclasses import dataclass, field
@@ -154,7 +155,11 @@ def write_model_card(output_dir: str | Path, *, config: PreTrainedConfig, **card
             `tags`.
     """
     path = Path(output_dir) / "README.md"
-    model_card(config, **card_options).save(path)
+    # Written beside and renamed: a process killed while writing leaves the old card, not half a new one. (Not
+    # script_utils.atomic_path: a relative import here would ship script_utils.py with every checkpoint's code.)
+    temporary = path.with_name(".README.partial.md")
+    model_card(config, **card_options).save(temporary)
+    os.replace(temporary, path)
     return path
 
 

@@ -12,18 +12,22 @@ import json
 import logging
 import os
 import re
+import shutil
 import sys
+import tempfile
 import types
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 import transformers
-from transformers import HfArgumentParser, PreTrainedConfig, PreTrainedModel, TrainingArguments
-from transformers.trainer_utils import get_last_checkpoint
+from transformers import HfArgumentParser, PreTrainedConfig, PreTrainedModel, Trainer, TrainingArguments
+from transformers.training_args import ParallelMode
 
 from .configuration import RoFormerConfig
 
@@ -138,12 +142,13 @@ def parse_arguments(
         `tuple`: one instance per dataclass.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
+    defaults = {**launch_defaults(), **(defaults or {})}
     parser = HfArgumentParser(dataclass_types)
     try:
         if len(argv) == 1 and argv[0].endswith((".json", ".yaml", ".yml")):
-            arguments = parser.parse_dict({**(defaults or {}), **_read_arguments_file(argv[0])})
+            arguments = parser.parse_dict({**defaults, **_read_arguments_file(argv[0])})
         else:
-            parser.set_defaults(**(defaults or {}))
+            parser.set_defaults(**defaults)
             arguments = parser.parse_args_into_dataclasses(args=argv)
     except ValueError as error:  # raised by the dataclasses' own checks (e.g. TrainingArguments.__post_init__)
         raise ScriptError(f"invalid arguments: {error}") from error
@@ -191,7 +196,8 @@ def setup_logging(training_args: TrainingArguments) -> None:
 
 def find_resume_checkpoint(training_args: TrainingArguments) -> str | None:
     """
-    The checkpoint that `--resume_from_checkpoint` names: a path, or the last one in output_dir for `True`.
+    The checkpoint that `--resume_from_checkpoint` names: a path, or for `True` the newest complete one in output_dir
+    (`last_complete_checkpoint`).
 
     Raises `ScriptError` when the path does not exist or output_dir holds no checkpoint.
     """
@@ -199,15 +205,20 @@ def find_resume_checkpoint(training_args: TrainingArguments) -> str | None:
     if resume is None or str(resume).lower() == "false":
         return None
     if str(resume).lower() == "true":
-        last = get_last_checkpoint(training_args.output_dir) if Path(training_args.output_dir).is_dir() else None
+        last = last_complete_checkpoint(training_args.output_dir)
         if last is None:
             raise ScriptError(
-                f"--resume_from_checkpoint True, but {training_args.output_dir} holds no checkpoint-* folder: "
-                "give the checkpoint's path or leave the option out."
+                f"--resume_from_checkpoint True, but {training_args.output_dir} holds no complete checkpoint-* "
+                "folder: give the checkpoint's path or leave the option out."
             )
         return last
     if not Path(resume).is_dir():
         raise ScriptError(f"--resume_from_checkpoint {resume}: no such folder.")
+    if not is_complete_checkpoint(resume):
+        raise ScriptError(
+            f"--resume_from_checkpoint {resume} is incomplete (no trainer_state.json: the run stopped while saving "
+            "it): give an earlier checkpoint, or True for the newest complete one."
+        )
     return str(resume)
 
 
@@ -617,14 +628,247 @@ def classification_metrics(predictions: np.ndarray, references: np.ndarray) -> d
 __all__ = [
     "ModelArguments",
     "ScriptError",
+    "ScriptTrainingArguments",
     "accuracy",
+    "atomic_path",
     "build_config",
     "build_model",
     "build_tokenizer",
+    "check_distributed_launch",
+    "check_free_space",
+    "check_output_dir",
     "classification_metrics",
     "find_resume_checkpoint",
+    "is_complete_checkpoint",
+    "last_complete_checkpoint",
     "parse_arguments",
     "parse_config_overrides",
+    "prepare_output_dir",
     "run_script",
+    "save_metrics",
+    "save_model_atomically",
+    "save_state",
     "setup_logging",
+    "write_json_atomically",
 ]
+
+
+# --- Distributed launches ---------------------------------------------------------------------------------------
+
+MPI_WORLD_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
+
+
+def launch_defaults() -> dict[str, Any]:
+    """
+    `TrainingArguments` defaults that follow from how the script was launched: `use_cpu` for a multi-process launch
+    (torchrun, `accelerate launch --multi_gpu`) on a machine without an accelerator. Without it transformers sets up
+    the process group but not distributed training, and every process trains its own model.
+    """
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.accelerator.is_available():
+        return {"use_cpu": True}
+    return {}
+
+
+def check_distributed_launch(training_args: TrainingArguments) -> None:
+    """
+    Refuse a launch that asked for several processes but trains in one, or in several unconnected ones.
+
+    Raises `ScriptError` naming the command that starts the processes.
+    """
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size > 1 and training_args.parallel_mode != ParallelMode.DISTRIBUTED:
+        raise ScriptError(
+            f"launched as {world_size} processes, but transformers set up {training_args.parallel_mode.value} "
+            "training, so each process would train its own model: on a machine without a GPU add --use_cpu true."
+        )
+    # accelerate's plain launcher (no --multi_gpu) runs the script once; it sets MASTER_ADDR only when asked for
+    # several processes or machines, which it then expects mpirun to start.
+    launched_by_accelerate = "ACCELERATE_USE_CPU" in os.environ and "MASTER_ADDR" in os.environ
+    started_alone = not any(name in os.environ for name in ("WORLD_SIZE", *MPI_WORLD_SIZE_VARIABLES))
+    if launched_by_accelerate and started_alone:
+        raise ScriptError(
+            "accelerate launch was asked for several processes but started only this one (without a GPU it starts "
+            "them through mpirun, given --mpirun_hostfile): use 'accelerate launch --multi_gpu --num_processes N' "
+            "(it starts them like torchrun, with or without a GPU) or torchrun."
+        )
+
+
+# --- Output folders ---------------------------------------------------------------------------------------------
+
+# What a run of the scripts leaves in its output_dir (model, checkpoints, stage folders, results).
+RUN_OUTPUT_PATTERNS = (
+    *("checkpoint-*", "stage-*", "*.safetensors", "model.safetensors.index.json", "config.json"),
+    *("trainer_state.json", "training_args.bin", "*_results.json", "predictions.jsonl"),
+)
+
+
+@dataclass
+class ScriptTrainingArguments(TrainingArguments):
+    """`TrainingArguments` with the option transformers 5 dropped: whether a run may replace an earlier one."""
+
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={
+            "help": "Replace an earlier run in output_dir: its checkpoints, stage folders, model and results are "
+            "deleted when training starts. Without it such a folder stops the script before training."
+        },
+    )
+
+
+def earlier_run_outputs(output_dir: str | Path) -> list[Path]:
+    """The files and folders of an earlier run in `output_dir` (empty when it does not exist)."""
+    output_dir = Path(output_dir)
+    if not output_dir.is_dir():
+        return []
+    return sorted({path for pattern in RUN_OUTPUT_PATTERNS for path in output_dir.glob(pattern)})
+
+
+def is_resuming(training_args: TrainingArguments) -> bool:
+    """Whether `--resume_from_checkpoint` asks to continue a run."""
+    resume = training_args.resume_from_checkpoint
+    return resume is not None and str(resume).lower() != "false"
+
+
+def check_output_dir(training_args: TrainingArguments) -> None:
+    """
+    Before anything is loaded or written: refuse an output_dir that holds an earlier run (unless
+    `--overwrite_output_dir` or `--resume_from_checkpoint`), and check that the folder can be written.
+
+    Raises `ScriptError` naming the options that allow it, or the reason the folder cannot be written.
+    """
+    output_dir = Path(training_args.output_dir)
+    earlier = earlier_run_outputs(output_dir)
+    if earlier and not getattr(training_args, "overwrite_output_dir", False) and not is_resuming(training_args):
+        names = ", ".join(path.name for path in earlier[:3]) + (", ..." if len(earlier) > 3 else "")
+        raise ScriptError(
+            f"--output_dir {output_dir} holds an earlier run ({names}): add --overwrite_output_dir to replace it, "
+            "--resume_from_checkpoint true to continue it, or choose another --output_dir."
+        )
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=output_dir, prefix=".write-test-"):
+            pass
+    except OSError as error:
+        raise ScriptError(
+            f"cannot write to --output_dir {output_dir}: {error.strerror or error}; choose a folder you can write to."
+        ) from error
+
+
+def prepare_output_dir(training_args: TrainingArguments, model: torch.nn.Module) -> None:
+    """
+    Right before training: with `--overwrite_output_dir`, delete the earlier run's outputs (so that no old checkpoint
+    is resumed from or rotated later); then check the free space (`check_free_space`).
+    """
+    with training_args.main_process_first(local=False, desc="clearing output_dir"):
+        overwrite = getattr(training_args, "overwrite_output_dir", False)
+        if overwrite and training_args.should_save and not is_resuming(training_args):
+            for path in earlier_run_outputs(training_args.output_dir):
+                logger.warning(f"--overwrite_output_dir: deleting {path}")
+                if path.is_dir():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+    check_free_space(training_args, model)
+
+
+def check_free_space(training_args: TrainingArguments, model: torch.nn.Module) -> None:
+    """
+    Refuse to train when output_dir's disk cannot hold the final model and one checkpoint: weights, plus Adam's two
+    moments in a checkpoint, i.e. 4 x the parameter bytes (1 x without checkpoints). A lower bound: every checkpoint
+    kept (`--save_total_limit`) needs as much again.
+    """
+    parameter_bytes = sum(parameter.numel() * parameter.element_size() for parameter in model.parameters())
+    needed = parameter_bytes * (1 if training_args.save_strategy == "no" else 4)
+    free = shutil.disk_usage(training_args.output_dir).free
+    if free < needed:
+        raise ScriptError(
+            f"--output_dir {training_args.output_dir} has {free / 2**20:.1f} MiB free, but the final model and a "
+            f"checkpoint need about {needed / 2**20:.1f} MiB ({parameter_bytes / 2**20:.1f} MiB of weights): free "
+            "some space or choose another --output_dir."
+        )
+
+
+# --- Crash-safe writes and checkpoints --------------------------------------------------------------------------
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """
+    A temporary path beside `path` (same folder, same suffix) to write to; it is renamed onto `path` when the block
+    ends without error. So a reader, or a process killed while writing, sees the old file or the new one, never half
+    of one.
+    """
+    path = Path(path)
+    temporary = path.with_name(f".{path.stem}.partial{path.suffix}")
+    try:
+        yield temporary
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def write_json_atomically(path: str | Path, content: Any, **dump_options: Any) -> None:
+    """Write `content` as JSON (UTF-8, `ensure_ascii=False`) through `atomic_path`."""
+    with atomic_path(path) as temporary:
+        temporary.write_text(json.dumps(content, ensure_ascii=False, **dump_options) + "\n", encoding="utf-8")
+
+
+def save_metrics(trainer: Trainer, split: str, metrics: dict[str, Any], combined: bool = True) -> None:
+    """`Trainer.save_metrics` with every file written through `atomic_path` (on the main process only)."""
+    if not trainer.is_world_process_zero():
+        return
+    output_dir = Path(trainer.args.output_dir)
+    write_json_atomically(output_dir / f"{split}_results.json", metrics, indent=4, sort_keys=True)
+    if combined:
+        all_results = output_dir / "all_results.json"
+        earlier = json.loads(all_results.read_text(encoding="utf-8")) if all_results.is_file() else {}
+        write_json_atomically(all_results, {**earlier, **metrics}, indent=4, sort_keys=True)
+
+
+def save_state(trainer: Trainer) -> None:
+    """`Trainer.save_state` (trainer_state.json, with the log history) written through `atomic_path`."""
+    if trainer.is_world_process_zero():
+        with atomic_path(Path(trainer.args.output_dir) / "trainer_state.json") as temporary:
+            trainer.state.save_to_json(str(temporary))
+
+
+def save_model_atomically(trainer: Trainer, output_dir: str | Path | None = None) -> None:
+    """
+    `trainer.save_model` into a temporary folder inside `output_dir`, whose files are then renamed into place one by
+    one (each is the old or the new one, never half written). Every process calls it, as `save_model` needs.
+    """
+    output_dir = Path(output_dir or trainer.args.output_dir)
+    staging = output_dir / ".partial-model"
+    if trainer.args.should_save and staging.exists():
+        shutil.rmtree(staging)  # left by a process killed while saving
+    trainer.save_model(str(staging))
+    if trainer.args.should_save:
+        for path in sorted(staging.iterdir(), key=lambda path: path.suffix == ".safetensors"):  # weights last
+            os.replace(path, output_dir / path.name)
+        staging.rmdir()
+
+
+def is_complete_checkpoint(checkpoint: str | Path) -> bool:
+    """
+    Whether a checkpoint folder was written to the end: transformers' `Trainer._save_checkpoint` writes the weights,
+    optimizer, scheduler and RNG states first and `trainer_state.json` last (none of them atomically), so a
+    checkpoint whose `trainer_state.json` is missing or truncated was cut off while being written.
+    """
+    try:
+        return "global_step" in json.loads((Path(checkpoint) / "trainer_state.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+
+
+def last_complete_checkpoint(folder: str | Path) -> str | None:
+    """The newest complete `checkpoint-<step>` folder in `folder`; newer incomplete ones are skipped with a warning."""
+    folder = Path(folder)
+    checkpoints = [path for path in folder.glob("checkpoint-*") if re.fullmatch(r"checkpoint-\d+", path.name)]
+    for checkpoint in sorted(checkpoints, key=lambda path: int(path.name.split("-")[1]), reverse=True):
+        if checkpoint.is_dir() and is_complete_checkpoint(checkpoint):
+            return str(checkpoint)
+        logger.warning(
+            f"skipping the incomplete checkpoint {checkpoint} (its trainer_state.json, written last, is missing or "
+            "truncated: the run stopped while saving it)"
+        )
+    return None

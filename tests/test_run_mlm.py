@@ -1,8 +1,8 @@
-"""Tests of run_mlm.py: stages, whole-word masking, packing, resuming, outputs, bad input, and a 2-process run."""
+"""Tests of run_mlm.py: stages, whole-word masking, packing, resuming, outputs and bad input (2-process runs:
+test_distributed.py)."""
 
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -424,27 +424,3 @@ def test_interrupted_run_resumes_to_the_same_weights(tmp_path, news_file, monkey
     resumed_weights = load_file(interrupted / "model.safetensors")
     for name, weight in straight_weights.items():
         assert torch.equal(weight, resumed_weights[name]), name
-
-
-@pytest.mark.slow
-def test_two_process_torchrun(tmp_path, news_file):
-    output_dir = tmp_path / "ddp"
-    arguments = run_arguments(news_file, output_dir, "--ddp_backend", "gloo", "--per_device_train_batch_size", "2")
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533"]
-    environment = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    result = subprocess.run(
-        [*command, str(REPO_ROOT / "run_mlm.py"), *arguments],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=environment,
-        cwd=tmp_path,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    state = json.loads((output_dir / "stage-1" / "trainer_state.json").read_text())
-    assert state["global_step"] == 4
-    assert (
-        json.loads((output_dir / "stage-1" / "checkpoint-4" / "trainer_state.json").read_text())["train_batch_size"]
-        == 2
-    )
-    assert "eval_accuracy" in json.loads((output_dir / "all_results.json").read_text())

@@ -1,0 +1,157 @@
+"""Runs run_mlm.py or run_classification.py as the script would, and records what every process trained.
+
+`python tests/distributed_worker.py RECORD_DIR SCRIPT.py ARGS...`, typically under torchrun: every process writes
+`RECORD_DIR/rank-<r>.json` (per training stage: the checksum of the weights after every step, whether the model was
+wrapped in DistributedDataParallel, and the fingerprints of the examples it trained on at every step) and
+`RECORD_DIR/rank-<r>-stage-<n>.safetensors` (its weights at the end of each stage). Not a test module itself.
+
+`KILL_AT` makes the process SIGKILL itself, as a crash or an out-of-memory kill would:
+- `step:<folder>:<n>`: after optimizer step n of the trainer whose output_dir ends with <folder>;
+- `checkpoint:<folder>`: while writing the checkpoint folder that ends with <folder>, after its weights, optimizer
+  and RNG states and before its trainer_state.json (which transformers writes last);
+- `final-save`: while saving the final model, once its files are written and before they are moved into place.
+"""
+
+import hashlib
+import importlib
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+from transformers import Trainer, TrainerCallback, TrainerState
+
+from roformer_hf.script_utils import run_script
+
+
+def weights_checksum(model: torch.nn.Module) -> str:
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def example_fingerprint(example: dict) -> str:
+    return hashlib.sha256(json.dumps(list(example["input_ids"])).encode()).hexdigest()[:16]
+
+
+class Recorder(TrainerCallback):
+    """Records, per stage, the weights' checksum after every step and the examples of every step."""
+
+    def __init__(self, trainer, record: dict, record_dir: Path):
+        self.trainer, self.record, self.record_dir = trainer, record, record_dir
+        self.batches: list[list[str]] = []
+        self.stage: dict = {}
+        get_train_dataloader = trainer.get_train_dataloader
+
+        def recording_train_dataloader():
+            collator = trainer.data_collator
+
+            def collate(examples):
+                self.batches.append([example_fingerprint(example) for example in examples])
+                return collator(examples)
+
+            trainer.data_collator = collate
+            try:
+                return get_train_dataloader()
+            finally:
+                trainer.data_collator = collator
+
+        trainer.get_train_dataloader = recording_train_dataloader
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.stage = {"output_dir": args.output_dir, "steps": {}}
+        self.stage["wrapped"] = type(self.trainer.model_wrapped).__name__
+        self.record["stages"].append(self.stage)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        batches_per_step = args.gradient_accumulation_steps
+        examples = [fingerprint for batch in self.batches[:batches_per_step] for fingerprint in batch]
+        del self.batches[:batches_per_step]
+        self.stage["steps"][state.global_step] = {"checksum": weights_checksum(self.trainer.model)}
+        self.stage["steps"][state.global_step]["examples"] = examples
+
+    def on_train_end(self, args, state, control, **kwargs):
+        rank = args.process_index
+        index = len(self.record["stages"])
+        weights = {name: tensor.detach().clone() for name, tensor in self.trainer.model.state_dict().items()}
+        save_file(weights, self.record_dir / f"rank-{rank}-stage-{index}.safetensors")
+        self.record["world_size"] = args.world_size
+        (self.record_dir / f"rank-{rank}.json").write_text(json.dumps(self.record, indent=1))
+
+
+def kill_self() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class KillAtStep(TrainerCallback):
+    def __init__(self, folder: str, step: int):
+        self.folder, self.step = folder, step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if args.output_dir.endswith(self.folder) and state.global_step == self.step:
+            kill_self()
+
+
+def install_kill_hook(kill_at: str, callbacks: list) -> None:
+    """Arrange the SIGKILL that `KILL_AT` asks for (see the module docstring)."""
+    kind, _, where = kill_at.partition(":")
+    if kind == "step":
+        folder, step = where.rsplit(":", 1)
+        callbacks.append(KillAtStep(folder, int(step)))
+    elif kind == "checkpoint":
+        save_to_json = TrainerState.save_to_json
+
+        def save_state_or_die(state, json_path):
+            if str(Path(json_path).parent).endswith(where):
+                kill_self()
+            save_to_json(state, json_path)
+
+        TrainerState.save_to_json = save_state_or_die
+    elif kind == "final-save":
+        save_model = Trainer.save_model
+
+        def save_model_and_die(trainer, output_dir=None, *args, **kwargs):
+            save_model(trainer, output_dir, *args, **kwargs)
+            if str(output_dir).endswith(".partial-model"):
+                kill_self()
+
+        Trainer.save_model = save_model_and_die
+    else:
+        raise ValueError(f"unknown KILL_AT {kill_at!r}")
+
+
+def record_run(module, record_dir: Path, argv: list[str] | None = None):
+    """Run `module.main(argv)` with a `Recorder` on every trainer it builds; returns what `main` returns."""
+    build_trainer, record, kill_callbacks = module.build_trainer, {"stages": [], "pid": os.getpid()}, []
+    if os.environ.get("KILL_AT"):
+        install_kill_hook(os.environ["KILL_AT"], kill_callbacks)
+
+    def build_recorded_trainer(*args, **kwargs):
+        trainer = build_trainer(*args, **kwargs)
+        trainer.add_callback(Recorder(trainer, record, record_dir))
+        for callback in kill_callbacks:
+            trainer.add_callback(callback)
+        return trainer
+
+    module.build_trainer = build_recorded_trainer
+    try:
+        return module.main(argv)
+    finally:
+        module.build_trainer = build_trainer
+
+
+def main() -> None:
+    record_dir, script = Path(sys.argv[1]), Path(sys.argv[2])
+    sys.argv = [str(script), *sys.argv[3:]]
+    sys.path.insert(0, str(script.parent))
+    module = importlib.import_module(script.stem)
+    run_script(lambda: record_run(module, record_dir))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+"""Data-parallel runs of both scripts on 2 CPU processes (gloo): one model, trained alike on every rank.
+
+Each 2-process run goes through `tests/distributed_worker.py`, which records per rank the weights after every step
+and the examples of every step. The reference is the same script in one process with the same global batch (twice
+the per-device batch), without dropout: the same examples at every step, the same weights up to float rounding and
+the same evaluation before training.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from distributed_worker import record_run
+from safetensors.torch import load_file
+from transformers import TrainingArguments
+
+import run_classification
+import run_mlm
+from roformer_hf.script_utils import ScriptError, check_distributed_launch
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+WORKER = REPO_ROOT / "tests" / "distributed_worker.py"
+DEMO_VOCAB = REPO_ROOT / "data" / "demo_vocab.txt"
+NO_DROPOUT_MODEL = (
+    "hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64,"
+    "hidden_dropout_prob=0,attention_probs_dropout_prob=0"
+)
+ENVIRONMENT = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT)}
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533"]
+# The accelerate command the README gives for CPU: its torchrun-style launcher, which needs no GPU.
+ACCELERATE = [
+    *(sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"),
+    *("--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "29534"),
+]
+
+
+def launch(launcher: list[str], arguments: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*launcher, *arguments], capture_output=True, text=True, timeout=300, env=ENVIRONMENT, cwd=cwd
+    )
+
+
+def run_two_processes(launcher: list[str], script: str, arguments: list[str], record_dir: Path) -> list[dict]:
+    record_dir.mkdir()
+    result = launch(launcher, [str(WORKER), str(record_dir), str(REPO_ROOT / script), *arguments], record_dir.parent)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    return [json.loads((record_dir / f"rank-{rank}.json").read_text()) for rank in range(2)]
+
+
+def run_one_process(module, arguments: list[str], record_dir: Path) -> dict:
+    record_dir.mkdir()
+    record_run(module, record_dir, arguments)
+    return json.loads((record_dir / "rank-0.json").read_text())
+
+
+def assert_one_model_trained(ranks: list[dict], single: dict, record_dir: Path, single_dir: Path, batches: list[int]):
+    """Every stage wrapped in DDP; equal weights on both ranks after every step; each rank its half of every global
+    batch, the two halves together the examples of the one-process run's step; final weights as that run's."""
+    assert [rank["world_size"] for rank in ranks] == [2, 2]
+    assert len(ranks[0]["stages"]) == len(ranks[1]["stages"]) == len(single["stages"]) == len(batches)
+    for index, (stage, other, reference) in enumerate(
+        zip(*(r["stages"] for r in ranks), single["stages"], strict=True)
+    ):
+        assert stage["wrapped"] == other["wrapped"] == "DistributedDataParallel"
+        assert stage["steps"].keys() == other["steps"].keys() == reference["steps"].keys()
+        for step, record in stage["steps"].items():
+            assert record["checksum"] == other["steps"][step]["checksum"], f"stage {index + 1} step {step}"
+            mine, theirs = record["examples"], other["steps"][step]["examples"]
+            assert len(mine) == len(theirs) == batches[index] // 2
+            assert sorted(mine + theirs) == sorted(reference["steps"][step]["examples"])
+        weights = [load_file(record_dir / f"rank-{rank}-stage-{index + 1}.safetensors") for rank in range(2)]
+        reference_weights = load_file(single_dir / f"rank-0-stage-{index + 1}.safetensors")
+        for name, tensor in weights[0].items():
+            assert torch.equal(tensor, weights[1][name]), name
+            torch.testing.assert_close(tensor, reference_weights[name], rtol=1e-5, atol=1e-6)
+
+
+def mlm_arguments(train_file: Path, output_dir: Path, per_device_batch: int, per_device_eval_batch: int) -> list[str]:
+    return [
+        *(
+            "--train_file",
+            str(train_file),
+            "--tokenizer_name",
+            str(DEMO_VOCAB),
+            "--config_overrides",
+            NO_DROPOUT_MODEL,
+        ),
+        *("--stages", "32:8:3,64:4:2", "--per_device_train_batch_size", str(per_device_batch)),
+        *("--per_device_eval_batch_size", str(per_device_eval_batch), "--max_eval_samples", "16"),
+        *("--validation_split_percentage", "10", "--save_steps", "2", "--output_dir", str(output_dir)),
+        *("--cache_dir", str(output_dir.parent / "cache"), "--seed", "7", "--disable_tqdm", "true"),
+    ]
+
+
+@pytest.mark.slow
+def test_run_mlm_under_torchrun_trains_one_model(tmp_path, data_dir):
+    """torchrun, gloo, no --use_cpu (the script sets it on a machine without GPU): two stages, both data-parallel."""
+    with open(data_dir / "pretrain" / "peoples_daily_199801.txt", encoding="utf-8") as file:
+        (tmp_path / "news.txt").write_text("".join(next(file) for _ in range(150)), encoding="utf-8")
+    ddp_arguments = [*mlm_arguments(tmp_path / "news.txt", tmp_path / "ddp", 2, 8), "--ddp_backend", "gloo"]
+    ranks = run_two_processes(TORCHRUN, "run_mlm.py", ddp_arguments, tmp_path / "ddp-record")
+    single_arguments = mlm_arguments(tmp_path / "news.txt", tmp_path / "single", 4, 16)
+    single = run_one_process(run_mlm, single_arguments, tmp_path / "single-record")
+
+    assert_one_model_trained(ranks, single, tmp_path / "ddp-record", tmp_path / "single-record", batches=[8, 4])
+    initial = [
+        json.loads((tmp_path / run / "stage-1" / "initial_results.json").read_text()) for run in ("ddp", "single")
+    ]
+    assert initial[0]["eval_loss"] == pytest.approx(initial[1]["eval_loss"], abs=1e-4)
+    assert 8 < initial[0]["eval_loss"] < 9  # about log(vocabulary size) untrained, not doubled by the world size
+    assert json.loads((tmp_path / "ddp" / "stage-2" / "trainer_state.json").read_text())["global_step"] == 2
+
+
+def classification_arguments(data_dir: Path, output_dir: Path, per_device_batch: int, per_device_eval: int):
+    return [
+        *("--train_file", str(data_dir / "train.jsonl"), "--validation_file", str(data_dir / "validation.jsonl")),
+        *("--tokenizer_name", str(DEMO_VOCAB), "--config_overrides", NO_DROPOUT_MODEL, "--max_seq_length", "64"),
+        *("--do_train", "--do_eval", "--max_steps", "3", "--learning_rate", "1e-3", "--seed", "3"),
+        *(
+            "--per_device_train_batch_size",
+            str(per_device_batch),
+            "--per_device_eval_batch_size",
+            str(per_device_eval),
+        ),
+        *("--eval_on_start", "true", "--eval_strategy", "steps", "--eval_steps", "100", "--save_strategy", "no"),
+        *("--output_dir", str(output_dir), "--report_to", "none", "--disable_tqdm", "true"),
+    ]
+
+
+@pytest.mark.slow
+def test_run_classification_under_accelerate_launch_trains_one_model(tmp_path, data_dir):
+    """The README's `accelerate launch --multi_gpu` command on CPU: two processes, one model."""
+    rows = [json.loads(line) for line in (data_dir / "cls" / "cail2019_domain.jsonl").open(encoding="utf-8")]
+    by_label = [[row for row in rows if row["label"] == label][:20] for label in ("civil", "criminal")]
+    for name, part in (("train", slice(0, 16)), ("validation", slice(16, 20))):
+        lines = [
+            json.dumps({"text": row["text"], "label": row["label"]}, ensure_ascii=False)
+            for rows in by_label
+            for row in rows[part]
+        ]
+        (tmp_path / f"{name}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    ddp_arguments = [*classification_arguments(tmp_path, tmp_path / "ddp", 2, 4), "--ddp_backend", "gloo"]
+    ranks = run_two_processes(ACCELERATE, "run_classification.py", ddp_arguments, tmp_path / "ddp-record")
+    single_arguments = classification_arguments(tmp_path, tmp_path / "single", 4, 8)
+    single = run_one_process(run_classification, single_arguments, tmp_path / "single-record")
+
+    assert_one_model_trained(ranks, single, tmp_path / "ddp-record", tmp_path / "single-record", batches=[4])
+    initial = []
+    for run in ("ddp", "single"):
+        history = json.loads((tmp_path / run / "trainer_state.json").read_text())["log_history"]
+        initial.append(next(entry["eval_loss"] for entry in history if "eval_loss" in entry and entry["step"] == 0))
+    assert initial[0] == pytest.approx(initial[1], abs=1e-4)
+
+
+def test_accelerate_launch_without_multi_gpu_is_refused(monkeypatch, tmp_path):
+    """`accelerate launch --cpu --num_processes 2` runs the script once (multi-CPU goes through mpirun), with the
+    environment of its plain launcher: ACCELERATE_USE_CPU, and MASTER_ADDR/PORT as it was asked for processes."""
+    training_args = TrainingArguments(output_dir=str(tmp_path), report_to="none")
+    for name, value in {"ACCELERATE_USE_CPU": "True", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ScriptError, match="accelerate launch --multi_gpu --num_processes N"):
+        check_distributed_launch(training_args)
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")  # started by mpirun: not refused
+    check_distributed_launch(training_args)
+
+
+def test_several_processes_without_distributed_training_are_refused(monkeypatch, tmp_path):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    training_args = TrainingArguments(output_dir=str(tmp_path), report_to="none")  # no process group: NOT_PARALLEL
+    with pytest.raises(ScriptError, match=r"launched as 2 processes.*--use_cpu true"):
+        check_distributed_launch(training_args)

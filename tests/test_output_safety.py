@@ -1,0 +1,220 @@
+"""Never lose a user's work: output folders holding an earlier run are refused before training, unwritable folders
+and full disks are reported before training, checkpoints cut off while being written are skipped on resume, and a
+run killed at any point (SIGKILL: during a step, while writing a checkpoint, during the final save) resumes to
+exactly the weights of an uninterrupted run."""
+
+import errno
+import json
+import logging
+import os
+import subprocess
+import sys
+from collections import namedtuple
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import run_classification
+import run_mlm
+from roformer_hf import script_utils
+from roformer_hf.script_utils import ScriptError, find_resume_checkpoint, last_complete_checkpoint, run_script
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+WORKER = REPO_ROOT / "tests" / "distributed_worker.py"
+DEMO_VOCAB = REPO_ROOT / "data" / "demo_vocab.txt"
+TINY_MODEL = "hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64"
+
+
+@pytest.fixture
+def news_file(tmp_path, data_dir) -> Path:
+    with open(data_dir / "pretrain" / "peoples_daily_199801.txt", encoding="utf-8") as file:
+        (tmp_path / "news.txt").write_text("".join(next(file) for _ in range(150)), encoding="utf-8")
+    return tmp_path / "news.txt"
+
+
+@pytest.fixture
+def classification_files(tmp_path, data_dir) -> Path:
+    rows = [json.loads(line) for line in (data_dir / "cls" / "cail2019_domain.jsonl").open(encoding="utf-8")]
+    rows = [row for row in rows if row["label"] == "civil"][:12] + [row for row in rows if row["label"] == "criminal"][
+        :12
+    ]
+    for name, part in (("train", rows[2:10] + rows[14:22]), ("validation", rows[:2] + rows[12:14])):
+        lines = [json.dumps({"text": row["text"], "label": row["label"]}, ensure_ascii=False) for row in part]
+        (tmp_path / f"{name}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return tmp_path
+
+
+def mlm_arguments(train_file: Path, output_dir: Path, *extra: str) -> list[str]:
+    return [
+        *("--train_file", str(train_file), "--tokenizer_name", str(DEMO_VOCAB), "--config_overrides", TINY_MODEL),
+        *("--stages", "32:8:3,64:4:4", "--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "8"),
+        *("--validation_split_percentage", "10", "--max_eval_samples", "8", "--save_steps", "2"),
+        *("--output_dir", str(output_dir), "--cache_dir", str(output_dir.parent / "cache"), "--seed", "7"),
+        *("--disable_tqdm", "true", *extra),
+    ]
+
+
+def classification_arguments(data_dir: Path, output_dir: Path, *extra: str) -> list[str]:
+    return [
+        *("--train_file", str(data_dir / "train.jsonl"), "--validation_file", str(data_dir / "validation.jsonl")),
+        *("--tokenizer_name", str(DEMO_VOCAB), "--config_overrides", TINY_MODEL, "--max_seq_length", "64"),
+        *("--do_train", "--do_eval", "--max_steps", "4", "--save_steps", "2", "--learning_rate", "1e-3"),
+        *("--per_device_train_batch_size", "4", "--output_dir", str(output_dir), "--report_to", "none"),
+        *("--disable_tqdm", "true", "--seed", "3", *extra),
+    ]
+
+
+def folder_bytes(folder: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def exit_line(main, arguments: list[str], capsys) -> str:
+    """Run a script's main as its command line does; return the one line it printed on stderr (exit status 1)."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        run_script(lambda: main(arguments))
+    assert exit_info.value.code == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in lines[0]
+    return lines[0]
+
+
+# --- output folders ---
+
+
+@pytest.mark.parametrize("script", ["run_mlm", "run_classification"])
+def test_a_finished_run_is_never_replaced_silently(script, tmp_path, news_file, classification_files, capsys):
+    main, arguments = {
+        "run_mlm": (run_mlm.main, lambda output_dir, *extra: mlm_arguments(news_file, output_dir, *extra)),
+        "run_classification": (
+            run_classification.main,
+            lambda output_dir, *extra: classification_arguments(classification_files, output_dir, *extra),
+        ),
+    }[script]
+    output_dir = tmp_path / "out"
+    short = ["--stages", "32:4:2"] if script == "run_mlm" else []
+    main(arguments(output_dir, "--seed", "4", *short))
+    first_run = folder_bytes(output_dir)
+    assert any(name.endswith("model.safetensors") and "checkpoint-" in name for name in first_run)
+
+    line = exit_line(main, arguments(output_dir), capsys)
+    assert "--overwrite_output_dir" in line and "--resume_from_checkpoint" in line and str(output_dir) in line
+    assert folder_bytes(output_dir) == first_run  # bytes equal: nothing deleted, nothing written
+
+    (output_dir / "checkpoint-999").mkdir()  # a stale checkpoint a later resume must not pick up
+    (output_dir / "notes.txt").write_text("mine")  # not a run's output: kept
+    main(arguments(output_dir, "--overwrite_output_dir", *short))
+    assert not (output_dir / "checkpoint-999").exists()
+    assert (output_dir / "notes.txt").read_text() == "mine"
+    assert (output_dir / "model.safetensors").read_bytes() != first_run["model.safetensors"]
+
+
+def test_an_unwritable_output_dir_stops_before_training(tmp_path, news_file, capsys, monkeypatch):
+    (tmp_path / "file").write_text("")
+    line = exit_line(run_mlm.main, mlm_arguments(news_file, tmp_path / "file" / "out"), capsys)
+    assert line.startswith(f"error: cannot write to --output_dir {tmp_path / 'file' / 'out'}: Not a directory")
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(script_utils.tempfile, "TemporaryFile", read_only)
+    arguments = classification_arguments(tmp_path, tmp_path / "cls", "--train_file", str(tmp_path / "missing.jsonl"))
+    line = exit_line(run_classification.main, arguments, capsys)  # before the data is even read
+    assert "Read-only file system" in line and "choose a folder you can write to" in line
+
+
+def test_a_full_disk_stops_before_training(tmp_path, news_file, monkeypatch):
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(script_utils.shutil, "disk_usage", lambda path: usage(10**9, 10**9 - 10**5, 10**5))
+    with pytest.raises(ScriptError, match=r"has 0\.1 MiB free, but the final model and a checkpoint need about"):
+        run_mlm.main(mlm_arguments(news_file, tmp_path / "out"))
+    assert not list((tmp_path / "out").rglob("checkpoint-*"))
+
+
+# --- incomplete checkpoints ---
+
+
+def test_resume_skips_incomplete_checkpoints(tmp_path, caplog):
+    """A checkpoint without trainer_state.json (killed while saving) or with a truncated one (full disk) is skipped."""
+    for step, state in ((2, '{"global_step": 2}'), (4, None), (6, '{"global_st')):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+        (tmp_path / f"checkpoint-{step}" / "model.safetensors").write_bytes(b"weights")
+        if state is not None:
+            (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text(state)
+    with caplog.at_level(logging.WARNING):
+        assert last_complete_checkpoint(tmp_path) == str(tmp_path / "checkpoint-2")
+    skipped = [record.getMessage() for record in caplog.records if "incomplete checkpoint" in record.getMessage()]
+    assert [message.split()[4] for message in skipped] == [
+        str(tmp_path / "checkpoint-6"),
+        str(tmp_path / "checkpoint-4"),
+    ]
+
+    class Arguments:
+        output_dir, resume_from_checkpoint = str(tmp_path), str(tmp_path / "checkpoint-4")
+
+    with pytest.raises(ScriptError, match="checkpoint-4 is incomplete"):
+        find_resume_checkpoint(Arguments)
+
+
+# --- SIGKILL and resume ---
+
+
+def killed_run(script: str, arguments: list[str], kill_at: str, cwd: Path) -> None:
+    # as many threads as this process, where the reference and the resumed runs train: the same float sums
+    threads = str(torch.get_num_threads())
+    environment = {**os.environ, "KILL_AT": kill_at, "OMP_NUM_THREADS": threads, "PYTHONPATH": str(REPO_ROOT)}
+    (cwd / "record").mkdir(exist_ok=True)
+    command = [sys.executable, str(WORKER), str(cwd / "record"), str(REPO_ROOT / script), *arguments]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=environment, cwd=cwd)
+    assert result.returncode == -9, result.stderr[-3000:]
+
+
+def assert_same_weights(first: Path, second: Path) -> None:
+    first_weights, second_weights = load_file(first / "model.safetensors"), load_file(second / "model.safetensors")
+    assert first_weights.keys() == second_weights.keys()
+    for name, weight in first_weights.items():
+        assert torch.equal(weight, second_weights[name]), name
+
+
+@pytest.fixture(scope="module")
+def straight_mlm_run(tmp_path_factory, data_dir) -> tuple[Path, Path]:
+    """An uninterrupted run: the reference of the resumed ones."""
+    folder = tmp_path_factory.mktemp("straight")
+    with open(data_dir / "pretrain" / "peoples_daily_199801.txt", encoding="utf-8") as file:
+        (folder / "news.txt").write_text("".join(next(file) for _ in range(150)), encoding="utf-8")
+    run_mlm.main(mlm_arguments(folder / "news.txt", folder / "out"))
+    return folder / "news.txt", folder / "out"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "kill_at",
+    [
+        "step:stage-2:3",  # during a step: resumes from stage-2/checkpoint-2
+        "checkpoint:stage-2/checkpoint-4",  # its weights written, not its trainer_state.json: skipped on resume
+        "final-save",  # every checkpoint complete, the final model not in place: resumes at the end
+    ],
+)
+def test_run_mlm_killed_anywhere_resumes_to_the_same_weights(tmp_path, straight_mlm_run, kill_at):
+    news_file, straight = straight_mlm_run
+    output_dir = tmp_path / "killed"
+    killed_run("run_mlm.py", mlm_arguments(news_file, output_dir), kill_at, tmp_path)
+    assert not (output_dir / "model.safetensors").exists()
+    if kill_at.startswith("checkpoint:"):
+        checkpoint = output_dir / kill_at.partition(":")[2]
+        assert (checkpoint / "model.safetensors").exists() and not (checkpoint / "trainer_state.json").exists()
+    run_mlm.main(mlm_arguments(news_file, output_dir, "--resume_from_checkpoint", "true"))
+    assert_same_weights(straight, output_dir)
+
+
+@pytest.mark.slow
+def test_run_classification_killed_while_checkpointing_resumes_to_the_same_weights(tmp_path, classification_files):
+    run_classification.main(classification_arguments(classification_files, tmp_path / "straight"))
+    output_dir = tmp_path / "killed"
+    arguments = classification_arguments(classification_files, output_dir)
+    killed_run("run_classification.py", arguments, "checkpoint:checkpoint-4", tmp_path)
+    assert (output_dir / "checkpoint-4" / "model.safetensors").exists()
+    run_classification.main([*arguments, "--resume_from_checkpoint", "true"])
+    assert_same_weights(tmp_path / "straight", output_dir)
