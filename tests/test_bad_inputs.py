@@ -136,6 +136,25 @@ def tokenizer_run(source: Callable[[Path], str]) -> Callable[[str, Path], list[s
     return lambda script, tmp: with_value(good_run()(script, tmp), "--tokenizer_name", source(tmp))
 
 
+def earlier_run(script: str, tmp: Path) -> list[str]:
+    (tmp / "out").mkdir()
+    (tmp / "out" / "config.json").write_text("{}")
+    (tmp / "out" / "model.safetensors").write_bytes(b"")  # what a finished run leaves
+    return good_run()(script, tmp)
+
+
+def output_dir_under_a_file(script: str, tmp: Path) -> list[str]:
+    (tmp / "a_file").write_text("not a folder")
+    return with_value(good_run()(script, tmp), "--output_dir", str(tmp / "a_file" / "out"))
+
+
+def incomplete_checkpoint(script: str, tmp: Path) -> list[str]:
+    checkpoint = tmp / "out" / "checkpoint-4"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "model.safetensors").write_bytes(b"")  # killed before trainer_state.json was written
+    return good_run("--resume_from_checkpoint", str(checkpoint))(script, tmp)
+
+
 # id -> (where, as in the table's second column; the arguments of the run, given the script and a temporary folder)
 SCRIPT_CASES: dict[str, tuple[str, Callable[[str, Path], list[str]]]] = {
     "gbk_txt": ("run_mlm.py", gbk_file(".txt")),
@@ -172,6 +191,9 @@ SCRIPT_CASES: dict[str, tuple[str, Callable[[str, Path], list[str]]]] = {
         overrides_run(TINY_MODEL.replace("num_attention_heads=2", "num_attention_heads=0")),
     ),
     "hidden_size_0": (BOTH, overrides_run(TINY_MODEL.replace("hidden_size=32", "hidden_size=0"))),
+    "output_dir_with_earlier_run": (BOTH, earlier_run),
+    "output_dir_not_writable": (BOTH, output_dir_under_a_file),
+    "incomplete_checkpoint_given": (BOTH, incomplete_checkpoint),
 }
 
 # id -> (where, a call that must raise ValueError)
