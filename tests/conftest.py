@@ -17,6 +17,17 @@ BERT_VOCAB = DATA_DIR / "vocab" / "bert_base_chinese_vocab.txt"
 PEOPLES_DAILY = DATA_DIR / "pretrain" / "peoples_daily_199801.txt"
 CLS_DIR = DATA_DIR / "cls"
 
+# A model of a few thousand parameters, without dropout: the tests' default configuration.
+TINY = {
+    "vocab_size": 99,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 37,
+    "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+}
+
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:

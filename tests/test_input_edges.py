@@ -3,6 +3,7 @@ very long words, rare ideographs (tokenizer); wrong types, shapes, empty inputs 
 
 import pytest
 import torch
+from conftest import TINY
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_tokenization import ReferenceRule
@@ -162,15 +163,6 @@ def test_text_with_rare_ideographs_follows_jieba(tokenizer, reference, text):
 # Models
 # ---------------------------------------------------------------------------------------------------------------
 
-TINY = {
-    "vocab_size": 99,
-    "hidden_size": 32,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "intermediate_size": 37,
-    "hidden_dropout_prob": 0.0,
-    "attention_probs_dropout_prob": 0.0,
-}
 INPUT_IDS = torch.tensor([[5, 6, 7], [8, 9, 10]])  # (batch_size 2, seq_len 3)
 
 

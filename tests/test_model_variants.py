@@ -5,6 +5,7 @@ import json
 import pytest
 import torch
 import transformers
+from conftest import TINY
 from transformers import AutoModel
 
 import roformer_hf
@@ -20,15 +21,6 @@ from roformer_hf.blockwise_attention import blockwise_attention_forward
 from roformer_hf.modeling import RoFormerRMSNorm
 from roformer_hf.script_utils import ModelArguments, ScriptError, build_model
 
-TINY = {
-    "vocab_size": 99,
-    "hidden_size": 32,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "intermediate_size": 37,
-    "hidden_dropout_prob": 0.0,
-    "attention_probs_dropout_prob": 0.0,
-}
 V2 = {"norm_type": "rms_norm", "use_bias": False, "hidden_act": "relu"}
 V1_SETTINGS = {"norm_type": "layer_norm", "use_bias": True}
 POOLER_KEYS = {"roformer.pooler.dense.weight", "roformer.pooler.dense.bias"}
@@ -385,16 +377,6 @@ def test_sim_causal_lm_loads_without_missing_keys_and_gives_its_sentence_vector(
     expected = output.hidden_states[-1][:, 0] @ dense.weight.T + dense.bias  # linear activation
     torch.testing.assert_close(output.pooler_output, expected, atol=1e-6, rtol=1e-6)
     torch.testing.assert_close(vector, expected, atol=1e-6, rtol=1e-6)
-
-
-def test_causal_lm_with_a_pooler_generates_the_same_tokens_with_and_without_cache():
-    model = sim_model(decoder_mask="causal")  # a plain causal LM (Sim's UniLM decoding: tests/test_unilm.py)
-    prompt = torch.randint(1, TINY["vocab_size"], (2, 5))
-    settings = {"max_new_tokens": 8, "do_sample": False, "pad_token_id": 0}
-    with_cache = model.generate(prompt, attention_mask=torch.ones_like(prompt), use_cache=True, **settings)
-    without_cache = model.generate(prompt, attention_mask=torch.ones_like(prompt), use_cache=False, **settings)
-    assert with_cache.shape == (2, 13)
-    assert torch.equal(with_cache, without_cache)
 
 
 def test_pooler_keeps_last_layer_positions_right():

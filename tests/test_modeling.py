@@ -6,6 +6,7 @@ import logging
 import pytest
 import torch
 import transformers
+from conftest import TINY
 from safetensors import safe_open
 from transformers import (
     AutoConfig,
@@ -20,15 +21,6 @@ from roformer_hf import RoFormerConfig, RoFormerForCausalLM, RoFormerForMaskedLM
 from roformer_hf.blockwise_attention import blockwise_attention_forward
 from roformer_hf.modeling import eager_attention_forward
 
-TINY = {
-    "vocab_size": 99,
-    "hidden_size": 32,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "intermediate_size": 37,
-    "hidden_dropout_prob": 0.0,
-    "attention_probs_dropout_prob": 0.0,
-}
 TOLERANCE = {"eager": 1e-5, "sdpa": 1e-4}
 HEADS = [
     "RoFormerForMaskedLM",

@@ -8,19 +8,11 @@ fixtures of roformer 0.4.3 are checked in test_reference.py; these are the invar
 import pytest
 import torch
 import transformers
+from conftest import TINY
 
 from roformer_hf import RoFormerConfig, RoFormerForCausalLM, RoFormerModel
 from roformer_hf.modeling import unilm_attention_mask
 
-TINY = {
-    "vocab_size": 99,
-    "hidden_size": 32,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "intermediate_size": 37,
-    "hidden_dropout_prob": 0.0,
-    "attention_probs_dropout_prob": 0.0,
-}
 UNILM = {"is_decoder": True, "decoder_mask": "unilm"}
 ATTENTION = ["eager", "sdpa"]
 
