@@ -1229,7 +1229,14 @@ class RoFormerForMultipleChoice(RoFormerPreTrainedModel):
             labels (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
                 Index of the right choice.
         """
-        num_choices = (input_ids if input_ids is not None else inputs_embeds).shape[1]
+        choices = input_ids if input_ids is not None else inputs_embeds
+        if not isinstance(choices, torch.Tensor) or choices.dim() < 3:
+            shape = tuple(choices.shape) if isinstance(choices, torch.Tensor) else f"a {type(choices).__name__}"
+            raise ValueError(
+                f"RoFormerForMultipleChoice takes input_ids of shape (batch_size, num_choices, seq_len), got {shape}: "
+                "encode each (context, choice) pair with return_tensors='pt' and stack the choices of a question."
+            )
+        num_choices = choices.shape[1]
         input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds = (
             tensor.flatten(0, 1) if tensor is not None else None  # (B, num_choices, ...) -> (B * num_choices, ...)
             for tensor in (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)

@@ -225,6 +225,13 @@ def test_heads_refuse_empty_inputs(head, shape):
         model(torch.zeros(shape, dtype=torch.long))
 
 
+@pytest.mark.parametrize("input_ids", [INPUT_IDS.tolist(), INPUT_IDS], ids=["list", "2-D"])
+def test_multiple_choice_refuses_inputs_without_a_choice_dimension(input_ids):
+    model = roformer_hf.RoFormerForMultipleChoice(RoFormerConfig(**TINY)).eval()
+    with pytest.raises(ValueError, match=r"shape \(batch_size, num_choices, seq_len\)"):
+        model(input_ids)
+
+
 def multiple_choice_inputs():
     return {"input_ids": INPUT_IDS[:, None].repeat(1, 2, 1)}  # (batch_size 2, num_choices 2, seq_len 3)
 
