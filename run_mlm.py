@@ -819,19 +819,19 @@ def save_outputs(
         return []
     table = read_stage_results(training_args, stages)
     final = {key: value for key, value in table[-1].items() if key.startswith(("train_", "eval_", "perplexity"))}
-    _write_json(output_dir / "eval_results.json", {k: v for k, v in final.items() if not k.startswith("train_")})
-    _write_json(output_dir / "train_results.json", {k: v for k, v in final.items() if k.startswith("train_")})
-    _write_json(output_dir / "all_results.json", final)
-    _write_json(output_dir / "stage_results.json", table)
+    write_json_atomically(
+        output_dir / "eval_results.json", {k: v for k, v in final.items() if not k.startswith("train_")}, indent=2
+    )
+    write_json_atomically(
+        output_dir / "train_results.json", {k: v for k, v in final.items() if k.startswith("train_")}, indent=2
+    )
+    write_json_atomically(output_dir / "all_results.json", final, indent=2)
+    write_json_atomically(output_dir / "stage_results.json", table, indent=2)
     plot_loss_curve(training_args, stages, output_dir / "loss_curve.png")
     write_card(trainer, stages, output_dir, final, model_args, data_args, masking_args, argv)
     if training_args.push_to_hub:
         push_to_hub(training_args)
     return table
-
-
-def _write_json(path: Path, content: Any) -> None:
-    write_json_atomically(path, content, indent=2)
 
 
 def write_card(

@@ -18,9 +18,10 @@ conversion needs are downloaded with huggingface_hub into its cache (`HF_HUB_OFF
 The output is a complete roformer_hf checkpoint: weights (safetensors), config (with the RoFormer-V2 and pooler
 fields of the source: `norm_type`, `use_bias`, `pooler_activation`, `add_pooling_layer` when the source has pooler
 weights; for RoFormer-Sim, a checkpoint with a pooler and an LM head, `RoFormerForCausalLM` with
-`decoder_mask="unilm"`, a linear pooler and [SEP] as end of sequence), tokenizer, the model code with `auto_map` (for `trust_remote_code=True`) and a model card. The tokenizer
-follows the vocabulary (see `is_word_level`): `RoFormerJiebaTokenizer` for the word-level vocabularies,
-transformers' `BertTokenizer` for the char-level ones. It is written to a temporary folder beside the output and
+`decoder_mask="unilm"`, a linear pooler and [SEP] as end of sequence), tokenizer, the model code with `auto_map` (for
+`trust_remote_code=True`) and a model card. The tokenizer follows the vocabulary (see `is_word_level`):
+`RoFormerJiebaTokenizer` for the word-level vocabularies, transformers' `BertTokenizer` for the char-level ones. It
+is written to a temporary folder beside the output and
 moved into place when whole; an existing output folder is only replaced with `--overwrite`.
 
 Usage:

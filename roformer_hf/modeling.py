@@ -1231,7 +1231,7 @@ class RoFormerForMultipleChoice(RoFormerPreTrainedModel):
         """
         choices = input_ids if input_ids is not None else inputs_embeds
         if not isinstance(choices, torch.Tensor) or choices.dim() < 3:
-            shape = tuple(choices.shape) if isinstance(choices, torch.Tensor) else f"a {type(choices).__name__}"
+            shape = tuple(choices.shape) if isinstance(choices, torch.Tensor) else describe(choices)
             raise ValueError(
                 f"RoFormerForMultipleChoice takes input_ids of shape (batch_size, num_choices, seq_len), got {shape}: "
                 "encode each (context, choice) pair with return_tensors='pt' and stack the choices of a question."

@@ -625,34 +625,6 @@ def classification_metrics(predictions: np.ndarray, references: np.ndarray) -> d
     }
 
 
-__all__ = [
-    "ModelArguments",
-    "ScriptError",
-    "ScriptTrainingArguments",
-    "accuracy",
-    "atomic_path",
-    "build_config",
-    "build_model",
-    "build_tokenizer",
-    "check_distributed_launch",
-    "check_free_space",
-    "check_output_dir",
-    "classification_metrics",
-    "find_resume_checkpoint",
-    "is_complete_checkpoint",
-    "last_complete_checkpoint",
-    "parse_arguments",
-    "parse_config_overrides",
-    "prepare_output_dir",
-    "run_script",
-    "save_metrics",
-    "save_model_atomically",
-    "save_state",
-    "setup_logging",
-    "write_json_atomically",
-]
-
-
 # --- Distributed launches ---------------------------------------------------------------------------------------
 
 MPI_WORLD_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
@@ -872,3 +844,34 @@ def last_complete_checkpoint(folder: str | Path) -> str | None:
             "truncated: the run stopped while saving it)"
         )
     return None
+
+
+__all__ = [
+    "ModelArguments",
+    "ScriptError",
+    "ScriptTrainingArguments",
+    "accuracy",
+    "atomic_path",
+    "build_config",
+    "build_model",
+    "build_tokenizer",
+    "check_counts",
+    "check_data_file",
+    "check_distributed_launch",
+    "check_free_space",
+    "check_output_dir",
+    "classification_metrics",
+    "data_file_error",
+    "find_resume_checkpoint",
+    "is_complete_checkpoint",
+    "last_complete_checkpoint",
+    "parse_arguments",
+    "parse_config_overrides",
+    "prepare_output_dir",
+    "run_script",
+    "save_metrics",
+    "save_model_atomically",
+    "save_state",
+    "setup_logging",
+    "write_json_atomically",
+]

@@ -723,10 +723,13 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
         for sample_index, (first, second) in enumerate(samples):
             first = encode(first, with_offsets, options["split_special_tokens"], matcher)
             second = None if second is None else encode(second, with_offsets, options["split_special_tokens"], matcher)
+            first_length, second_length = len(first), None if second is None else len(second)
             windows = self._truncation_windows(
-                len(first), None if second is None else len(second), truncation_strategy, max_length, stride,
-                return_overflowing_tokens, options["add_special_tokens"],
+                first_length, second_length, truncation_strategy, max_length, stride, return_overflowing_tokens,
+                options["add_special_tokens"],
             )  # fmt: skip
+            if self.truncation_side == "left":
+                windows = windows_from_the_end(windows, first_length, second_length)
             for first_window, second_window in windows:
                 for key, value in self._build_row(first, first_window, second, second_window, options).items():
                     rows.setdefault(key, []).append(value)
@@ -776,28 +779,8 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
         overflow: bool,
         add_special_tokens: bool,
     ) -> list[tuple[tuple[int, int], tuple[int, int] | None]]:
-        """The token ranges `(start, end)` of the first and second text kept in each output row, taken from the end
-        of each text when `truncation_side` is "left"."""
-        windows = self._windows_from_the_start(
-            first_length, second_length, strategy, max_length, stride, overflow, add_special_tokens
-        )
-        if self.truncation_side != "left":
-            return windows
-        return [
-            (from_the_end(first, first_length), None if second is None else from_the_end(second, second_length))
-            for first, second in windows
-        ]
-
-    def _windows_from_the_start(
-        self,
-        first_length: int,
-        second_length: int | None,
-        strategy: TruncationStrategy,
-        max_length: int | None,
-        stride: int,
-        overflow: bool,
-        add_special_tokens: bool,
-    ) -> list[tuple[tuple[int, int], tuple[int, int] | None]]:
+        """The token ranges `(start, end)` of the first and second text kept in each output row, counted from the
+        start of each text (`windows_from_the_end` turns them round for `truncation_side="left"`)."""
         whole_second = None if second_length is None else (0, second_length)
         if strategy == TruncationStrategy.DO_NOT_TRUNCATE or max_length is None:
             return [((0, first_length), whole_second)]
@@ -919,10 +902,19 @@ def require_room(size: int) -> int:
     return size
 
 
-def from_the_end(window: tuple[int, int], length: int) -> tuple[int, int]:
-    """The window at the same distance from the end of `length` tokens as `window` is from their start."""
-    start, end = window
-    return length - end, length - start
+def windows_from_the_end(
+    windows: list[tuple[tuple[int, int], tuple[int, int] | None]], first_length: int, second_length: int | None
+) -> list[tuple[tuple[int, int], tuple[int, int] | None]]:
+    """The same (first, second) token windows, counted from the end of each text instead of its start."""
+
+    def turned(window: tuple[int, int], length: int) -> tuple[int, int]:
+        start, end = window
+        return length - end, length - start
+
+    return [
+        (turned(first, first_length), None if second is None else turned(second, second_length))
+        for first, second in windows
+    ]
 
 
 def sliding_windows(length: int, size: int, stride: int, overflow: bool) -> list[tuple[int, int]]:

@@ -28,6 +28,16 @@ TINY = {
     "attention_probs_dropout_prob": 0.0,
 }
 
+# A tiny model over the 50k RoFormer vocabulary, for tests that tokenize real text (small embeddings keep it light).
+TINY_WORD_VOCAB = {
+    "vocab_size": 50000,
+    "embedding_size": 16,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 48,
+}
+
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:

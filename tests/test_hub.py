@@ -11,6 +11,7 @@ from pathlib import Path
 import huggingface_hub
 import pytest
 import torch
+from conftest import TINY_WORD_VOCAB
 
 import roformer_hf
 from roformer_hf.configuration import AUTO_MAP
@@ -97,14 +98,7 @@ def model_inputs(architecture: str, batch) -> dict:
 
 def tiny_config(architecture: str) -> roformer_hf.RoFormerConfig:
     return roformer_hf.RoFormerConfig(
-        vocab_size=50000,
-        embedding_size=16,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=48,
-        is_decoder=architecture == "RoFormerForCausalLM",
-        id2label={0: "civil", 1: "criminal"},
+        **TINY_WORD_VOCAB, is_decoder=architecture == "RoFormerForCausalLM", id2label={0: "civil", 1: "criminal"}
     )
 
 

@@ -3,6 +3,7 @@ model's own `pooler_output`. (With `trust_remote_code=True` where roformer_hf is
 
 import pytest
 import torch
+from conftest import TINY_WORD_VOCAB
 from sentence_transformers import SentenceTransformer
 
 import roformer_hf
@@ -13,15 +14,7 @@ TEXTS = ["今天天气很好，我们去公园散步。", "原告与被告签订
 
 def tiny_config(**settings) -> roformer_hf.RoFormerConfig:
     return roformer_hf.RoFormerConfig(
-        vocab_size=50000,
-        embedding_size=16,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=48,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-        **settings,
+        **TINY_WORD_VOCAB, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **settings
     )
 
 
