@@ -59,6 +59,8 @@ RJIEBA_ONLY_CHINESE = re.compile("[\u9fd6-\u9fff\u3400-\u4dbf\uf900-\ufaff\U0002
 WORD_MAXLEN = 200
 # jieba's user-dictionary line: a word, then an optional frequency, then an optional part-of-speech tag.
 USER_DICT_LINE = re.compile(r"^(.+?)( [0-9]+)?( [a-z]+)?$")
+# The lists an encoded row can hold, in the order `_encode_plus` returns them.
+ROW_KEYS = ("input_ids", "token_type_ids", "special_tokens_mask", "offset_mapping", "word_ids")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -656,68 +658,50 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
         return_word_ids: bool = False,
         **kwargs,
     ) -> BatchEncoding:
+        """
+        transformers' `PreTrainedTokenizer._encode_plus`, done batch-wise: every text is encoded once by the rule,
+        then cut into rows, and padding is transformers' `pad`. Kept rather than inherited because it is 2-6x faster
+        on real text (`benchmarks/bench_tokenizer.py --mode encoding`), and because transformers' slow-tokenizer path
+        has no offsets, no word ids and no overflowing windows as rows (it returns one `overflowing_tokens` list).
+        `tests/test_tokenization.py` checks that both give the same encodings where both apply.
+        """
         if kwargs:
             logger.warning(f"RoFormerJiebaTokenizer ignores the unknown keyword arguments {sorted(kwargs)}.")
         batched, samples = self._samples(text, text_pair, is_split_into_words)
-        matcher = (None, {}) if split_special_tokens else self._added_tokens_matcher()
-        plain = not (is_split_into_words or return_overflowing_tokens or return_offsets_mapping or return_word_ids)
-        plain = plain and not (return_special_tokens_mask or return_length)
-        plain = plain and truncation_strategy != TruncationStrategy.ONLY_SECOND
-        if plain and all(second is None for _, second in samples):
-            rows = self._plain_rows(
-                [first for first, _ in samples], add_special_tokens, truncation_strategy, max_length, matcher,
-                return_token_type_ids is not False,
-            )  # fmt: skip
-        else:
-            options = {
-                "add_special_tokens": add_special_tokens,
-                "token_type_ids": return_token_type_ids is not False,
-                "special_tokens_mask": return_special_tokens_mask,
-                "offset_mapping": return_offsets_mapping,
-                "word_ids": return_word_ids,
-                "length": return_length,
-                "is_split_into_words": is_split_into_words,
-                "split_special_tokens": split_special_tokens,
-            }
-            truncation = (truncation_strategy, max_length, stride, return_overflowing_tokens)
-            rows = self._general_rows(samples, options, truncation, matcher)
+        options = {
+            "add_special_tokens": add_special_tokens,
+            "token_type_ids": return_token_type_ids is not False,
+            "special_tokens_mask": return_special_tokens_mask,
+            "offset_mapping": return_offsets_mapping,
+            "word_ids": return_word_ids,
+            "length": return_length,
+            "is_split_into_words": is_split_into_words,
+            "split_special_tokens": split_special_tokens,
+        }
+        truncation = (truncation_strategy, max_length, stride, return_overflowing_tokens)
+        rows = self._rows(samples, options, truncation)
         self._warn_if_too_long(rows["input_ids"], truncation_strategy, max_length)
-        rows = self._pad_rows(
-            rows, padding_strategy, max_length, pad_to_multiple_of, padding_side, return_attention_mask
-        )
+        if rows["input_ids"]:
+            rows = self.pad(
+                rows,
+                padding=padding_strategy,
+                max_length=max_length,
+                pad_to_multiple_of=pad_to_multiple_of,
+                padding_side=padding_side,
+                return_attention_mask=return_attention_mask,
+            )
+        elif return_attention_mask is not False:
+            rows["attention_mask"] = []
         if not batched and not return_overflowing_tokens and return_tensors is None:
             rows = {key: value[0] for key, value in rows.items()}
         return BatchEncoding(rows, tensor_type=return_tensors)
 
-    def _plain_rows(
-        self,
-        texts: list,
-        add_special_tokens: bool,
-        truncation_strategy: TruncationStrategy,
-        max_length: int | None,
-        matcher: Any,
-        with_token_type_ids: bool,
-    ) -> dict[str, list]:
-        """The common case (single texts, nothing but ids, type ids and maybe truncation), without per-row work."""
-        head = [self.cls_token_id] if add_special_tokens else []
-        tail = [self.sep_token_id] if add_special_tokens else []
-        kept = slice(None)
-        if truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE and max_length is not None:
-            budget = require_room(max_length - len(head) - len(tail))
-            kept = slice(-budget, None) if self.truncation_side == "left" else slice(budget)
-        input_ids = [head + self.encode_text(text, False, False, matcher).ids[kept] + tail for text in texts]
-        rows = {"input_ids": input_ids}
-        if with_token_type_ids:
-            rows["token_type_ids"] = [[0] * len(ids) for ids in input_ids]
-        return rows
-
-    def _general_rows(
-        self, samples: list[tuple[Any, Any]], options: dict[str, Any], truncation: tuple, matcher: Any
-    ) -> dict[str, list]:
-        """Rows for pairs, pre-split words, offsets, word ids and overflowing windows."""
+    def _rows(self, samples: list[tuple[Any, Any]], options: dict[str, Any], truncation: tuple) -> dict[str, list]:
+        """The unpadded rows of a batch: every sample encoded once, then cut into its truncation windows."""
         truncation_strategy, max_length, stride, return_overflowing_tokens = truncation
         with_offsets = options["offset_mapping"] or options["word_ids"]
         encode = self._encode_words if options["is_split_into_words"] else self.encode_text
+        matcher = (None, {}) if options["split_special_tokens"] else self._added_tokens_matcher()
         options = {**options, "cls_token_id": self.cls_token_id, "sep_token_id": self.sep_token_id}
         rows: dict[str, list] = {"input_ids": []}
         for sample_index, (first, second) in enumerate(samples):
@@ -816,28 +800,27 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
         options: dict[str, Any],
     ) -> dict[str, list]:
         """One output row: `[CLS] first [SEP] (second [SEP])` and the requested companions of `input_ids`."""
-        special, cls_token_id, sep_token_id = (
-            options["add_special_tokens"],
-            options["cls_token_id"],
-            options["sep_token_id"],
-        )
+        special = options["add_special_tokens"]
         parts = [(first, first_window, 0)] + ([(second, second_window, 1)] if second is not None else [])
-        row = {key: [] for key in ("input_ids", "token_type_ids", "special_tokens_mask", "offset_mapping", "word_ids")}
+        row = {key: [] for key in ROW_KEYS if key == "input_ids" or options[key]}
         next_word = 0
         for encoding, (start, end), type_id in parts:
             opening = special and type_id == 0
-            ids = [cls_token_id] * opening + encoding.ids[start:end] + [sep_token_id] * special
+            ids = [options["cls_token_id"]] * opening + encoding.ids[start:end] + [options["sep_token_id"]] * special
             row["input_ids"] += ids
-            row["token_type_ids"] += [type_id] * len(ids)
-            row["special_tokens_mask"] += [1] * opening + [0] * (end - start) + [1] * special
-            if encoding.offsets is not None:
+            if "token_type_ids" in row:
+                row["token_type_ids"] += [type_id] * len(ids)
+            if "special_tokens_mask" in row:
+                row["special_tokens_mask"] += [1] * opening + [0] * (end - start) + [1] * special
+            if "offset_mapping" in row:
                 row["offset_mapping"] += [(0, 0)] * opening + encoding.offsets[start:end] + [(0, 0)] * special
+            if "word_ids" in row:
                 words = [word - encoding.word_ids[start] + next_word for word in encoding.word_ids[start:end]]
                 row["word_ids"] += [-1] * opening + words + [-1] * special
                 next_word = words[-1] + 1 if words else next_word
         if options["length"]:
             row["length"] = len(row["input_ids"])
-        return {key: value for key, value in row.items() if key in ("input_ids", "length") or options[key]}
+        return row
 
     def _warn_if_too_long(self, rows: list[list[int]], strategy: TruncationStrategy, max_length: int | None) -> None:
         if strategy == TruncationStrategy.DO_NOT_TRUNCATE and any(len(row) > self.model_max_length for row in rows):
@@ -845,29 +828,6 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
                 f"A sequence is longer than model_max_length ({self.model_max_length}) tokens: pass truncation=True "
                 "and max_length, or return_overflowing_tokens=True with a stride, to cut it."
             )
-
-    def _pad_rows(
-        self,
-        rows: dict[str, list],
-        padding_strategy: PaddingStrategy,
-        max_length: int | None,
-        pad_to_multiple_of: int | None,
-        padding_side: str | None,
-        return_attention_mask: bool | None,
-    ) -> dict[str, list]:
-        if padding_strategy == PaddingStrategy.DO_NOT_PAD or not rows["input_ids"]:
-            # The common case of datasets.map: no padding, so skip pad()'s per-row work.
-            if return_attention_mask is not False:
-                rows["attention_mask"] = [[1] * len(ids) for ids in rows["input_ids"]]
-            return rows
-        return self.pad(
-            rows,
-            padding=padding_strategy,
-            max_length=max_length,
-            pad_to_multiple_of=pad_to_multiple_of,
-            padding_side=padding_side,
-            return_attention_mask=return_attention_mask,
-        )
 
     def _pad(
         self,
