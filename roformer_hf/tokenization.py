@@ -661,8 +661,9 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
         """
         transformers' `PreTrainedTokenizer._encode_plus`, done batch-wise: every text is encoded once by the rule,
         then cut into rows, and padding is transformers' `pad`. Kept rather than inherited because it is 2-6x faster
-        on real text (`benchmarks/bench_tokenizer.py --mode encoding`), and because transformers' slow-tokenizer path
-        has no offsets, no word ids and no overflowing windows as rows (it returns one `overflowing_tokens` list).
+        on batches of real text (`benchmarks/bench_tokenizer.py --mode encoding`; less with `return_tensors`, whose
+        conversion both share), and because transformers' slow-tokenizer path has no offsets, no word ids and no
+        overflowing windows as rows (it returns one `overflowing_tokens` list).
         `tests/test_tokenization.py` checks that both give the same encodings where both apply.
         """
         if kwargs:
