@@ -1,36 +1,63 @@
 """Speed and peak memory of roformer_hf against transformers' RoFormer, same weights, one fresh process per measurement.
 
-The model is the one of the goals: 2 layers, 768 wide, 12 heads, feed-forward 3072, the 50,000-word vocabulary and
-the default dropouts (0.1), batch 1. transformers' RoFormer has only eager attention; ours runs with its default
-(SDPA, plus the CPU dispatch of `roformer_hf.blockwise_attention`) and, for reference, with eager attention.
+Two models, the 12-layer base model first (what users fine-tune and pretrain), then a 2-layer one:
 
-- train: `RoFormerForSequenceClassification` with a label, forward + loss + backward + `zero_grad` (the optimizer step
-  costs the same for both and is left out). Our classifier computes its last layer at [CLS] only (the head reads
-  nothing else; see `last_layer_positions`); the row `roformer_hf-sdpa-full-last-layer` computes every position, as
-  transformers does, to show what the attention and its dropout give alone. In a 2-layer model the last layer is half
-  the model; in the 12-layer base model it is 1/12.
+- base: the RoFormer chinese base shape: 12 layers, 768 wide, 12 heads, feed-forward 3072, the 50,000-word vocabulary,
+  the default dropouts (0.1). Rows: train 4 x 512, train 1 x 2,048, infer 1 x 4,096, mlm 1 x 512.
+- small: the same with 2 layers (where the [CLS]-only last layer of our classifier is half the model). Rows: train
+  512, train 2,048, infer 512, infer 4,096, batch 1.
+
+The tasks of a row (`task:BATCHxTOKENS`, or `task:TOKENS` for batch 1):
+
+- train: `RoFormerForSequenceClassification` forward + loss + backward + `zero_grad` (the optimizer step costs the
+  same for both and is left out). Our classifier computes its last layer at [CLS] only (the head reads nothing else).
+- mlm: `RoFormerForMaskedLM` forward + loss + backward + `zero_grad`, 15% of the real tokens labelled, as in
+  pretraining. Ours twice: `roformer_hf-sdpa-sparse` with `config.sparse_prediction=True` (the MLM head only at the
+  labelled positions; what `scripts/run_mlm.py` uses), `roformer_hf-sdpa-dense` predicting every position as
+  transformers does. The loss is the same (checked before timing).
 - infer: `RoFormerModel` forward under `torch.inference_mode()`.
 
-Every measurement runs in a fresh subprocess: one warm-up step, then `--repeats` timed steps. The implementations of
-a row take turns, `--rounds` times, so that the load of a shared machine hits them alike; the table shows the median
-step time and the median peak. Peak memory is what the steps add on top of the loaded model: on the CPU the growth of the
-process's resident-set high-water mark (VmHWM, reset after loading), on CUDA `torch.cuda.max_memory_allocated`.
-Speed-ups are transformers' step time / ours (above 1: ours is faster), from wall-clock time and from the process's
-CPU time (steadier when other jobs share the cores); memory is our peak / transformers' peak (below 1: ours is
-smaller).
+A batch of more than one sequence is padded, as a tokenizer pads a real batch: sequence i of B holds
+TOKENS * (B - i) / B real tokens (4 x 512: 512, 384, 256 and 128), the rest padding; every input comes with its
+`attention_mask`, as a tokenizer's does. transformers' RoFormer has only eager attention; ours runs its default (SDPA,
+plus `roformer_hf.blockwise_attention` for CPU training with dropout). `--variants` adds our eager attention
+(`roformer_hf-eager`) and, for train, our classifier computing every position of its last layer
+(`roformer_hf-sdpa-full-last-layer`).
+
+Both sides load the same random weights, saved by transformers' RoFormer (its config's max_position_embeddings made to
+cover the longest row: it holds a sinusoid table of that length). Before timing, both run every head of the rows in
+eval mode on a padded 2 x 64 batch; the largest absolute difference of the outputs (and of the MLM loss, ours with
+sparse prediction) is printed, and the run stops if one exceeds 1e-3.
+
+Every measurement runs in a fresh process: the model is loaded, one warm-up step runs on at most 128 tokens per
+sequence (it initialises the kernels and thread pools; a full-size one would double the run time of the base rows),
+then the timed steps at full size: `--repeats` of them, or by default as many as fit in 2 seconds (1 to 5). The
+implementations of a row take turns, `--rounds` times (transformers, ours, transformers, ours, ...), so that a change of
+load on a shared machine hits them alike; the table shows the median step time over every timed step and the median
+peak. Peak memory is what the steps add on top of the loaded model: on the CPU the growth of the process's
+resident-set high-water mark (VmHWM, reset after loading) over the warm-up and timed steps, on CUDA the growth of
+`torch.cuda.max_memory_allocated`. Speed-ups are transformers' step time / ours (above 1: ours is faster), from
+wall-clock time and from the process's CPU time (steadier when other jobs share the cores); memory is our peak /
+transformers' peak (below 1: ours is smaller).
 
 With `--v2`, the rows compare RoFormer-V2 (RMS norm without weights, no biases in the encoder, ReLU) with our own
-V1 at the base shape (12 layers, 768 wide, 12 heads, feed-forward 3072, vocabulary 12,000), both roformer_hf with
-SDPA, both with random weights: speed-ups and memory are then V1's / V2's and V2's / V1's.
+V1 at the base shape with the V2 checkpoints' 12,000-word vocabulary, both roformer_hf with SDPA, both with random
+weights: speed-ups and memory are then V1's / V2's and V2's / V1's.
 
-    python benchmarks/bench_model.py                         # the goals' rows on the CPU
-    python benchmarks/bench_model.py --device cuda --rows train:2048,infer:4096,infer:16384
+The default run (both models, 2 rounds) takes about 7 minutes on a quiet 2-core CPU.
+
+    python benchmarks/bench_model.py                         # base rows, then the 2-layer rows, on the CPU
+    python benchmarks/bench_model.py --only base --rounds 3  # steadier base rows
+    python benchmarks/bench_model.py --only small --variants eager,full-last-layer --rounds 3 --repeats 3
+    python benchmarks/bench_model.py --device cuda --only base --rows train:4x512,train:1x2048,infer:1x16384
     python benchmarks/bench_model.py --v2                    # V2 against V1, base shape, 512 and 2,048 tokens
 """
 
 import argparse
 import json
 import os
+import platform
+import shlex
 import statistics
 import subprocess
 import sys
@@ -40,71 +67,125 @@ from pathlib import Path
 
 import torch
 
-DEFAULT_ROWS = "train:512,train:2048,infer:512,infer:4096"
-V2_ROWS = "train:512,train:2048,infer:512,infer:2048"
-FULL_LAST_LAYER = "-full-last-layer"  # the suffix of our implementation computing every position of the last layer
-MODEL_SIZE = {
+BASE_SIZE = {
     "vocab_size": 50000,
     "hidden_size": 768,
-    "num_hidden_layers": 2,
+    "num_hidden_layers": 12,
     "num_attention_heads": 12,
     "intermediate_size": 3072,
 }
-BASE_SIZE = {**MODEL_SIZE, "vocab_size": 12000, "num_hidden_layers": 12}  # the --v2 comparison
+MODEL_SIZES = {"base": BASE_SIZE, "small": {**BASE_SIZE, "num_hidden_layers": 2}}
+DEFAULT_ROWS = {
+    "base": "train:4x512,train:1x2048,infer:1x4096,mlm:1x512",
+    "small": "train:512,train:2048,infer:512,infer:4096",
+}
+V2_SIZE = {**BASE_SIZE, "vocab_size": 12000}  # the --v2 comparison, at the vocabulary of the V2 checkpoints
+V2_ROWS = "train:512,train:2048,infer:512,infer:2048"
 V2_SETTINGS = {"norm_type": "rms_norm", "use_bias": False, "hidden_act": "relu"}
+TASK_HEADS = {"train": "classification", "mlm": "mlm", "infer": "classification"}  # the checkpoint each task loads
+VARIANTS = ("eager", "full-last-layer")
+LABELLED_FRACTION = 0.15  # of the real tokens in an MLM row, as in pretraining
+WARMUP_TOKENS = 128
+AUTO_REPEAT_SECONDS, AUTO_REPEAT_MAX = 2.0, 5
+AGREEMENT_TOLERANCE = 1e-3
+CHECK_BATCH, CHECK_TOKENS = 2, 64
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="examples:\n" + __doc__.rstrip().split("\n\n")[-1] + "\n\nWhat each row runs and how time and memory "
+        "are measured: the docstring at the top of this script.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--device", default="cpu", help="cpu or cuda.")
     parser.add_argument(
+        "--only", choices=sorted(MODEL_SIZES), help="Only the base (12-layer) or small (2-layer) rows."
+    )
+    parser.add_argument(
         "--rows",
-        help=f"Comma-separated task:length pairs (task train or infer); default {DEFAULT_ROWS}, with --v2 {V2_ROWS}.",
+        help="Comma-separated task:BATCHxTOKENS or task:TOKENS (batch 1), task train, mlm or infer, for each model "
+        f"measured; default {DEFAULT_ROWS['base']} for base, {DEFAULT_ROWS['small']} for small, {V2_ROWS} with --v2.",
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="Fresh processes per implementation, taken in turn.")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=0,
+        help=f"Timed steps per process, after the warm-up; 0 (default): as many as fit in {AUTO_REPEAT_SECONDS:g} s, "
+        f"1 to {AUTO_REPEAT_MAX}.",
+    )
+    parser.add_argument(
+        "--variants", default="", help=f"Comma-separated extra rows of ours: {', '.join(VARIANTS)} (none by default)."
     )
     parser.add_argument("--v2", action="store_true", help="RoFormer-V2 against our V1 at the base shape.")
-    parser.add_argument("--num_hidden_layers", type=int, help="Override the number of layers (quick checks).")
-    parser.add_argument("--rounds", type=int, default=3, help="Fresh processes per implementation, taken in turn.")
-    parser.add_argument("--repeats", type=int, default=2, help="Timed steps per process, after one warm-up step.")
+    parser.add_argument("--num_hidden_layers", type=int, help="Override the number of layers of every model (checks).")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help="Weights.")
     parser.add_argument(
         "--attention_dropout", type=float, default=0.1, help="attention_probs_dropout_prob of the model (0.1 default)."
     )
-    parser.add_argument("--no_eager", action="store_true", help="Skip the row of our eager attention.")
     parser.add_argument("--json", type=Path, help="Also write the results to this JSON file.")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: JSON of one measurement to run
     return parser.parse_args()
 
 
+# --- inputs -----------------------------------------------------------------------------------------------------
+
+
+def real_lengths(batch_size: int, length: int) -> list[int]:
+    """The real tokens of each sequence of a padded batch: length * (B - i) / B for sequence i."""
+    return [max(1, round(length * (batch_size - index) / batch_size)) for index in range(batch_size)]
+
+
+def make_batch(task: str, batch_size: int, length: int, vocab_size: int, device: str) -> dict:
+    """Random ids, padded as a tokenizer pads (pad id 0 after the real tokens), with the task's labels."""
+    generator = torch.Generator().manual_seed(length * 1000 + batch_size)
+    input_ids = torch.randint(5, vocab_size, (batch_size, length), generator=generator)
+    positions = torch.arange(length)
+    attention_mask = (positions < torch.tensor(real_lengths(batch_size, length))[:, None]).long()  # (B, T)
+    input_ids = input_ids.masked_fill(attention_mask == 0, 0)
+    batch = {"input_ids": input_ids, "attention_mask": attention_mask}
+    if task == "train":
+        batch["labels"] = torch.randint(0, 2, (batch_size,), generator=generator)
+    elif task == "mlm":
+        labelled = (torch.rand(batch_size, length, generator=generator) < LABELLED_FRACTION) & (attention_mask == 1)
+        labelled[:, 0] = True  # at least one label per sequence
+        batch["labels"] = input_ids.masked_fill(~labelled, -100)
+    return {name: tensor.to(device) for name, tensor in batch.items()}
+
+
 # --- one measurement, in a fresh process ------------------------------------------------------------------------
 
 
-def load_model(implementation: str, checkpoint: str, task: str, device: str, dtype: torch.dtype):
-    """transformers' or our class for `task`, from the same checkpoint (written by transformers), or for --v2 ours
-    from the checkpoint of that family."""
-    if implementation == "transformers":
-        from transformers import RoFormerForSequenceClassification, RoFormerModel
-
-        classes, kwargs = (RoFormerForSequenceClassification, RoFormerModel), {"attn_implementation": "eager"}
+def model_classes(library: str) -> dict:
+    """The class each task runs, from transformers or from roformer_hf."""
+    if library == "transformers":
+        from transformers import RoFormerForMaskedLM, RoFormerForSequenceClassification, RoFormerModel
     else:
-        from roformer_hf import RoFormerForSequenceClassification, RoFormerModel
-
-        attention = implementation.removeprefix("roformer_hf-").removesuffix(FULL_LAST_LAYER)
-        attention = "sdpa" if attention in ("v1", "v2") else attention
-        classes, kwargs = (RoFormerForSequenceClassification, RoFormerModel), {"attn_implementation": attention}
-    model_class = classes[0] if task == "train" else classes[1]
-    model = model_class.from_pretrained(checkpoint, dtype=dtype, **kwargs).to(device)
-    return model.train() if task == "train" else model.eval()
+        from roformer_hf import RoFormerForMaskedLM, RoFormerForSequenceClassification, RoFormerModel
+    return {"train": RoFormerForSequenceClassification, "mlm": RoFormerForMaskedLM, "infer": RoFormerModel}
 
 
-def run_step(model, task: str, input_ids: torch.Tensor, labels: torch.Tensor, full_last_layer: bool) -> None:
-    if task == "train":
-        # Asking for every layer's hidden states makes our classifier compute every position of its last layer.
-        extra = {"output_hidden_states": True} if full_last_layer else {}
-        model(input_ids=input_ids, labels=labels, **extra).loss.backward()
-        model.zero_grad(set_to_none=True)
-    else:
+def load_model(spec: dict):
+    """The task's model of `spec["library"]` from the row's checkpoint, in train or eval mode."""
+    kwargs = {"attn_implementation": spec["attention"]}
+    if spec["library"] == "roformer_hf" and spec["task"] == "mlm":
+        kwargs["sparse_prediction"] = spec["sparse_prediction"]
+    model_class = model_classes(spec["library"])[spec["task"]]
+    model = model_class.from_pretrained(spec["checkpoint"], dtype=getattr(torch, spec["dtype"]), **kwargs)
+    model = model.to(spec["device"])
+    return model.eval() if spec["task"] == "infer" else model.train()
+
+
+def run_step(model, task: str, batch: dict, full_last_layer: bool) -> None:
+    if task == "infer":
         with torch.inference_mode():
-            model(input_ids=input_ids)
+            model(**batch)
+        return
+    # Asking for every layer's hidden states makes our classifier compute every position of its last layer.
+    extra = {"output_hidden_states": True} if full_last_layer else {}
+    model(**batch, **extra).loss.backward()
+    model.zero_grad(set_to_none=True)
 
 
 def resident_memory(field: str) -> int:
@@ -131,70 +212,142 @@ def peak_memory(device: str) -> int:
     return resident_memory("VmHWM")
 
 
+def timed_step(model, spec: dict, batch: dict) -> tuple[float, float]:
+    """Wall-clock and CPU seconds of one step."""
+    start, cpu_start = time.perf_counter(), time.process_time()
+    run_step(model, spec["task"], batch, spec["full_last_layer"])
+    if spec["device"].startswith("cuda"):
+        torch.cuda.synchronize()
+    return time.perf_counter() - start, time.process_time() - cpu_start
+
+
 def measure(spec: dict) -> dict:
-    """Loads one model, runs a warm-up and `repeats` steps, returns the step times and the peak memory growth."""
-    torch.manual_seed(0)
-    dtype = getattr(torch, spec["dtype"])
-    model = load_model(spec["implementation"], spec["checkpoint"], spec["task"], spec["device"], dtype)
-    input_ids = torch.randint(1, spec["vocab_size"], (1, spec["length"]), device=spec["device"])
-    labels = torch.tensor([1], device=spec["device"])
+    """Loads one model, runs a short warm-up and the timed steps, returns their times and the peak memory growth."""
+    torch.manual_seed(0)  # the dropout masks
+    model = load_model(spec)
+    shape = (spec["task"], spec["batch_size"])
+    warmup = make_batch(*shape, min(spec["length"], WARMUP_TOKENS), spec["vocab_size"], spec["device"])
+    batch = make_batch(*shape, spec["length"], spec["vocab_size"], spec["device"])
     baseline = reset_peak_memory(spec["device"])
+    run_step(model, spec["task"], warmup, spec["full_last_layer"])
     times, cpu_times = [], []
-    for step in range(spec["repeats"] + 1):
-        start, cpu_start = time.perf_counter(), time.process_time()
-        run_step(model, spec["task"], input_ids, labels, spec["implementation"].endswith(FULL_LAST_LAYER))
-        if spec["device"].startswith("cuda"):
-            torch.cuda.synchronize()
-        if step > 0:  # step 0 warms up
-            times.append(time.perf_counter() - start)
-            cpu_times.append(time.process_time() - cpu_start)
+    while not enough_steps(times, spec["repeats"]):
+        seconds, cpu_seconds = timed_step(model, spec, batch)
+        times.append(seconds)
+        cpu_times.append(cpu_seconds)
     return {"times": times, "cpu_times": cpu_times, "peak_bytes": peak_memory(spec["device"]) - baseline}
+
+
+def enough_steps(times: list[float], repeats: int) -> bool:
+    if repeats > 0:
+        return len(times) >= repeats
+    return len(times) >= AUTO_REPEAT_MAX or (len(times) >= 1 and sum(times) >= AUTO_REPEAT_SECONDS)
+
+
+# --- checkpoints and the agreement check ------------------------------------------------------------------------
+
+
+def write_checkpoints(folder: Path, size: dict, heads: set[str], args: argparse.Namespace, max_length: int) -> None:
+    """Random-weight checkpoints saved by transformers' RoFormer, one per head (`folder / head`): the weights both
+    sides load."""
+    from transformers import RoFormerConfig, RoFormerForMaskedLM, RoFormerForSequenceClassification
+
+    config = RoFormerConfig(
+        **size,
+        max_position_embeddings=max_length,  # transformers' sinusoid table must cover the input
+        attention_probs_dropout_prob=args.attention_dropout,
+        num_labels=2,
+    )
+    for head in heads:
+        torch.manual_seed(0)
+        model_class = RoFormerForMaskedLM if head == "mlm" else RoFormerForSequenceClassification
+        model_class(config).save_pretrained(folder / head)
+
+
+def write_v2_checkpoints(folder: Path, size: dict, heads: set[str], args: argparse.Namespace) -> None:
+    """Our V1 and V2, random weights, in `folder / roformer_hf-v1 / head` and `folder / roformer_hf-v2 / head`."""
+    import roformer_hf
+
+    for family, settings in (("roformer_hf-v1", {}), ("roformer_hf-v2", V2_SETTINGS)):
+        config = roformer_hf.RoFormerConfig(
+            **size, **settings, attention_probs_dropout_prob=args.attention_dropout, num_labels=2
+        )
+        for head in heads:
+            torch.manual_seed(0)
+            model_class = (
+                roformer_hf.RoFormerForMaskedLM if head == "mlm" else roformer_hf.RoFormerForSequenceClassification
+            )
+            model_class(config).save_pretrained(folder / family / head)
+
+
+def eval_outputs(library: str, task: str, checkpoint: Path, batch: dict) -> list[torch.Tensor]:
+    """What the task's model returns in eval mode at the real tokens: logits or hidden states (and the MLM loss)."""
+    spec = {"library": library, "task": task, "checkpoint": checkpoint, "dtype": "float32", "device": "cpu"}
+    spec |= {"attention": "eager" if library == "transformers" else "sdpa", "sparse_prediction": True}
+    model = load_model(spec).eval()
+    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+    real = batch["attention_mask"].bool()  # (B, T)
+    with torch.inference_mode():
+        if task == "infer":
+            return [model(**inputs).last_hidden_state[real]]
+        if task == "train":
+            return [model(**inputs).logits]
+        return [model(**inputs).logits[real], model(**batch).loss]  # ours with labels: sparse prediction
+
+
+def check_agreement(folder: Path, tasks: set[str], vocab_size: int) -> dict[str, float]:
+    """Largest absolute difference between transformers' and our outputs, per output; exits above the tolerance."""
+    names = {"train": ["classification logits"], "infer": ["hidden states"], "mlm": ["MLM logits", "MLM loss"]}
+    differences = {}
+    for task in sorted(tasks):
+        batch = make_batch(task, CHECK_BATCH, CHECK_TOKENS, vocab_size, "cpu")
+        checkpoint = folder / TASK_HEADS[task]
+        theirs, ours = (eval_outputs(library, task, checkpoint, batch) for library in ("transformers", "roformer_hf"))
+        for name, their_output, our_output in zip(names[task], theirs, ours, strict=True):
+            differences[name] = (their_output - our_output).abs().max().item()
+    failed = {name: value for name, value in differences.items() if not value <= AGREEMENT_TOLERANCE}
+    if failed:
+        sys.exit(
+            f"roformer_hf and transformers disagree on the same weights ({failed}, tolerance {AGREEMENT_TOLERANCE})"
+        )
+    return differences
 
 
 # --- the driver -------------------------------------------------------------------------------------------------
 
 
-def model_size(args: argparse.Namespace) -> dict:
-    size = BASE_SIZE if args.v2 else MODEL_SIZE
-    return {**size, "num_hidden_layers": args.num_hidden_layers or size["num_hidden_layers"]}
+def parse_rows(text: str) -> list[tuple[str, int, int]]:
+    """`train:4x512,infer:4096` -> [("train", 4, 512), ("infer", 1, 4096)]."""
+    rows = []
+    for item in text.split(","):
+        task, _, shape = item.strip().partition(":")
+        batch_size, _, length = shape.rpartition("x")
+        if task not in TASK_HEADS or not length.isdigit() or not (batch_size or "1").isdigit():
+            sys.exit(f"--rows takes task:BATCHxTOKENS or task:TOKENS with task train, mlm or infer; got {item!r}")
+        rows.append((task, int(batch_size or 1), int(length)))
+    return rows
 
 
-def write_checkpoint(folder: str, args: argparse.Namespace, max_length: int) -> None:
-    """A random-weight checkpoint saved by transformers' RoFormer: the weights both sides load. With --v2, one of our
-    V1 and one of our V2 in the subfolders `roformer_hf-v1` and `roformer_hf-v2`."""
+def implementations(args: argparse.Namespace, task: str) -> list[dict]:
+    """The implementations of a row, each {name, library, attention, full_last_layer, sparse_prediction}; the first
+    is the reference of the speed-ups."""
+    ours = {"library": "roformer_hf", "attention": "sdpa", "full_last_layer": False, "sparse_prediction": True}
     if args.v2:
-        import roformer_hf
-
-        for name, settings in (("roformer_hf-v1", {}), ("roformer_hf-v2", V2_SETTINGS)):
-            torch.manual_seed(0)
-            config = roformer_hf.RoFormerConfig(
-                **model_size(args), **settings, attention_probs_dropout_prob=args.attention_dropout, num_labels=2
-            )
-            roformer_hf.RoFormerForSequenceClassification(config).save_pretrained(Path(folder) / name)
-        return
-    from transformers import RoFormerConfig, RoFormerForSequenceClassification
-
-    torch.manual_seed(0)
-    config = RoFormerConfig(
-        **model_size(args),
-        max_position_embeddings=max_length,  # transformers' sinusoid table must cover the input
-        attention_probs_dropout_prob=args.attention_dropout,
-        num_labels=2,
-    )
-    RoFormerForSequenceClassification(config).save_pretrained(folder)
-
-
-def implementations(args: argparse.Namespace, task: str) -> list[str]:
-    """The implementations of a row; the first is the reference of the speed-ups."""
-    if args.v2:
-        return ["roformer_hf-v1", "roformer_hf-v2"]
-    names = ["transformers", "roformer_hf-sdpa"]
-    if task == "train":
-        names.append("roformer_hf-sdpa" + FULL_LAST_LAYER)
-    if not args.no_eager:
-        names.append("roformer_hf-eager")
+        return [{**ours, "name": "roformer_hf-v1"}, {**ours, "name": "roformer_hf-v2"}]
+    names = [{**ours, "name": "transformers", "library": "transformers", "attention": "eager"}]
+    if task == "mlm":
+        names += [{**ours, "name": "roformer_hf-sdpa-sparse"}, {**ours, "name": "roformer_hf-sdpa-dense"}]
+        names[-1]["sparse_prediction"] = False
+    else:
+        names.append({**ours, "name": "roformer_hf-sdpa"})
+    variants = {variant for variant in args.variants.split(",") if variant}
+    if task == "train" and "full-last-layer" in variants:
+        names.append({**ours, "name": "roformer_hf-sdpa-full-last-layer", "full_last_layer": True})
+    if "eager" in variants:
+        suffix = "-sparse" if task == "mlm" else ""
+        names.append({**ours, "name": "roformer_hf-eager" + suffix, "attention": "eager"})
     if args.device.startswith("cuda") and is_flash_attention_installed():
-        names.append("roformer_hf-flash_attention_2")
+        names.append({**ours, "name": "roformer_hf-flash_attention_2", "attention": "flash_attention_2"})
     return names
 
 
@@ -209,13 +362,53 @@ def run_in_subprocess(spec: dict) -> dict:
         [sys.executable, __file__, "--worker", json.dumps(spec)], capture_output=True, text=True, check=False
     )
     if completed.returncode != 0:
-        return {"error": completed.stderr.strip().splitlines()[-1] if completed.stderr.strip() else "failed"}
+        lines = completed.stderr.strip().splitlines()
+        return {"error": lines[-1] if lines else f"failed with exit status {completed.returncode}"}
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
+def measure_row(model: str, row: tuple[str, int, int], folder: Path, size: dict, args: argparse.Namespace) -> list:
+    """Every implementation for one row, `--rounds` times in turn, so that a change of load hits all of them alike."""
+    task, batch_size, length = row
+    runs = {implementation["name"]: (implementation, []) for implementation in implementations(args, task)}
+    for _ in range(args.rounds):
+        for name, (implementation, results) in runs.items():
+            checkpoint = folder / name if args.v2 else folder
+            spec = {
+                **implementation,
+                "checkpoint": str(checkpoint / TASK_HEADS[task]),
+                "vocab_size": size["vocab_size"],
+                "task": task,
+                "batch_size": batch_size,
+                "length": length,
+                "device": args.device,
+                "dtype": args.dtype,
+                "repeats": args.repeats,
+            }
+            results.append(run_in_subprocess(spec))
+            print(f"  {model} {task} {batch_size}x{length} {name}: {results[-1]}", file=sys.stderr, flush=True)
+    return [summarize(model, row, name, results) for name, (_, results) in runs.items()]
+
+
+def summarize(model: str, row: tuple[str, int, int], name: str, results: list[dict]) -> dict:
+    task, batch_size, length = row
+    summary = {"model": model, "task": task, "batch_size": batch_size, "length": length, "implementation": name}
+    failed = [result["error"] for result in results if "error" in result]
+    if failed:
+        return {**summary, "error": failed[0]}
+    return {
+        **summary,
+        "seconds": statistics.median(seconds for result in results for seconds in result["times"]),
+        "cpu_seconds": statistics.median(seconds for result in results for seconds in result["cpu_times"]),
+        "peak_bytes": statistics.median(result["peak_bytes"] for result in results),
+        "runs": results,
+    }
+
+
 COLUMNS = (
+    "model",
     "task",
-    "tokens",
+    "batch x tokens",
     "implementation",
     "time (s)",
     "CPU time (s)",
@@ -231,80 +424,87 @@ def print_table(results: list[dict]) -> None:
     transformers, or our V1 with --v2), memory is the row's peak / the reference's."""
     print("| " + " | ".join(COLUMNS) + " |")
     print("|" + "|".join("-" * (len(column) + 2) for column in COLUMNS) + "|")
-    reference = {}
+    references = {}
     for row in results:
-        cells = [row["task"], str(row["length"]), row["implementation"]]
+        cells = [row["model"], row["task"], f"{row['batch_size']} x {row['length']}", row["implementation"]]
         if "error" in row:
             print("| " + " | ".join([*cells, row["error"][:80]]) + " |")
             continue
-        reference.setdefault((row["task"], row["length"]), row)
-        base = reference.get((row["task"], row["length"]))
+        reference = references.setdefault((row["model"], row["task"], row["batch_size"], row["length"]), row)
         cells += [f"{row['seconds']:.3f}", f"{row['cpu_seconds']:.3f}", f"{row['peak_bytes'] / 2**20:.0f}"]
-        if base:
-            cells += [
-                f"{base['seconds'] / row['seconds']:.2f}x",
-                f"{base['cpu_seconds'] / row['cpu_seconds']:.2f}x",
-                f"{row['peak_bytes'] / base['peak_bytes']:.2f}x" if base["peak_bytes"] > 0 else "-",
-            ]
+        cells += [
+            f"{reference['seconds'] / row['seconds']:.2f}x",
+            f"{reference['cpu_seconds'] / row['cpu_seconds']:.2f}x",
+            f"{row['peak_bytes'] / reference['peak_bytes']:.2f}x" if reference["peak_bytes"] > 0 else "-",
+        ]
         print("| " + " | ".join(cells) + " |")
 
 
-def measure_row(task: str, length: int, checkpoint: str, args: argparse.Namespace) -> list[dict]:
-    """Every implementation for one row, `--rounds` times in turn, so that a change of load hits all of them alike."""
-    runs = {implementation: [] for implementation in implementations(args, task)}
-    for _ in range(args.rounds):
-        for implementation, results in runs.items():
-            spec = {
-                "implementation": implementation,
-                "checkpoint": str(Path(checkpoint) / implementation) if args.v2 else checkpoint,
-                "vocab_size": model_size(args)["vocab_size"],
-                "task": task,
-                "length": length,
-                "device": args.device,
-                "dtype": args.dtype,
-                "repeats": args.repeats,
-            }
-            results.append(run_in_subprocess(spec))
-            print(f"  {task} {length} {implementation}: {results[-1]}", file=sys.stderr, flush=True)
-    rows = []
-    for implementation, results in runs.items():
-        row = {"task": task, "length": length, "implementation": implementation}
-        failed = [result["error"] for result in results if "error" in result]
-        if failed:
-            rows.append({**row, "error": failed[0]})
-            continue
-        rows.append(
-            {
-                **row,
-                "seconds": statistics.median(time for result in results for time in result["times"]),
-                "cpu_seconds": statistics.median(time for result in results for time in result["cpu_times"]),
-                "peak_bytes": statistics.median(result["peak_bytes"] for result in results),
-                "runs": results,
-            }
-        )
-    return rows
+def cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def header_lines(args: argparse.Namespace, models: dict[str, dict]) -> list[str]:
+    """The command, the machine and the settings, printed above the table."""
+    import transformers
+
+    device = torch.cuda.get_device_name() if args.device.startswith("cuda") else cpu_name()
+    repeats = f"{args.repeats} timed steps" if args.repeats else f"timed steps for {AUTO_REPEAT_SECONDS:g} s (1-5)"
+    return [
+        "command: " + shlex.join(["python", "benchmarks/bench_model.py", *sys.argv[1:]]),
+        f"machine: {device}, {os.cpu_count()} cores, torch {torch.__version__} ({torch.get_num_threads()} threads), "
+        f"transformers {transformers.__version__}, device {args.device}, {args.dtype}",
+        f"settings: attention dropout {args.attention_dropout}, {args.rounds} rounds x {repeats} after a warm-up on "
+        f"<= {WARMUP_TOKENS} tokens, median time, peak = resident-set growth (VmHWM) over the loaded model",
+        *(f"model {name}: {size}" for name, size in models.items()),
+    ]
 
 
 def main() -> None:
+    import transformers
+
+    transformers.logging.set_verbosity_error()  # no load reports or progress bars between the progress lines
+    transformers.logging.disable_progress_bar()
     args = parse_args()
     if args.worker:
         print(json.dumps(measure(json.loads(args.worker))))
         return
-    args.rows = args.rows or (V2_ROWS if args.v2 else DEFAULT_ROWS)
-    rows = [(task, int(length)) for task, length in (item.split(":") for item in args.rows.split(","))]
-    if any(task not in ("train", "infer") for task, _ in rows):
-        sys.exit(f"--rows takes task:length pairs with task train or infer, got {args.rows!r}")
-    print(
-        f"device {args.device}, torch {torch.__version__}, {torch.get_num_threads()} threads, dtype {args.dtype}, "
-        f"attention dropout {args.attention_dropout}, {args.rounds} rounds x {args.repeats} steps, "
-        f"model {model_size(args)}" + (", V2 against V1" if args.v2 else "")
-    )
-    results = []
-    with tempfile.TemporaryDirectory() as checkpoint:
-        write_checkpoint(checkpoint, args, max(length for _, length in rows))
-        for task, length in rows:
-            results.extend(measure_row(task, length, checkpoint, args))
+    unknown = set(args.variants.split(",")) - {"", *VARIANTS}
+    if unknown:
+        sys.exit(f"--variants takes {', '.join(VARIANTS)}; got {', '.join(sorted(unknown))}")
+    if args.v2:
+        models = {"v2-vs-v1": V2_SIZE}
+    else:
+        models = {name: size for name, size in MODEL_SIZES.items() if args.only in (None, name)}
+    models = {
+        name: {**size, "num_hidden_layers": args.num_hidden_layers or size["num_hidden_layers"]}
+        for name, size in models.items()
+    }
+    started = time.perf_counter()
+    results, agreement = [], []
+    with tempfile.TemporaryDirectory() as temporary:
+        for name, size in models.items():
+            rows = parse_rows(args.rows or (V2_ROWS if args.v2 else DEFAULT_ROWS[name]))
+            folder = Path(temporary) / name
+            heads = {TASK_HEADS[task] for task, _, _ in rows}
+            if args.v2:
+                write_v2_checkpoints(folder, size, heads, args)
+            else:
+                write_checkpoints(folder, size, heads, args, max(CHECK_TOKENS, *(length for *_, length in rows)))
+                differences = check_agreement(folder, {task for task, _, _ in rows}, size["vocab_size"])
+                agreement.append(
+                    f"agreement, model {name}: max |transformers - ours| "
+                    + ", ".join(f"{output} {value:.1e}" for output, value in differences.items())
+                )
+                print(agreement[-1], file=sys.stderr, flush=True)
+            for row in rows:
+                results.extend(measure_row(name, row, folder, size, args))
+    print("\n".join([*header_lines(args, models), *agreement]) + "\n")
     print_table(results)
+    print(f"\n(run took {(time.perf_counter() - started) / 60:.1f} min)")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
 

@@ -3,7 +3,8 @@
 With sparse prediction the MLM head runs only at the labelled positions (15% of the tokens here) instead of at every
 token; over the 50,000-word vocabulary that head is the largest matrix product of a small model. The loss and the
 gradients are the same (tests/test_modeling.py), so only the time differs. Random weights and tokens, CPU, float32;
-the two settings take turns, `--rounds` times, and the table shows the fastest mean step of each.
+the two settings take turns, `--rounds` times, and the table shows the fastest mean step of each. The `mlm` row of
+`benchmarks/bench_model.py` measures both settings against transformers' RoFormer at the base shape.
 
     python benchmarks/bench_sparse_prediction.py
 """
