@@ -21,7 +21,7 @@ import types
 import typing
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -244,9 +244,9 @@ def short_help(
     for dataclass_type in dataclass_types:
         if issubclass(dataclass_type, TrainingArguments):
             shown = [item for item in fields(dataclass_type) if item.name in COMMON_TRAINING_OPTIONS]
-            heading = f"training options - the {len(shown)} most used of the {len(fields(dataclass_type))} of TrainingArguments"
-
             shown.sort(key=lambda item: list(COMMON_TRAINING_OPTIONS).index(item.name))
+            total = len(fields(dataclass_type))
+            heading = f"training options - the {len(shown)} most used of the {total} of TrainingArguments"
         else:
             heading = f"{dataclass_type.__name__.removesuffix('Arguments').lower()} options"
             summary = (dataclass_type.__doc__ or "").strip().split("\n")[0].rstrip(".")
@@ -258,7 +258,7 @@ def short_help(
     return "\n".join(lines)
 
 
-def _option_help(item: Any, defaults: dict[str, Any]) -> list[str]:
+def _option_help(item: Field, defaults: dict[str, Any]) -> list[str]:
     """The lines of one option: `--name VALUE`, then its help text and default, wrapped at `HELP_INDENT`."""
     help_text = COMMON_TRAINING_OPTIONS.get(item.name) or item.metadata.get("help", "")
     choices = item.metadata.get("choices")

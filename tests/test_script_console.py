@@ -46,8 +46,8 @@ SCRIPTS = {
 MAX_HELP_LINES = 200
 
 
-def run_script(script: str, arguments: list[str], cwd: Path) -> str:
-    """Run a script as a user does; return what it printed (stdout and stderr)."""
+def run_script(script: str, arguments: list[str], cwd: Path) -> tuple[str, str]:
+    """Run a script as a user does; return what it printed on stdout, and on stdout and stderr together."""
     result = subprocess.run(
         [sys.executable, str(REPO_ROOT / script), *arguments],
         capture_output=True,
@@ -57,7 +57,7 @@ def run_script(script: str, arguments: list[str], cwd: Path) -> str:
         cwd=cwd,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-    return result.stdout + result.stderr
+    return result.stdout, result.stdout + result.stderr
 
 
 def printed_help(script: str, option: str, monkeypatch, capsys) -> str:
@@ -185,11 +185,11 @@ def loaded_by_printed_code(output: str) -> dict:
 
 
 def test_mlm_run_is_quiet_prints_results_and_how_to_load_the_model(tmp_path):
-    output = run_script("run_mlm.py", [*MLM_ARGUMENTS, "--output_dir", "out"], tmp_path)
+    stdout, output = run_script("run_mlm.py", [*MLM_ARGUMENTS, "--output_dir", "out"], tmp_path)
     assert " - INFO - " not in output and "[INFO|" not in output
     assert "pin_memory" not in output and "Do not forget to share" not in output
     assert "| before training |" in output and output.count("fill-mask: ") == len(run_mlm.FILL_MASK_EXAMPLES)
-    assert output.rstrip().splitlines()[-4] == "model saved to out; load it with:"
+    assert stdout.rstrip().splitlines()[-4] == "model saved to out; load it with:"
     os.chdir(tmp_path)  # the printed path is relative to the folder the script ran in
     try:
         variables = loaded_by_printed_code(output)
@@ -206,16 +206,17 @@ def test_mlm_run_is_quiet_prints_results_and_how_to_load_the_model(tmp_path):
 
 
 def test_mlm_run_at_info_shows_progress_and_the_share_reminder_once(tmp_path):
-    output = run_script("run_mlm.py", [*MLM_ARGUMENTS, "--output_dir", "out", "--log_level", "info"], tmp_path)
+    _, output = run_script("run_mlm.py", [*MLM_ARGUMENTS, "--output_dir", "out", "--log_level", "info"], tmp_path)
     assert "***** Running training *****" in output and "*** Stage 2/2" in output
     assert output.count("Do not forget to share your model") == 1  # train() ends twice, once per stage
     assert "pin_memory" not in output or torch.accelerator.is_available()
 
 
 def test_classification_run_names_validation_and_prints_how_to_load(tmp_path):
-    output = run_script(
+    stdout, output = run_script(
         "run_classification.py", [*CLASSIFICATION_ARGUMENTS, "--output_dir", str(tmp_path / "out")], tmp_path
     )
+    assert stdout.rstrip().splitlines()[-4] == f"model saved to {tmp_path / 'out'}; load it with:"
     assert "[INFO|" not in output and "***** eval metrics *****" in output and "***** test metrics *****" in output
     variables = loaded_by_printed_code(output)
     assert type(variables["model"]).__name__ == "RoFormerForSequenceClassification"
@@ -223,7 +224,7 @@ def test_classification_run_names_validation_and_prints_how_to_load(tmp_path):
     saved, loaded = load_file(tmp_path / "out" / "model.safetensors"), variables["model"].state_dict()
     assert all(torch.equal(loaded[name], tensor) for name, tensor in saved.items())
 
-    verbose = run_script(
+    _, verbose = run_script(
         "run_classification.py",
         [*CLASSIFICATION_ARGUMENTS, "--output_dir", str(tmp_path / "verbose"), "--log_level", "info"],
         tmp_path,
