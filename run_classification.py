@@ -56,7 +56,9 @@ from roformer_hf.script_utils import (
     check_output_dir,
     classification_metrics,
     data_file_error,
+    demo_or_given_arguments,
     find_resume_checkpoint,
+    loading_instructions,
     parse_arguments,
     prepare_output_dir,
     run_script,
@@ -373,11 +375,11 @@ def save_confusion_matrix(labels: np.ndarray, predictions: np.ndarray, label_nam
 
 def parse_args(argv: Sequence[str] | None = None) -> tuple[ModelArguments, DataArguments, TrainingArguments]:
     """Parse the command line (or one .json/.yaml file); no arguments at all runs the embedded CAIL demo."""
-    argv = list(sys.argv[1:] if argv is None else argv)
     model_args, data_args, training_args = parse_arguments(
         (ModelArguments, DataArguments, ScriptTrainingArguments),
-        argv or DEFAULT_ARGV,
+        demo_or_given_arguments(argv, DEFAULT_ARGV),
         defaults={"output_dir": "outputs/run_classification"},
+        description=__doc__,
     )
     if not (training_args.do_train or training_args.do_eval or training_args.do_predict):
         raise ScriptError("nothing to do: pass --do_train, --do_eval and/or --do_predict.")
@@ -717,7 +719,15 @@ class InputOrderTrainer(Trainer):
     A `Trainer` that evaluates and predicts in input order. Under `--train_sampling_strategy group_by_length`,
     transformers groups evaluation batches by length as well; window logits must stay in input order to be pooled
     per document, and predictions.jsonl must follow the test file.
+
+    Its log names the validation split's pass "Evaluation on the validation data": `run_inference` runs it through
+    `Trainer.predict`, which would call it "Prediction".
     """
+
+    def evaluation_loop(self, dataloader, description: str, *args, metric_key_prefix: str = "eval", **kwargs):
+        if description == "Prediction" and metric_key_prefix == "eval":
+            description = "Evaluation on the validation data"
+        return super().evaluation_loop(dataloader, description, *args, metric_key_prefix=metric_key_prefix, **kwargs)
 
     def _get_eval_sampler(self, eval_dataset: torch.utils.data.Dataset) -> torch.utils.data.Sampler | None:
         if eval_dataset is None or self.args.world_size > 1:
@@ -900,6 +910,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
         metrics.update(predict(trainer, tokenized, label_info, data_args))
     if training_args.do_train:
         write_card_and_push(trainer, model_args, data_args, metrics)
+        if trainer.is_world_process_zero():
+            print(loading_instructions(training_args.output_dir, RoFormerForSequenceClassification))
     return metrics
 
 

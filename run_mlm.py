@@ -9,7 +9,7 @@ a single `.json`/`.yaml` file of arguments) with what RoFormer's pretraining add
 - masked-token accuracy (computed offline with scikit-learn), perplexity, a loss curve and a model card.
 
 Run it without arguments for a demo: a tiny RoFormer pretrained for about two minutes on the People's Daily sample in
-`data/`, saved to `./outputs/`. Runs unchanged under `torchrun` and `accelerate launch`.
+`data/`, saved to `./outputs/run_mlm/`. Runs unchanged under `torchrun` and `accelerate launch`.
 
     python run_mlm.py --train_file corpus.txt --tokenizer_name vocab.txt \
         --config_overrides "hidden_size=256,num_hidden_layers=4,num_attention_heads=4,intermediate_size=1024" \
@@ -53,8 +53,10 @@ from roformer_hf.script_utils import (
     check_distributed_launch,
     check_output_dir,
     data_file_error,
+    demo_or_given_arguments,
     find_resume_checkpoint,
     last_complete_checkpoint,
+    loading_instructions,
     parse_arguments,
     prepare_output_dir,
     run_script,
@@ -75,9 +77,9 @@ DEMO_ARGUMENTS = [
     *("--stages", "64:16:160,128:16:30"),
     *("--per_device_train_batch_size", "16", "--per_device_eval_batch_size", "32"),
     *("--learning_rate", "2e-3", "--warmup_steps", "20", "--weight_decay", "0.01"),
-    *("--logging_steps", "20", "--save_steps", "200", "--save_total_limit", "2", "--output_dir", "outputs"),
+    *("--logging_steps", "20", "--save_steps", "200", "--save_total_limit", "2", "--output_dir", "outputs/run_mlm"),
 ]
-SCRIPT_DEFAULTS = {"do_train": True, "do_eval": True, "output_dir": "outputs", "report_to": "none"}
+SCRIPT_DEFAULTS = {"do_train": True, "do_eval": True, "output_dir": "outputs/run_mlm", "report_to": "none"}
 FILL_MASK_EXAMPLES = [
     "新华社北京一月一日[MASK]",
     "中国人民[MASK]继承邓小平同志的遗志。",
@@ -283,12 +285,9 @@ def parse_args(
     argv: list[str] | None = None,
 ) -> tuple[ModelArguments, DataArguments, MaskingArguments, TrainingArguments]:
     """Parse the arguments (no arguments at all: the demo) and check what the dataclasses cannot."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv:
-        print("No arguments: running the demo, i.e. python run_mlm.py " + shlex.join(DEMO_ARGUMENTS), flush=True)
-        argv = DEMO_ARGUMENTS
+    argv = demo_or_given_arguments(argv, DEMO_ARGUMENTS)
     model_args, data_args, masking_args, training_args = parse_arguments(
-        (ModelArguments, DataArguments, MaskingArguments, ScriptTrainingArguments), argv, SCRIPT_DEFAULTS
+        (ModelArguments, DataArguments, MaskingArguments, ScriptTrainingArguments), argv, SCRIPT_DEFAULTS, __doc__
     )
     if masking_args.stages is not None:
         parse_stages(masking_args.stages)  # fail now rather than after loading the data
@@ -929,6 +928,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     if trainer.is_world_process_zero():
         print(format_stage_table(table))
         show_fill_mask_examples(model, tokenizer)
+        print(loading_instructions(training_args.output_dir, RoFormerForMaskedLM))
     return table
 
 

@@ -87,7 +87,7 @@ def test_arguments_from_json_and_yaml_files(tmp_path, news_file):
     for name in ("args.json", "args.yaml"):
         _, data_args, masking_args, training_args = run_mlm.parse_args([str(tmp_path / name)])
         assert (data_args.train_file, masking_args.stages, training_args.seed) == (str(news_file), "32:8:2", 3)
-        assert (training_args.do_train, training_args.output_dir) == (True, "outputs")
+        assert (training_args.do_train, training_args.output_dir) == (True, "outputs/run_mlm")
 
 
 def test_no_whole_word_mask_flag(news_file):

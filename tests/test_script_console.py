@@ -1,0 +1,233 @@
+"""What the training scripts show on the console: a short grouped `--help` (and `--help-all`), a quiet default log
+level that still prints the results, the demo's equivalent command, the closing "model saved to" lines whose Python
+loads the model, the validation pass named for what it is, and `--bf16` on a CPU trained in float32.
+
+Runs use the samples shipped in `data/`, so these tests need no other data."""
+
+import dataclasses
+import json
+import logging
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import TrainingArguments
+
+import run_classification
+import run_mlm
+from roformer_hf.script_utils import BF16_ON_CPU_WARNING, COMMON_TRAINING_OPTIONS, ScriptTrainingArguments
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DATA = REPO_ROOT / "data"
+ENVIRONMENT = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
+TINY_MODEL = "hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64"
+MLM_ARGUMENTS = [
+    *("--train_file", str(DATA / "peoples_daily_sample.txt"), "--tokenizer_name", str(DATA / "demo_vocab.txt")),
+    *("--config_overrides", TINY_MODEL, "--stages", "32:8:3,64:8:2", "--per_device_train_batch_size", "8"),
+    *("--max_train_samples", "64", "--max_eval_samples", "16", "--save_steps", "2"),
+]
+CLASSIFICATION_ARGUMENTS = [
+    *("--train_file", str(DATA / "cail_sample.jsonl"), "--test_file", str(DATA / "cail_sample.jsonl")),
+    *("--tokenizer_name", str(DATA / "demo_vocab.txt"), "--config_overrides", TINY_MODEL),
+    *("--max_seq_length", "32", "--max_train_samples", "32", "--max_predict_samples", "8"),
+    *("--validation_split_percentage", "20", "--max_eval_samples", "8", "--max_steps", "2"),
+    *("--do_train", "--do_eval", "--do_predict", "--save_strategy", "no"),
+]
+SCRIPTS = {
+    "run_mlm.py": (run_mlm, run_mlm.parse_args, ["DataArguments", "MaskingArguments"]),
+    "run_classification.py": (run_classification, run_classification.parse_args, ["DataArguments"]),
+}
+MAX_HELP_LINES = 200
+
+
+def run_script(script: str, arguments: list[str], cwd: Path) -> tuple[str, str]:
+    """Run a script as a user does; return what it printed on stdout, and on stdout and stderr together."""
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / script), *arguments],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=ENVIRONMENT,
+        cwd=cwd,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    return result.stdout, result.stdout + result.stderr
+
+
+def printed_help(script: str, option: str, monkeypatch, capsys) -> str:
+    _, parse_args, _ = SCRIPTS[script]
+    monkeypatch.setattr(sys, "argv", [script])
+    with pytest.raises(SystemExit) as exit_info:
+        parse_args([option])
+    assert exit_info.value.code == 0
+    return capsys.readouterr().out
+
+
+def own_option_names(script: str) -> list[str]:
+    module, _, dataclass_names = SCRIPTS[script]
+    own = [run_mlm.ModelArguments, *(getattr(module, name) for name in dataclass_names)]
+    return [item.name for dataclass_type in own for item in dataclasses.fields(dataclass_type)]
+
+
+# --- help ---
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_help_is_short_grouped_and_names_the_scripts_options(script, monkeypatch, capsys):
+    extra_headings = ["masking"] if script == "run_mlm.py" else []
+    text = printed_help(script, "--help", monkeypatch, capsys)
+    lines = text.splitlines()
+    assert len(lines) <= MAX_HELP_LINES
+    assert lines[0].startswith(f"usage: python {script}")
+    headings = [line for line in lines if " options - " in line and not line.startswith(" ")]
+    assert [heading.split()[0] for heading in headings] == ["model", "data", *extra_headings, "training"]
+    assert headings[-1].startswith("training options - the 21 most used")
+    shown = set(re.findall(r"^  --(\w+)", text, flags=re.MULTILINE))
+    assert set(own_option_names(script)) <= shown
+    assert set(COMMON_TRAINING_OPTIONS) <= shown
+    assert "lr_scheduler_type" not in shown and "--help-all" in text
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_help_all_lists_every_training_argument(script, monkeypatch, capsys):
+    text = printed_help(script, "--help-all", monkeypatch, capsys)
+    listed = set(re.findall(r"--(\w+)", text))
+    assert {item.name for item in dataclasses.fields(ScriptTrainingArguments)} <= listed
+    assert set(own_option_names(script)) <= listed
+    assert len(text.splitlines()) > 500
+
+
+def test_options_outside_the_short_help_and_argument_files_still_parse(tmp_path):
+    less_used = ["--lr_scheduler_type", "cosine", "--adam_beta2", "0.98", "--max_grad_norm", "0.5"]
+    _, _, _, training_args = run_mlm.parse_args([*MLM_ARGUMENTS, *less_used])
+    assert (training_args.lr_scheduler_type.value, training_args.adam_beta2, training_args.max_grad_norm) == (
+        "cosine",
+        0.98,
+        0.5,
+    )
+    (tmp_path / "args.json").write_text(json.dumps({"train_file": "x.jsonl", "do_eval": True, "adam_beta2": 0.9}))
+    _, data_args, training_args = run_classification.parse_args([str(tmp_path / "args.json")])
+    assert (data_args.train_file, training_args.adam_beta2, training_args.log_level) == ("x.jsonl", 0.9, "warning")
+
+
+# --- defaults: output folders, console, pinned memory ---
+
+
+def test_demo_outputs_go_to_their_own_folders():
+    assert run_mlm.parse_args(MLM_ARGUMENTS)[3].output_dir == "outputs/run_mlm"
+    assert run_mlm.DEMO_ARGUMENTS[run_mlm.DEMO_ARGUMENTS.index("--output_dir") + 1] == "outputs/run_mlm"
+    classification_args = run_classification.parse_args(CLASSIFICATION_ARGUMENTS)[2]
+    assert classification_args.output_dir == "outputs/run_classification"
+    demo = run_classification.DEFAULT_ARGV
+    assert demo[demo.index("--output_dir") + 1] == "outputs/run_classification"
+
+
+def test_console_defaults_to_warnings_and_no_pinned_memory_without_an_accelerator():
+    training_args = run_mlm.parse_args(MLM_ARGUMENTS)[3]
+    assert training_args.log_level == "warning"
+    assert training_args.dataloader_pin_memory is torch.accelerator.is_available()
+    assert run_mlm.parse_args([*MLM_ARGUMENTS, "--log_level", "info"])[3].log_level == "info"
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_demo_prints_an_equivalent_command(script, monkeypatch, capsys):
+    _, parse_args, _ = SCRIPTS[script]
+    monkeypatch.chdir(REPO_ROOT)
+    monkeypatch.setattr(sys, "argv", [script])
+    demo_arguments = parse_args([])
+    printed = capsys.readouterr().out
+    assert printed.startswith(f"No arguments: running the demo, i.e. python {script} --")
+    command = shlex.split(printed.split("i.e. ", 1)[1])
+    assert command[:2] == ["python", script]
+    assert "data/demo_vocab.txt" in command  # shown relative to the current folder
+    given = [str(REPO_ROOT / argument) if (REPO_ROOT / argument).is_file() else argument for argument in command[2:]]
+    assert parse_args(given) == demo_arguments
+
+
+# --- bf16 on a CPU ---
+
+
+@pytest.mark.parametrize("extra", [[], ["--use_cpu"]])
+def test_bf16_on_a_cpu_trains_in_float32_with_a_warning(extra, caplog):
+    if not extra and torch.accelerator.is_available():
+        pytest.skip("the machine has an accelerator, where --bf16 is kept")
+    with caplog.at_level(logging.WARNING, logger="roformer_hf.script_utils"):
+        training_args = run_classification.parse_args([*CLASSIFICATION_ARGUMENTS, "--bf16", *extra])[2]
+    assert training_args.bf16 is False and training_args.bf16_full_eval is False
+    assert BF16_ON_CPU_WARNING in caplog.messages
+    assert "slow" in BF16_ON_CPU_WARNING and "leave out --bf16" in BF16_ON_CPU_WARNING
+
+
+def test_bf16_from_an_arguments_file_on_a_cpu(tmp_path):
+    (tmp_path / "args.yaml").write_text("train_file: x.jsonl\ndo_train: true\nbf16: true\nuse_cpu: true\n")
+    assert run_classification.parse_args([str(tmp_path / "args.yaml")])[2].bf16 is False
+    plain = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, bf16=True)  # transformers' own is unchanged
+    assert plain.bf16 is True
+
+
+# --- whole runs as a user sees them ---
+
+
+def loaded_by_printed_code(output: str) -> dict:
+    """Run the Python of the closing lines; return the variables it defined."""
+    closing = output[output.rindex("model saved to ") :].splitlines()
+    assert closing[0].endswith("; load it with:")
+    code = "\n".join(line.strip() for line in closing[1:4])
+    variables: dict = {}
+    exec(code, variables)
+    return variables
+
+
+def test_mlm_run_is_quiet_prints_results_and_how_to_load_the_model(tmp_path):
+    stdout, output = run_script("run_mlm.py", [*MLM_ARGUMENTS, "--output_dir", "out"], tmp_path)
+    assert " - INFO - " not in output and "[INFO|" not in output
+    assert "pin_memory" not in output and "Do not forget to share" not in output
+    assert "| before training |" in output and output.count("fill-mask: ") == len(run_mlm.FILL_MASK_EXAMPLES)
+    assert stdout.rstrip().splitlines()[-4] == "model saved to out; load it with:"
+    os.chdir(tmp_path)  # the printed path is relative to the folder the script ran in
+    try:
+        variables = loaded_by_printed_code(output)
+    finally:
+        os.chdir(REPO_ROOT)
+    saved = load_file(tmp_path / "out" / "model.safetensors")
+    loaded = variables["model"].state_dict()
+    assert type(variables["model"]).__name__ == "RoFormerForMaskedLM"
+    assert all(torch.equal(loaded[name], tensor) for name, tensor in saved.items())
+    assert (
+        variables["tokenizer"].get_vocab()
+        == run_mlm.build_tokenizer(run_mlm.ModelArguments(tokenizer_name=str(DATA / "demo_vocab.txt"))).get_vocab()
+    )
+
+
+def test_mlm_run_at_info_shows_progress_and_the_share_reminder_once(tmp_path):
+    _, output = run_script("run_mlm.py", [*MLM_ARGUMENTS, "--output_dir", "out", "--log_level", "info"], tmp_path)
+    assert "***** Running training *****" in output and "*** Stage 2/2" in output
+    assert output.count("Do not forget to share your model") == 1  # train() ends twice, once per stage
+    assert "pin_memory" not in output or torch.accelerator.is_available()
+
+
+def test_classification_run_names_validation_and_prints_how_to_load(tmp_path):
+    stdout, output = run_script(
+        "run_classification.py", [*CLASSIFICATION_ARGUMENTS, "--output_dir", str(tmp_path / "out")], tmp_path
+    )
+    assert stdout.rstrip().splitlines()[-4] == f"model saved to {tmp_path / 'out'}; load it with:"
+    assert "[INFO|" not in output and "***** eval metrics *****" in output and "***** test metrics *****" in output
+    variables = loaded_by_printed_code(output)
+    assert type(variables["model"]).__name__ == "RoFormerForSequenceClassification"
+    assert set(variables["model"].config.id2label.values()) == {"civil", "criminal"}
+    saved, loaded = load_file(tmp_path / "out" / "model.safetensors"), variables["model"].state_dict()
+    assert all(torch.equal(loaded[name], tensor) for name, tensor in saved.items())
+
+    _, verbose = run_script(
+        "run_classification.py",
+        [*CLASSIFICATION_ARGUMENTS, "--output_dir", str(tmp_path / "verbose"), "--log_level", "info"],
+        tmp_path,
+    )
+    assert verbose.count("***** Running Evaluation on the validation data *****") == 1
+    assert verbose.count("***** Running Prediction *****") == 1  # the test data's pass
