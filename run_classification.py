@@ -907,6 +907,7 @@ def write_card_and_push(
         task=f"text classification ({trainer.model.config.problem_type})",
         datasets=[data_args.train_file],
         results={name: value for name, value in metrics.items() if name.startswith("eval_")},
+        trained_lengths=[data_args.max_seq_length],
         hyperparameters={
             "max_seq_length": data_args.max_seq_length,
             "truncation_side": data_args.truncation_side,

@@ -875,6 +875,8 @@ def write_card(
         datasets=[data_args.dataset_name or data_args.train_file],
         hyperparameters=hyperparameters,
         results={key: results[key] for key in ("eval_loss", "perplexity", "eval_accuracy") if key in results},
+        trained_lengths=[stage.max_seq_length for stage in stages],
+        trained_steps=sum(stage.steps for stage in stages) if masking_args.stages else trainer.state.global_step,
         command=" ".join(["python run_mlm.py", shlex.join(sys.argv[1:] if argv is None else argv)]).strip(),
     )
     write_model_card(

@@ -292,7 +292,11 @@ def test_single_label_metrics_and_outputs(single_label_run):
     assert metrics["eval_samples"] == 10 and metrics["test_samples"] == 10
     assert (output_dir / "confusion_matrix_eval.png").stat().st_size > 0
     assert (output_dir / "confusion_matrix_test.png").stat().st_size > 0
-    assert "run_classification.py" in (output_dir / "README.md").read_text(encoding="utf-8")
+    card = (output_dir / "README.md").read_text(encoding="utf-8")
+    assert "run_classification.py" in card
+    assert "| trained length | 64 tokens" in card and "3 optimizer steps on inputs of 64 tokens" in card
+    assert "| max_steps | 3 |" in card and "num_train_epochs" not in card and "1536" not in card
+    assert "- train.jsonl" in card and str(output_dir.parent) not in card
     assert json.loads((output_dir / "config.json").read_text())["id2label"] == {"0": "civil", "1": "criminal"}
 
 

@@ -332,7 +332,14 @@ def test_two_stage_run_saves_a_loadable_model(tmp_path, news_file):
     assert results["eval_loss"] == table[-1]["eval_loss"]
     assert json.loads((output_dir / "stage-2" / "trainer_state.json").read_text())["global_step"] == 4
     assert (output_dir / "loss_curve.png").stat().st_size > 0
-    assert "run_mlm.py" in (output_dir / "README.md").read_text()
+    card = (output_dir / "README.md").read_text()
+    assert "run_mlm.py" in card
+    # the card says what the run did: its lengths and steps, the file it read (no folder of this machine)
+    assert (
+        "| trained length | 32 then 64 tokens" in card and "8 optimizer steps on inputs of 32 then 64 tokens" in card
+    )
+    assert "| max_steps | 8 |" in card and "num_train_epochs" not in card and "1536" not in card
+    assert "- news.txt" in card and str(tmp_path) not in card
 
     model = AutoModelForMaskedLM.from_pretrained(output_dir)
     tokenizer = AutoTokenizer.from_pretrained(output_dir)
