@@ -558,7 +558,7 @@ def test_classifier_saves_its_input_settings(head_tail_run):
     saved = json.loads((output_dir / "config.json").read_text())["classification_inputs"]
     expected = {"max_seq_length": 48, "truncation_side": "head_tail", "long_doc_strategy": "truncate"}
     assert saved == {**expected, "chunk_stride": 128, "chunk_pooling": "mean"}
-    # a transformers loader that knows nothing of the field keeps it too
+    # AutoConfig (the loader of trust_remote_code and pipelines) reads it back
     assert transformers.AutoConfig.from_pretrained(output_dir).classification_inputs == saved
 
 
