@@ -47,7 +47,8 @@ from transformers import (
     set_seed,
 )
 
-from roformer_hf import RoFormerForSequenceClassification, metrics
+from roformer_hf import RoFormerForSequenceClassification
+from roformer_hf.metrics import load as load_metric
 from roformer_hf.script_utils import (
     ModelArguments,
     ScriptError,
@@ -341,17 +342,17 @@ def compute_task_metrics(logits: np.ndarray, labels: np.ndarray, problem_type: s
     accuracy, micro- and macro-F1. Regression: mean squared and absolute error, Pearson correlation.
     """
     if problem_type == SINGLE_LABEL:
-        accuracy_and_f1 = evaluate.combine([metrics.load("accuracy"), metrics.load("f1")])
+        accuracy_and_f1 = evaluate.combine([load_metric("accuracy"), load_metric("f1")])
         return accuracy_and_f1.compute(predictions=np.argmax(logits, axis=-1), references=labels)
     if problem_type == MULTI_LABEL:
         predicted, labels = (np.asarray(logits) > 0).astype(int), np.asarray(labels).astype(int)
-        f1 = metrics.load("f1", "multilabel")
+        f1 = load_metric("f1", "multilabel")
         return {
-            **metrics.load("accuracy", "multilabel").compute(predictions=predicted, references=labels),
+            **load_metric("accuracy", "multilabel").compute(predictions=predicted, references=labels),
             **f1.compute(predictions=predicted, references=labels, average="micro", zero_division=0),
             **f1.compute(predictions=predicted, references=labels, average="macro", zero_division=0),
         }
-    regression = metrics.load("regression")
+    regression = load_metric("regression")
     return regression.compute(predictions=np.asarray(logits).reshape(-1), references=np.asarray(labels).reshape(-1))
 
 

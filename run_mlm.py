@@ -6,7 +6,8 @@ a single `.json`/`.yaml` file of arguments) with what RoFormer's pretraining add
 - whole-word masking over jieba words (the tokenizer's `word_ids`), also on blocks packed from several texts;
 - `--stages "512:256:200000,1536:256:12500,..."` (max_seq_length:global_batch:steps): one run walks the stages, each
   starting from the weights and optimizer state the previous one ended with; the learning-rate schedule spans them all;
-- masked-token accuracy (computed offline by `roformer_hf.metrics`' `evaluate` module), perplexity, a loss curve and a model card.
+- masked-token accuracy (computed offline by an `evaluate` module of `roformer_hf.metrics`), perplexity, a loss
+  curve and a model card.
 
 Run it without arguments for a demo: a tiny RoFormer pretrained for about two minutes on the People's Daily sample in
 `data/`, saved to `./outputs/`. Runs unchanged under `torchrun` and `accelerate launch`.
@@ -39,7 +40,8 @@ from transformers import (
     set_seed,
 )
 
-from roformer_hf import RoFormerForMaskedLM, metrics
+from roformer_hf import RoFormerForMaskedLM
+from roformer_hf.metrics import load as load_metric
 from roformer_hf.script_utils import (
     ModelArguments,
     ScriptError,
@@ -140,7 +142,7 @@ class MaskingArguments:
         metadata={
             "help": "Run the MLM head at the masked positions only (the same loss and metrics, about 1.4x faster on "
             "the base model). Saved in the config, where it acts only when labels are given: fill-mask and other "
-            "uses without labels get logits for every position. --sparse_prediction false: the head at every position."
+            "uses without labels get logits at every position. --sparse_prediction false: the head at every position."
         },
     )
 
@@ -543,7 +545,7 @@ def _check_not_empty(examples: datasets.DatasetDict, max_seq_length: int, data_a
 
 def masked_token_accuracy(eval_prediction: EvalPrediction) -> dict[str, float]:
     """Accuracy of the predictions at the masked positions (labels other than -100)."""
-    masked_accuracy = metrics.load("masked_accuracy")  # roformer_hf's offline evaluate module
+    masked_accuracy = load_metric("masked_accuracy")  # roformer_hf's offline evaluate module
     return masked_accuracy.compute(
         predictions=eval_prediction.predictions.ravel(), references=eval_prediction.label_ids.ravel()
     )

@@ -122,3 +122,16 @@ def test_metrics_load_offline_in_a_fresh_cache_from_two_processes(tmp_path):
     assert [process.returncode for process in processes] == [0, 0]
     assert [output.strip().splitlines()[-1] for output in outputs] == ["0.5", "0.5"]
     assert (tmp_path / "hf_home" / "modules" / "evaluate_modules" / "metrics").is_dir()
+
+
+def test_metric_scripts_are_package_data():
+    """A wheel carries every metric script: setup.cfg lists the subpackage, and its package data pattern matches them."""
+    import configparser
+
+    setup = configparser.ConfigParser()
+    setup.read(REPO_ROOT / "setup.cfg")
+    packages = [name.strip() for name in setup["options"]["packages"].replace("\n", ",").split(",") if name.strip()]
+    assert "roformer_hf.metrics" in packages
+    pattern = setup["options.package_data"]["roformer_hf.metrics"].strip()
+    shipped = {path.relative_to(metrics.METRICS_DIR) for path in metrics.METRICS_DIR.glob(pattern)}
+    assert shipped == {Path(name) / f"{name}.py" for name in metrics.METRIC_NAMES}

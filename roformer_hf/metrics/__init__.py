@@ -16,7 +16,7 @@ do, e.g. in `evaluate.combine`:
 | name | returns | what it measures |
 | --- | --- | --- |
 | `accuracy` | `accuracy` | share of correct class ids (config `"multilabel"`: exact match of 0/1 vectors) |
-| `masked_accuracy` | `accuracy` | share of correct token ids where the reference is not -100 (masked language modelling) |
+| `masked_accuracy` | `accuracy` | share of correct token ids where the reference is not -100 (MLM) |
 | `f1` | `f1_<average>` | F1 averaged as `average` says (`"macro"` by default; config `"multilabel"` for 0/1 vectors) |
 | `regression` | `mse`, `mae`, `pearson` | errors and correlation of predicted values |
 """
