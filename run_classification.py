@@ -14,9 +14,13 @@ python run_classification.py --model_name_or_path path/to/roformer --train_file 
 python run_classification.py args.yaml    # every argument from a file
 ```
 
+A fine-tuned classifier remembers how it read its documents (`--max_seq_length`, `--truncation_side`,
+`--long_doc_strategy`, `--chunk_stride`, `--chunk_pooling`, in its config's `classification_inputs`): evaluating or
+predicting with it reads them the same way, unless the command line says otherwise (with a warning).
+
 The data files are CSV or JSON lines with a text column and a label column. A label is a name or an id
-(single-label), a list of them (multi-label) or a float (regression). Metrics are computed offline with
-scikit-learn.
+(single-label), a list of them (multi-label) or a float (regression). Metrics are computed offline by the
+`evaluate` modules of `roformer_hf.metrics` (scikit-learn underneath).
 """
 
 import json
@@ -24,11 +28,12 @@ import logging
 import math
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 import datasets
+import evaluate
 import numpy as np
 import torch
 from torch.utils.data import SequentialSampler
@@ -43,6 +48,7 @@ from transformers import (
 )
 
 from roformer_hf import RoFormerForSequenceClassification
+from roformer_hf.metrics import load as load_metric
 from roformer_hf.script_utils import (
     ModelArguments,
     ScriptError,
@@ -54,7 +60,6 @@ from roformer_hf.script_utils import (
     check_data_file,
     check_distributed_launch,
     check_output_dir,
-    classification_metrics,
     data_file_error,
     demo_or_given_arguments,
     find_resume_checkpoint,
@@ -71,6 +76,9 @@ from roformer_hf.script_utils import (
 logger = logging.getLogger(__name__)
 
 SINGLE_LABEL, MULTI_LABEL, REGRESSION = "single_label_classification", "multi_label_classification", "regression"
+# How documents become model inputs: saved in a fine-tuned classifier's config (`classification_inputs`) and read
+# again when it evaluates or predicts, unless the command line gives them.
+INPUT_SETTINGS = ("max_seq_length", "truncation_side", "long_doc_strategy", "chunk_stride", "chunk_pooling")
 DATA_FORMATS = {".csv": "csv", ".json": "json", ".jsonl": "json"}
 SAMPLE_FILE = Path(__file__).resolve().parent / "data" / "cail_sample.jsonl"
 
@@ -156,12 +164,15 @@ class DataArguments:
     preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenization."})
 
     def __post_init__(self):
+        # parse_args leaves the input settings None when the command line does not give them (see INPUT_SETTINGS)
         if not 0 <= self.validation_split_percentage < 100:
             raise ValueError(
                 f"--validation_split_percentage must be in [0, 100), got {self.validation_split_percentage}."
             )
-        if self.max_seq_length < 8:
+        if self.max_seq_length is not None and self.max_seq_length < 8:
             raise ValueError(f"--max_seq_length must be at least 8, got {self.max_seq_length}.")
+        if None in (self.long_doc_strategy, self.chunk_stride, self.max_seq_length):
+            return
         if self.long_doc_strategy == "chunk" and not 0 <= self.chunk_stride < self.max_seq_length // 2:
             raise ValueError(
                 f"--chunk_stride ({self.chunk_stride}) must be at least 0 and less than half of --max_seq_length "
@@ -169,6 +180,9 @@ class DataArguments:
             )
         if self.long_doc_strategy == "chunk" and self.text_pair_column_name is not None:
             raise ValueError("--long_doc_strategy chunk works on single texts: leave out --text_pair_column_name.")
+
+
+DATA_DEFAULTS = {data_field.name: data_field.default for data_field in fields(DataArguments)}
 
 
 @dataclass
@@ -323,29 +337,25 @@ def logits_to_scores(logits: np.ndarray, problem_type: str) -> np.ndarray:
 
 def compute_task_metrics(logits: np.ndarray, labels: np.ndarray, problem_type: str) -> dict[str, float]:
     """
-    Metrics of one split, computed offline with scikit-learn.
+    Metrics of one split, computed offline by roformer_hf's `evaluate` modules (`roformer_hf.metrics`, scikit-learn
+    underneath).
 
     Single-label: accuracy and macro-F1. Multi-label (a label is on when its sigmoid is above 0.5): exact-match
     accuracy, micro- and macro-F1. Regression: mean squared and absolute error, Pearson correlation.
     """
-    from sklearn.metrics import accuracy_score, f1_score, mean_absolute_error, mean_squared_error
-
     if problem_type == SINGLE_LABEL:
-        return classification_metrics(np.argmax(logits, axis=-1), labels)
+        accuracy_and_f1 = evaluate.combine([load_metric("accuracy"), load_metric("f1")])
+        return accuracy_and_f1.compute(predictions=np.argmax(logits, axis=-1), references=labels)
     if problem_type == MULTI_LABEL:
         predicted, labels = (np.asarray(logits) > 0).astype(int), np.asarray(labels).astype(int)
+        f1 = load_metric("f1", "multilabel")
         return {
-            "accuracy": float(accuracy_score(labels, predicted)),
-            "f1_micro": float(f1_score(labels, predicted, average="micro", zero_division=0)),
-            "f1_macro": float(f1_score(labels, predicted, average="macro", zero_division=0)),
+            **load_metric("accuracy", "multilabel").compute(predictions=predicted, references=labels),
+            **f1.compute(predictions=predicted, references=labels, average="micro", zero_division=0),
+            **f1.compute(predictions=predicted, references=labels, average="macro", zero_division=0),
         }
-    predicted, labels = np.asarray(logits).reshape(-1), np.asarray(labels).reshape(-1)
-    constant = predicted.std() == 0 or labels.std() == 0
-    return {
-        "mse": float(mean_squared_error(labels, predicted)),
-        "mae": float(mean_absolute_error(labels, predicted)),
-        "pearson": float("nan") if constant else float(np.corrcoef(predicted, labels)[0, 1]),
-    }
+    regression = load_metric("regression")
+    return regression.compute(predictions=np.asarray(logits).reshape(-1), references=np.asarray(labels).reshape(-1))
 
 
 def save_confusion_matrix(labels: np.ndarray, predictions: np.ndarray, label_names: list[str], path: Path) -> None:
@@ -378,7 +388,8 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[ModelArguments, DataA
     model_args, data_args, training_args = parse_arguments(
         (ModelArguments, DataArguments, ScriptTrainingArguments),
         demo_or_given_arguments(argv, DEFAULT_ARGV),
-        defaults={"output_dir": "outputs/run_classification"},
+        # None marks an input setting the user did not give: resolve_input_settings fills it in
+        defaults={"output_dir": "outputs/run_classification", **dict.fromkeys(INPUT_SETTINGS)},
         description=__doc__,
     )
     if not (training_args.do_train or training_args.do_eval or training_args.do_predict):
@@ -628,12 +639,44 @@ def build_tokenizer_and_model(
             f"the tokenizer has {len(tokenizer)} tokens but the model only {config.vocab_size} embeddings: use the "
             "checkpoint's own tokenizer (leave out --tokenizer_name) or a larger vocab_size."
         )
-    if data_args.max_seq_length > config.max_position_embeddings:
+    return tokenizer, build_model(model_args, config, RoFormerForSequenceClassification)
+
+
+def resolve_input_settings(
+    data_args: DataArguments, model: RoFormerForSequenceClassification, model_name: str | None, training: bool
+) -> DataArguments:
+    """
+    The input settings (`INPUT_SETTINGS`) of this run: those the command line gives, else those the checkpoint was
+    fine-tuned with (its config's `classification_inputs`), else the defaults of `DataArguments`. They are written
+    into `model.config.classification_inputs`, so the saved classifier remembers how it read its documents.
+    """
+    saved = model.config.classification_inputs or {}
+    settings = {}
+    for name in INPUT_SETTINGS:
+        given, trained_with = getattr(data_args, name), saved.get(name)
+        if given is not None and trained_with is not None and given != trained_with:
+            logger.warning(
+                f"--{name} {given} differs from the {trained_with} that {model_name} was fine-tuned with: documents "
+                f"are read differently than in training, which can change the results (leave out --{name} to use "
+                f"{trained_with})."
+            )
+        settings[name] = next(value for value in (given, trained_with, DATA_DEFAULTS[name]) if value is not None)
+    if not training and not saved and any(getattr(data_args, name) is None for name in INPUT_SETTINGS):
+        logger.warning(
+            f"{model_name} does not record how it read documents when fine-tuned (max_seq_length, truncation_side, "
+            "long_doc_strategy): using the options given and the defaults for the others."
+        )
+    try:
+        data_args = replace(data_args, **settings)
+    except ValueError as error:  # DataArguments' own checks, now that every setting is known
+        raise ScriptError(f"invalid arguments: {error}") from error
+    model.config.classification_inputs = settings
+    if data_args.max_seq_length > model.config.max_position_embeddings:
         logger.info(
             f"max_seq_length {data_args.max_seq_length} exceeds max_position_embeddings "
-            f"{config.max_position_embeddings}: fine for RoPE, which has no length cap."
+            f"{model.config.max_position_embeddings}: fine for RoPE, which has no length cap."
         )
-    return tokenizer, build_model(model_args, config, RoFormerForSequenceClassification)
+    return data_args
 
 
 def encode_label(value: Any, label_info: LabelInfo) -> int | float | list[float]:
@@ -875,6 +918,7 @@ def write_card_and_push(
         task=f"text classification ({trainer.model.config.problem_type})",
         datasets=[data_args.train_file],
         results={name: value for name, value in metrics.items() if name.startswith("eval_")},
+        trained_lengths=[data_args.max_seq_length],
         hyperparameters={
             "max_seq_length": data_args.max_seq_length,
             "truncation_side": data_args.truncation_side,
@@ -901,6 +945,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     raw_datasets = load_raw_datasets(data_args, training_args)
     label_info = build_label_maps(raw_datasets, data_args, model_args)
     tokenizer, model = build_tokenizer_and_model(model_args, label_info, data_args)
+    data_args = resolve_input_settings(data_args, model, model_args.model_name_or_path, training_args.do_train)
     tokenized = preprocess(raw_datasets, tokenizer, label_info, data_args, training_args)
     trainer = build_trainer(model, tokenizer, tokenized, label_info, data_args, training_args)
     if training_args.do_train:

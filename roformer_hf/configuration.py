@@ -118,6 +118,11 @@ class RoFormerConfig(PreTrainedConfig):
             Whether a decoder returns its key/value cache.
         tie_word_embeddings (`bool`, defaults to `True`):
             Whether the MLM / LM decoder shares its weight with the word embeddings.
+        classification_inputs (`dict`, *optional*):
+            How `run_classification.py` turned documents into model inputs when it fine-tuned this classifier:
+            `max_seq_length`, `truncation_side`, `long_doc_strategy`, `chunk_stride` and `chunk_pooling`. The script
+            reads them again when it evaluates or predicts with the checkpoint (options on its command line win), so
+            documents are read as in training. `None` for models it did not fine-tune.
         auto_map (`dict`, *optional*):
             The Auto classes of `trust_remote_code=True` and the classes they load. Every Auto class of roformer_hf
             is added to the given entries, so a saved checkpoint of any head loads as any other head.
@@ -163,6 +168,7 @@ class RoFormerConfig(PreTrainedConfig):
     decoder_mask: str = "causal"
     use_cache: bool = True
     tie_word_embeddings: bool = True
+    classification_inputs: dict | None = None
     auto_map: dict[str, str] | None = None
 
     def __post_init__(self, **kwargs):

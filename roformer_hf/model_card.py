@@ -10,6 +10,7 @@ calls `push_to_hub_with_model_card` instead: save, write this card, upload the f
 
 import os
 import re
+import shlex
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,8 +62,13 @@ class TrainingSummary:
             What it was trained to do, e.g. `"masked language modelling with whole-word masking"`.
         datasets (`list[str]`):
             The training (and evaluation) data, one readable line each, e.g. `"CAIL2019 (data/cail_sample.jsonl)"`.
+            A line that is a local path is shown as its file name (the card travels to the Hub; the folder does not).
         hyperparameters (`dict[str, Any]`, *optional*):
             Settings worth repeating, e.g. `{"learning_rate": 5e-5, "num_train_epochs": 3}`.
+        trained_lengths (`list[int]`, *optional*):
+            The input lengths (tokens) the run trained at, in order, e.g. `[512, 1536]` for two stages.
+        trained_steps (`int`, *optional*):
+            The optimizer steps the run took.
         results (`dict[str, float]`, *optional*):
             Final metrics, e.g. `{"eval_accuracy": 0.93}`.
         command (`str`, *optional*):
@@ -75,23 +81,31 @@ class TrainingSummary:
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     results: dict[str, float] = field(default_factory=dict)
     command: str | None = None
+    trained_lengths: list[int] = field(default_factory=list)
+    trained_steps: int | None = None
 
     @classmethod
     def from_trainer(cls, trainer, *, script: str, task: str, datasets: list[str], **kwargs) -> "TrainingSummary":
-        """Reads the usual hyperparameters from `trainer.args` (a `TrainingArguments`); `kwargs` fill the rest."""
+        """
+        Reads the usual hyperparameters from `trainer.args` (a `TrainingArguments`): `max_steps` when it set the
+        length of training, else `num_train_epochs`; and the steps taken from `trainer.state`. `kwargs` fill the rest.
+        """
         args = trainer.args
+        length_of_training = (
+            {"max_steps": args.max_steps} if args.max_steps > 0 else {"num_train_epochs": args.num_train_epochs}
+        )
         hyperparameters = {
             "learning_rate": args.learning_rate,
             "train_batch_size": args.per_device_train_batch_size * max(args.n_gpu, 1),
             "gradient_accumulation_steps": args.gradient_accumulation_steps,
-            "num_train_epochs": args.num_train_epochs,
-            "max_steps": args.max_steps,
+            **length_of_training,
             "lr_scheduler_type": str(getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)),
             "warmup_steps": args.warmup_steps,
             "weight_decay": args.weight_decay,
             "seed": args.seed,
         }
         hyperparameters.update(kwargs.pop("hyperparameters", {}))
+        kwargs.setdefault("trained_steps", trainer.state.global_step)
         return cls(script=script, task=task, datasets=datasets, hyperparameters=hyperparameters, **kwargs)
 
 
@@ -135,7 +149,7 @@ def model_card(
     )
     sections = [
         _title_section(config, architecture, description, repo_id),
-        _architecture_section(config, architecture),
+        _architecture_section(config, architecture, training_summary),
         _loading_section(architecture, pipeline_tag, repo_id or "path/to/checkpoint"),
         _training_section(training_summary, base_model, converted_from),
     ]
@@ -206,6 +220,20 @@ def push_to_hub_with_model_card(
         )
 
 
+def without_local_path(text: str) -> str:
+    """
+    `text`, or its file name when it is a local path (absolute, or a file or folder that exists here): a card is
+    read on the Hub, where the folders of the machine that trained the model mean nothing. Hub ids stay as they are.
+
+    Args:
+        text (`str`): a data source (`"data/train.jsonl"`, `"/home/me/corpus.txt"`, `"owner/dataset"`) or any text.
+    """
+    path = Path(text)
+    if path.is_absolute() or (text and path.exists()):
+        return path.name
+    return text
+
+
 def is_hub_model_id(name: str | None) -> bool:
     """Whether `name` reads as a Hub model id (`owner/name`) rather than a local folder."""
     return bool(name) and HUB_MODEL_ID.fullmatch(name) is not None and not Path(name).exists()
@@ -234,7 +262,9 @@ def _labels(config: PreTrainedConfig) -> str:
     return ", ".join(f"{index} = `{label}`" for index, label in sorted(id2label.items()))
 
 
-def _architecture_section(config: PreTrainedConfig, architecture: str) -> str:
+def _architecture_section(
+    config: PreTrainedConfig, architecture: str, training_summary: TrainingSummary | None
+) -> str:
     rope = config.rope_parameters or {}
     rope_text = ", ".join(f"{key} {value}" for key, value in rope.items() if key != "rope_type")
     rows = [
@@ -245,11 +275,19 @@ def _architecture_section(config: PreTrainedConfig, architecture: str) -> str:
         ("feed-forward size", config.intermediate_size),
         ("attention", config.attention_type),
         ("RoPE", f"{rope.get('rope_type', 'default')} ({rope_text}), values rotated: {config.rotary_value}"),
-        ("trained length", f"{config.max_position_embeddings} tokens (a hint for truncation, not a cap)"),
+        _length_row(config, training_summary),
         ("vocabulary", f"{config.vocab_size:,} entries"),
     ]
     table = "\n".join(f"| {name} | {value} |" for name, value in rows)
     return f"## Model\n\n| | |\n| --- | --- |\n{table}"
+
+
+def _length_row(config: PreTrainedConfig, training_summary: TrainingSummary | None) -> tuple[str, str]:
+    # max_position_embeddings is what the config says (1536, the original's, unless set): the run knows better
+    if training_summary is not None and training_summary.trained_lengths:
+        lengths = " then ".join(f"{length:,}" for length in training_summary.trained_lengths)
+        return "trained length", f"{lengths} tokens (by {training_summary.script}; RoPE has no length cap)"
+    return "max_position_embeddings", f"{config.max_position_embeddings} (a hint for truncation, not a cap)"
 
 
 def _loading_section(architecture: str, pipeline_tag: str | None, location: str) -> str:
@@ -290,15 +328,11 @@ def _training_section(
     if training_summary is None:
         return f"## Training\n\nThis checkpoint records no training run of roformer_hf's scripts.{origin}"
     summary = training_summary
-    lines = [
-        "## Training",
-        "",
-        f"Trained by `{summary.script}` from roformer_hf: {summary.task}.{origin}",
-        "",
-        "Data:",
-        "",
-        *(f"- {dataset}" for dataset in summary.datasets),
-    ]
+    lines = ["## Training", "", f"Trained by `{summary.script}` from roformer_hf: {summary.task}.{origin}"]
+    if summary.trained_steps is not None and summary.trained_lengths:
+        lengths = " then ".join(f"{length:,}" for length in summary.trained_lengths)
+        lines += ["", f"{summary.trained_steps:,} optimizer steps on inputs of {lengths} tokens."]
+    lines += ["", "Data:", "", *(f"- {without_local_path(dataset)}" for dataset in summary.datasets)]
     if summary.hyperparameters:
         lines += ["", "| hyperparameter | value |", "| --- | --- |"]
         lines += [f"| {name} | {value} |" for name, value in summary.hyperparameters.items()]
@@ -306,12 +340,20 @@ def _training_section(
         lines += ["", "| result | value |", "| --- | --- |"]
         lines += [f"| {name} | {_format_number(value)} |" for name, value in summary.results.items()]
     if summary.command:
-        lines += ["", "Command:", "", "```bash", summary.command, "```"]
+        lines += ["", "Command:", "", "```bash", _command_without_local_paths(summary.command), "```"]
     return "\n".join(lines)
+
+
+def _command_without_local_paths(command: str) -> str:
+    try:
+        words = shlex.split(command)
+    except ValueError:  # unbalanced quotes: not a command line shlex can read, so shown as given
+        return command
+    return shlex.join(without_local_path(word) for word in words)
 
 
 def _format_number(value: Any) -> str:
     return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
-__all__ = ["TrainingSummary", "model_card", "push_to_hub_with_model_card", "write_model_card"]
+__all__ = ["TrainingSummary", "model_card", "push_to_hub_with_model_card", "without_local_path", "write_model_card"]

@@ -25,7 +25,6 @@ from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import transformers
 from transformers import HfArgumentParser, PreTrainedConfig, PreTrainedModel, Trainer, TrainingArguments
@@ -785,29 +784,6 @@ def damaged_weights_error(source: str, error: Exception) -> ScriptError:
     )
 
 
-def accuracy(predictions: np.ndarray, references: np.ndarray) -> float:
-    """
-    Fraction of correct predictions, computed offline with scikit-learn (`evaluate.load("accuracy")` needs the Hub).
-
-    Args:
-        predictions (`np.ndarray`): predicted ids or labels.
-        references (`np.ndarray`): true ids or labels, of the same shape.
-    """
-    from sklearn.metrics import accuracy_score
-
-    return float(accuracy_score(np.ravel(references), np.ravel(predictions)))
-
-
-def classification_metrics(predictions: np.ndarray, references: np.ndarray) -> dict[str, float]:
-    """Accuracy and macro-averaged F1 of class predictions, computed offline with scikit-learn."""
-    from sklearn.metrics import f1_score
-
-    return {
-        "accuracy": accuracy(predictions, references),
-        "f1_macro": float(f1_score(np.ravel(references), np.ravel(predictions), average="macro")),
-    }
-
-
 # --- Distributed launches ---------------------------------------------------------------------------------------
 
 MPI_WORLD_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
@@ -1070,7 +1046,6 @@ __all__ = [
     "ModelArguments",
     "ScriptError",
     "ScriptTrainingArguments",
-    "accuracy",
     "atomic_path",
     "build_config",
     "build_model",
@@ -1080,7 +1055,6 @@ __all__ = [
     "check_distributed_launch",
     "check_free_space",
     "check_output_dir",
-    "classification_metrics",
     "data_file_error",
     "demo_or_given_arguments",
     "find_resume_checkpoint",

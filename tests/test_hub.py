@@ -274,3 +274,46 @@ def test_model_card_without_training_says_so(tmp_path):
     local_card = write_model_card(tmp_path, config=config, base_model=str(tmp_path)).read_text()
     assert "base_model:" not in local_card and f"Base model: `{tmp_path}`" in local_card  # the Hub wants model ids
     assert "| layers | 2 |" in card and "50,000" in card
+
+
+def test_model_card_states_what_the_run_did(tmp_path):
+    """Lengths and steps of the run (not the config's max_position_embeddings), only the option that set the length
+    of training, and data and command without the folders of the machine that trained the model."""
+    from types import SimpleNamespace
+
+    from transformers import TrainingArguments
+
+    from roformer_hf.model_card import TrainingSummary, model_card
+
+    config = tiny_config("RoFormerForMaskedLM")
+    trainer = SimpleNamespace(
+        args=TrainingArguments(str(tmp_path), max_steps=300, report_to="none"), state=SimpleNamespace(global_step=300)
+    )
+    corpus = tmp_path / "corpus.txt"
+    summary = TrainingSummary.from_trainer(
+        trainer,
+        script="run_mlm.py",
+        task="masked language modelling",
+        datasets=[str(corpus), "someone/news-corpus"],
+        trained_lengths=[64, 1024],
+        command=f"python run_mlm.py --train_file {corpus} --output_dir '{tmp_path / 'my model'}'",
+    )
+    card = str(model_card(config, training_summary=summary))
+    assert "| trained length | 64 then 1,024 tokens (by run_mlm.py" in card
+    assert "300 optimizer steps on inputs of 64 then 1,024 tokens." in card
+    assert "| max_steps | 300 |" in card and "num_train_epochs" not in card
+    assert "- corpus.txt" in card and "- someone/news-corpus" in card
+    assert "python run_mlm.py --train_file corpus.txt --output_dir 'my model'" in card
+    assert str(tmp_path) not in card and str(config.max_position_embeddings) not in card
+    by_epochs = TrainingSummary.from_trainer(
+        SimpleNamespace(
+            args=TrainingArguments(str(tmp_path), num_train_epochs=2), state=SimpleNamespace(global_step=9)
+        ),
+        script="run_classification.py",
+        task="text classification",
+        datasets=["data/cail_sample.jsonl"],
+    )
+    assert by_epochs.hyperparameters["num_train_epochs"] == 2 and "max_steps" not in by_epochs.hyperparameters
+    untrained = str(model_card(config))
+    assert f"| max_position_embeddings | {config.max_position_embeddings} " in untrained
+    assert "trained length" not in untrained

@@ -4,6 +4,7 @@
 import csv
 import itertools
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import transformers
+from conftest import TINY
 
 import run_classification
 from roformer_hf.script_utils import ScriptError
@@ -289,7 +292,11 @@ def test_single_label_metrics_and_outputs(single_label_run):
     assert metrics["eval_samples"] == 10 and metrics["test_samples"] == 10
     assert (output_dir / "confusion_matrix_eval.png").stat().st_size > 0
     assert (output_dir / "confusion_matrix_test.png").stat().st_size > 0
-    assert "run_classification.py" in (output_dir / "README.md").read_text(encoding="utf-8")
+    card = (output_dir / "README.md").read_text(encoding="utf-8")
+    assert "run_classification.py" in card
+    assert "| trained length | 64 tokens" in card and "3 optimizer steps on inputs of 64 tokens" in card
+    assert "| max_steps | 3 |" in card and "num_train_epochs" not in card and "1536" not in card
+    assert "- train.jsonl" in card and str(output_dir.parent) not in card
     assert json.loads((output_dir / "config.json").read_text())["id2label"] == {"0": "civil", "1": "criminal"}
 
 
@@ -514,3 +521,73 @@ def test_no_arguments_runs_the_shipped_sample():
 def test_early_stopping_needs_evaluations():
     with pytest.raises(ScriptError, match="--eval_strategy"):
         run_classification.parse_args(["--train_file", "x.jsonl", "--do_train", "--early_stopping_patience", "2"])
+
+
+# --- A fine-tuned classifier remembers how it read its documents ---
+
+
+@pytest.fixture(scope="module")
+def head_tail_run(tmp_path_factory, roformer_vocab, cail_rows):
+    """A classifier fine-tuned on head_tail truncation at 48 tokens, and a test file of long documents."""
+    folder = tmp_path_factory.mktemp("head_tail")
+    rows = [{"text": row["text"], "label": row["label"]} for row in cail_rows]
+    train = write_jsonl(folder / "train.jsonl", rows[:12] + rows[30:42])
+    test = write_jsonl(folder / "test.jsonl", rows[20:25] + rows[50:55])
+    output_dir = folder / "model"
+    tiny_run(
+        roformer_vocab,
+        output_dir,
+        *("--train_file", str(train), "--do_train", "--max_steps", "2"),
+        *("--max_seq_length", "48", "--truncation_side", "head_tail", "--config_overrides", DISTINCT_TINY_MODEL),
+    )
+    return output_dir, test
+
+
+def predict_with(checkpoint: Path, test: Path, output_dir: Path, *options: str) -> list[dict]:
+    run_classification.main(
+        [
+            *("--model_name_or_path", str(checkpoint), "--test_file", str(test), "--do_predict"),
+            *("--output_dir", str(output_dir), "--report_to", "none", "--use_cpu", "true", *options),
+        ]
+    )
+    return read_predictions(output_dir)
+
+
+def test_classifier_saves_its_input_settings(head_tail_run):
+    output_dir, _ = head_tail_run
+    saved = json.loads((output_dir / "config.json").read_text())["classification_inputs"]
+    expected = {"max_seq_length": 48, "truncation_side": "head_tail", "long_doc_strategy": "truncate"}
+    assert saved == {**expected, "chunk_stride": 128, "chunk_pooling": "mean"}
+    # AutoConfig (the loader of trust_remote_code and pipelines) reads it back
+    assert transformers.AutoConfig.from_pretrained(output_dir).classification_inputs == saved
+
+
+def test_prediction_reuses_the_trained_input_settings(head_tail_run, tmp_path, caplog):
+    """Predicting without the options reads documents as in training: the same scores as naming them."""
+    checkpoint, test = head_tail_run
+    caplog.set_level(logging.WARNING)
+    remembered = predict_with(checkpoint, test, tmp_path / "remembered")
+    named = ("--max_seq_length", "48", "--truncation_side", "head_tail")
+    explicit = predict_with(checkpoint, test, tmp_path / "explicit", *named)
+    assert [record["scores"] for record in remembered] == [record["scores"] for record in explicit]
+    assert "differs from" not in caplog.text and "does not record" not in caplog.text
+    head = predict_with(checkpoint, test, tmp_path / "head", "--truncation_side", "head")
+    assert "--truncation_side head differs from the head_tail" in caplog.text
+    assert [record["scores"] for record in head] != [record["scores"] for record in remembered]  # the override won
+
+
+def test_resolve_input_settings_order():
+    """Command line first, then the checkpoint's saved settings, then the defaults."""
+    from roformer_hf import RoFormerConfig, RoFormerForSequenceClassification
+
+    config = RoFormerConfig(**TINY, classification_inputs={"max_seq_length": 48, "truncation_side": "tail"})
+    model = RoFormerForSequenceClassification(config)
+    not_given = dict.fromkeys(run_classification.INPUT_SETTINGS)
+    given = DataArguments(**{**not_given, "max_seq_length": 300, "long_doc_strategy": "chunk"})
+    resolved = run_classification.resolve_input_settings(given, model, "fine-tuned", training=False)
+    assert (resolved.max_seq_length, resolved.truncation_side, resolved.long_doc_strategy) == (300, "tail", "chunk")
+    assert (resolved.chunk_stride, resolved.chunk_pooling) == (128, "mean")
+    assert model.config.classification_inputs["max_seq_length"] == 300
+    given.chunk_stride = 150  # not less than half of 300: DataArguments' own check, now that the length is known
+    with pytest.raises(ScriptError, match="chunk_stride"):
+        run_classification.resolve_input_settings(given, model, "fine-tuned", training=False)

@@ -332,7 +332,14 @@ def test_two_stage_run_saves_a_loadable_model(tmp_path, news_file):
     assert results["eval_loss"] == table[-1]["eval_loss"]
     assert json.loads((output_dir / "stage-2" / "trainer_state.json").read_text())["global_step"] == 4
     assert (output_dir / "loss_curve.png").stat().st_size > 0
-    assert "run_mlm.py" in (output_dir / "README.md").read_text()
+    card = (output_dir / "README.md").read_text()
+    assert "run_mlm.py" in card
+    # the card says what the run did: its lengths and steps, the file it read (no folder of this machine)
+    assert (
+        "| trained length | 32 then 64 tokens" in card and "8 optimizer steps on inputs of 32 then 64 tokens" in card
+    )
+    assert "| max_steps | 8 |" in card and "num_train_epochs" not in card and "1536" not in card
+    assert "- news.txt" in card and str(tmp_path) not in card
 
     model = AutoModelForMaskedLM.from_pretrained(output_dir)
     tokenizer = AutoTokenizer.from_pretrained(output_dir)
@@ -344,15 +351,34 @@ def test_two_stage_run_saves_a_loadable_model(tmp_path, news_file):
 
 
 def test_sparse_prediction_trains_and_evaluates_like_dense(tmp_path, news_file):
-    """The head at the masked positions only: the same loss and gradients, so the same run and the same metrics."""
+    """The head at the masked positions only (the default): the same loss and gradients, so the same run and the
+    same metrics as --sparse_prediction false."""
     stages = ["--stages", "32:4:3", "--save_strategy", "no"]
-    dense = run_mlm.main(run_arguments(news_file, tmp_path / "dense", *stages))
-    sparse_model = ["--config_overrides", TINY_MODEL + ",sparse_prediction=true"]
-    sparse = run_mlm.main(run_arguments(news_file, tmp_path / "sparse", *stages, *sparse_model))
+    dense = run_mlm.main(run_arguments(news_file, tmp_path / "dense", *stages, "--sparse_prediction", "false"))
+    sparse = run_mlm.main(run_arguments(news_file, tmp_path / "sparse", *stages))
     assert json.loads((tmp_path / "sparse" / "config.json").read_text())["sparse_prediction"] is True
+    assert json.loads((tmp_path / "dense" / "config.json").read_text())["sparse_prediction"] is False
     assert sparse[-1]["eval_accuracy"] == dense[-1]["eval_accuracy"]
     assert sparse[-1]["eval_loss"] == pytest.approx(dense[-1]["eval_loss"], abs=1e-4)
     assert sparse[-1]["train_loss"] == pytest.approx(dense[-1]["train_loss"], abs=1e-4)
+
+
+def test_sparse_and_dense_evaluation_agree_on_the_same_weights(tmp_path, news_file):
+    """Evaluating one checkpoint with the head at the masked positions only and at every position: the same
+    masked-token accuracy and loss; and the saved sparse checkpoint still gives logits at every position without
+    labels (fill-mask)."""
+    trained = ["--stages", "32:4:20", "--save_strategy", "no", "--learning_rate", "1e-2"]
+    run_mlm.main(run_arguments(news_file, tmp_path / "trained", *trained))
+    evaluate_only = ["--model_name_or_path", str(tmp_path / "trained"), "--do_train", "false", "--stages", "32:4:3"]
+    sparse = run_mlm.main(run_arguments(news_file, tmp_path / "sparse", *evaluate_only))[-1]
+    dense_only = ["--sparse_prediction", "false"]
+    dense = run_mlm.main(run_arguments(news_file, tmp_path / "dense", *evaluate_only, *dense_only))[-1]
+    assert sparse["eval_accuracy"] == dense["eval_accuracy"] > 0
+    assert sparse["eval_loss"] == pytest.approx(dense["eval_loss"], abs=1e-6)
+    model = AutoModelForMaskedLM.from_pretrained(tmp_path / "trained")
+    assert model.config.sparse_prediction is True
+    input_ids = torch.tensor([[2, 10, 11, 3]])
+    assert model(input_ids=input_ids).logits.shape == (1, 4, model.config.vocab_size)
 
 
 def test_predicted_token_ids_puts_sparse_predictions_back_in_place():
