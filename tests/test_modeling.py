@@ -518,11 +518,23 @@ def test_bad_config_raises_value_error(settings, message):
         tiny_config(**settings)
 
 
-def test_heads_refuse_the_wrong_direction():
-    with pytest.raises(ValueError, match="is_decoder=True"):
-        RoFormerForCausalLM(tiny_config())
+def test_masked_lm_refuses_a_decoder_config():
     with pytest.raises(ValueError, match="is_decoder=False"):
         RoFormerForMaskedLM(tiny_config(is_decoder=True))
+
+
+def test_causal_lm_of_an_encoder_config_warns_and_attends_both_ways(caplog):
+    """As transformers' RoFormerForCausalLM: a warning naming the fix, then the config as it is (no cache)."""
+    with caplog.at_level(logging.WARNING, logger="roformer_hf.modeling"):
+        model = RoFormerForCausalLM(tiny_config()).eval()
+    assert "add is_decoder=True" in caplog.text
+    input_ids = torch.randint(1, TINY["vocab_size"], (1, 6))
+    output = model(input_ids=input_ids)
+    assert output.past_key_values is None
+    later_token_changed = input_ids.clone()
+    later_token_changed[0, -1] = (input_ids[0, -1] % (TINY["vocab_size"] - 1)) + 1
+    # The first token sees the last: bidirectional attention, not causal.
+    assert not torch.allclose(model(input_ids=later_token_changed).logits[0, 0], output.logits[0, 0])
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,7 @@ def rope_config(rope_type: str, **rope_parameters) -> RoFormerConfig:
 
 
 def cos_sin(config: RoFormerConfig, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    return RoFormerRotaryEmbedding(config)(position_ids)
+    return RoFormerRotaryEmbedding(config)(torch.empty(0), position_ids)
 
 
 def positions(seq_len: int) -> torch.Tensor:
@@ -264,7 +264,7 @@ def test_rope_type_loads_from_pretrained_override(tmp_path):
     model = RoFormerModel.from_pretrained(
         tmp_path, rope_parameters={"rope_type": "ntk", "rope_theta": 10000.0, "factor": 4.0}
     )
-    cos, _ = model.rotary_emb(positions(5))
+    cos, _ = model.rotary_emb(torch.empty(0), positions(5))
     expected = (positions(5)[..., None].float() * ntk_inverse_frequencies(HEAD_DIM, 10000.0, 4.0)).cos()
     torch.testing.assert_close(cos[..., 0::2], expected)
     assert not any("inv_freq" in name for name in model.state_dict())  # nothing of RoPE in checkpoints
