@@ -19,10 +19,11 @@ What differs from BERT, and why:
   (`pooler_activation="linear"`) gives sentence vectors.
 
 Parameter names are those of transformers' RoFormer (`roformer.encoder.layer.N.attention.self.query`, ...), so its
-checkpoints load as they are; only its fixed sinusoid table (`embed_positions`) is left out.
+checkpoints load as they are; only its fixed sinusoid table (`embed_positions`) is left out. Around this file: `rope.py`
+(the rotations), `masks.py` (the layers' masks, UniLM's), `input_checks.py` (clear errors for bad input), `losses.py`,
+`hub_mixin.py` (checked loading, model cards), `blockwise_attention.py` and `linear_attention.py`.
 """
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -50,6 +51,7 @@ from transformers.utils.output_capturing import capture_outputs
 
 from .blockwise_attention import blockwise_attention_forward, prefers_blockwise_attention
 from .configuration import RoFormerConfig
+from .hub_mixin import RoFormerHubMixin
 from .input_checks import (
     CHOICE_LABELS_FIX,
     CLASS_LABELS_FIX,
@@ -60,11 +62,9 @@ from .input_checks import (
     check_side_inputs,
 )
 from .linear_attention import linear_attention_forward
-from .loading_check import check_encoder_weights_loaded, check_head_shapes
+from .losses import sequence_classification_loss, span_loss
 from .masks import layer_attention_mask
-from .model_card import push_to_hub_with_model_card
 from .rope import RoFormerRotaryEmbedding, apply_rotary
-from .sentence_vectors import write_sentence_transformers_files
 
 logger = logging.get_logger(__name__)
 
@@ -320,7 +320,10 @@ class RoFormerPooler(nn.Module):
         return self.activation(self.dense(hidden_states[:, 0]))  # (B, hidden_size)
 
 
-class RoFormerPreTrainedModel(PreTrainedModel):
+class RoFormerPreTrainedModel(RoFormerHubMixin, PreTrainedModel):
+    """Weights, capabilities and outputs shared by every RoFormer class; loading, saving and upload as in
+    `RoFormerHubMixin`."""
+
     config: RoFormerConfig
     base_model_prefix = "roformer"
     supports_gradient_checkpointing = True
@@ -339,39 +342,6 @@ class RoFormerPreTrainedModel(PreTrainedModel):
         super()._init_weights(module)
         if isinstance(module, RoFormerLMPredictionHead) and module.bias is not None:
             init.zeros_(module.bias)
-
-    @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
-        """As transformers' `from_pretrained` (same arguments), but encoder weights (everything under `roformer.`
-        except the pooler) that the checkpoint lacks, or holds in another shape, raise a ValueError naming the likely
-        cause instead of being initialised at random: a config that does not describe the checkpoint. New task heads
-        and a new pooler are initialised as usual, and `ignore_mismatched_sizes` applies to them."""
-        output_loading_info = kwargs.pop("output_loading_info", False)
-        ignore_mismatched_sizes = kwargs.pop("ignore_mismatched_sizes", False)
-        # Mismatched shapes are collected rather than raised, so that the encoder's can be explained below.
-        model, loading_info = super().from_pretrained(
-            pretrained_model_name_or_path,
-            *model_args,
-            output_loading_info=True,
-            ignore_mismatched_sizes=True,
-            **kwargs,
-        )
-        check_encoder_weights_loaded(model, loading_info)
-        if not ignore_mismatched_sizes:
-            check_head_shapes(model, loading_info)
-        return (model, loading_info) if output_loading_info else model
-
-    def push_to_hub(self, repo_id: str, **kwargs):
-        """As transformers' `push_to_hub` (same arguments), but the README.md uploaded is a RoFormer model card, to
-        which the optional `training_summary` (a `model_card.TrainingSummary`) and `base_model` add."""
-        return push_to_hub_with_model_card(self, repo_id, **kwargs)
-
-    def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
-        """As transformers' `save_pretrained` (same arguments); with `config.add_pooling_layer`, also the files that
-        make `SentenceTransformer(save_directory)` encode texts as `pooler_output` (see `sentence_vectors`)."""
-        super().save_pretrained(save_directory, *args, **kwargs)
-        if self.config.add_pooling_layer:
-            write_sentence_transformers_files(save_directory)
 
 
 class RoFormerModel(RoFormerPreTrainedModel):
@@ -418,18 +388,16 @@ class RoFormerModel(RoFormerPreTrainedModel):
         r"""
         Args:
             input_ids (`torch.LongTensor` of shape `(batch_size, seq_len)`):
-                Token ids, each in `[0, vocab_size)`. An empty input (batch size or length 0) raises a `ValueError`,
-                as does any input that is not an integer tensor (a list, floats).
+                Token ids, each in `[0, vocab_size)`; empty inputs and non-integer ones raise a `ValueError`.
             attention_mask (`torch.Tensor` of shape `(batch_size, past_len + seq_len)`, *optional*):
-                1 for tokens to attend to, 0 for padding. Missing means no padding. A prepared 4-D mask has shape
-                `(batch_size, 1, seq_len, past_len + seq_len)`; sizes but the last may be 1 (broadcast), the second
-                may be `num_attention_heads`.
+                1 for tokens, 0 for padding; missing means no padding. A prepared 4-D mask has shape
+                `(batch_size, 1, seq_len, past_len + seq_len)` (sizes but the last may be 1).
             token_type_ids (`torch.LongTensor` of shape `(batch_size, seq_len)`, *optional*):
-                Segment ids (0 for the first text, 1 for the second). Missing means all 0. With
-                `config.decoder_mask="unilm"` they also say what each token attends to (see `unilm_attention_mask`).
+                Segment ids (0 for the first text, 1 for the second; missing means all 0). With
+                `config.decoder_mask="unilm"` they also say what each token attends to (see `masks.unilm_attention_mask`).
             position_ids (`torch.LongTensor` of shape `(batch_size, seq_len)` or `(batch_size, seq_len, 2)`, *optional*):
-                Position of every token, any integers (no cap; only differences matter), or (x, y) pairs for 2-D RoPE.
-                Missing means `past_len, past_len + 1, ...`. A batch size of 1 gives every sequence the same positions.
+                Any integers (only differences matter), or (x, y) pairs for 2-D RoPE. Missing means `past_len,
+                past_len + 1, ...`; a batch size of 1 gives every sequence the same positions.
             inputs_embeds (`torch.Tensor` of shape `(batch_size, seq_len, embedding_size)`, *optional*):
                 Word embeddings to use instead of `input_ids`.
             past_key_values ([`~cache_utils.Cache`], *optional*):
@@ -437,13 +405,11 @@ class RoFormerModel(RoFormerPreTrainedModel):
             use_cache (`bool`, *optional*):
                 Whether a decoder returns its cache. Defaults to `config.use_cache` for a decoder, `False` otherwise.
             last_layer_positions (`slice`, *optional*):
-                The positions whose last hidden states are needed, e.g. `slice(0, 1)` for the [CLS] token. The last
-                layer then computes queries, attention outputs and feed-forward only there (its keys and values still
-                cover every token), and `last_hidden_state` holds only those positions: the same numbers for a
-                fraction of the last layer's work (Mosaic BERT's trick; `RoFormerForSequenceClassification` uses it).
-                Ignored, with every position computed, for decoders, linear attention, backends other than "sdpa" and
-                "eager", when `output_hidden_states` or `output_attentions` ask for every layer's outputs, and in a
-                model with a pooler when the positions do not start at 0 (the pooler reads the first token).
+                The positions whose last hidden states are needed, e.g. `slice(0, 1)` for [CLS]: the last layer
+                computes queries and feed-forward only there (keys and values still cover every token), and
+                `last_hidden_state` holds only those positions (Mosaic BERT's trick; the classifier uses it). Ignored
+                for decoders, linear attention, backends other than "sdpa" and "eager", when `output_hidden_states`
+                or `output_attentions` is set, and with a pooler when the positions do not start at 0.
             kwargs ([`~utils.TransformersKwargs`]):
                 `output_hidden_states` (the embeddings' output, then every layer's), `output_attentions` (needs
                 `attn_implementation="eager"`), `return_dict`, and what the attention backend takes.
@@ -461,10 +427,10 @@ class RoFormerModel(RoFormerPreTrainedModel):
         hidden_states = self.embeddings(inputs_embeds, token_type_ids)
         if self.config.embedding_size != self.config.hidden_size:
             hidden_states = self.embeddings_project(hidden_states)
-        if last_layer_positions is not None and not self._computes_last_layer_subsets(last_layer_positions, seq_len):
+        if last_layer_positions is not None and not self._computes_last_layer_subsets(
+            last_layer_positions, seq_len, kwargs
+        ):
             last_layer_positions = None
-        if self._records_outputs(kwargs):
-            last_layer_positions = None  # every layer's outputs are returned whole
         last_hidden_state = self.encoder(
             hidden_states,
             last_layer_positions=last_layer_positions,
@@ -502,21 +468,20 @@ class RoFormerModel(RoFormerPreTrainedModel):
             return False
         return self.config.use_cache if use_cache is None else use_cache
 
-    def _computes_last_layer_subsets(self, positions: slice, seq_len: int) -> bool:
-        """Whether the last layer may compute only `positions` (see `last_layer_positions` in `forward`)."""
+    def _computes_last_layer_subsets(self, positions: slice, seq_len: int, kwargs: dict) -> bool:
+        """Whether the last layer may compute only `positions` (see `last_layer_positions` in `forward`). Not when
+        `capture_outputs` collects every layer's outputs: it reads the flags from the call, or else the config."""
+        records_outputs = any(
+            kwargs.get(flag, getattr(self.config, flag)) for flag in ("output_hidden_states", "output_attentions")
+        )
         first_position = range(seq_len)[positions][:1]
         return (
-            not self.config.is_decoder
+            not records_outputs
+            and not self.config.is_decoder
             and self.config.attention_type == "softmax"
             and self.config._attn_implementation in ("sdpa", "eager")
             and (self.pooler is None or first_position == range(1))  # the pooler reads position 0
         )
-
-    def _records_outputs(self, kwargs: dict) -> bool:
-        """Whether `capture_outputs` collects every layer's hidden states or attentions in this call: it reads the
-        flags from the call's kwargs, or else the config."""
-        flags = ("output_hidden_states", "output_attentions")
-        return any(kwargs.get(flag, getattr(self.config, flag)) for flag in flags)
 
 
 class RoFormerPredictionHeadTransform(nn.Module):
@@ -766,31 +731,6 @@ class RoFormerClassificationHead(nn.Module):
         return self.out_proj(self.dropout(self.activation(self.dense(cls_state))))
 
 
-def sequence_classification_loss(config: RoFormerConfig, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """The loss of `config.problem_type`, inferred as transformers does when unset (and then stored in the config).
-
-    "regression" (one label: mean squared error), "single_label_classification" (integer labels: cross-entropy) or
-    "multi_label_classification" (float multi-hot labels: binary cross-entropy with logits).
-    """
-    num_labels = logits.shape[-1]
-    if config.problem_type is None:
-        if num_labels == 1:
-            config.problem_type = "regression"
-        elif labels.dtype in (torch.long, torch.int):
-            config.problem_type = "single_label_classification"
-        else:
-            config.problem_type = "multi_label_classification"
-    labels = labels.to(logits.device)
-    if config.problem_type == "regression":
-        if num_labels == 1:
-            return F.mse_loss(logits.squeeze(-1), labels.squeeze(-1).to(logits.dtype))
-        return F.mse_loss(logits, labels.to(logits.dtype))
-    if config.problem_type == "single_label_classification":
-        check_labels(labels, num_labels, CLASS_LABELS_FIX)
-        return F.cross_entropy(logits.view(-1, num_labels), labels.view(-1))
-    return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
-
-
 class RoFormerForSequenceClassification(RoFormerPreTrainedModel):
     r"""
     RoFormer with a classification (or regression) head on the first token; the loss follows `config.problem_type`.
@@ -945,19 +885,6 @@ class RoFormerForQuestionAnswering(RoFormerPreTrainedModel):
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
         )
-
-
-def span_loss(
-    start_logits: torch.Tensor, end_logits: torch.Tensor, start_positions: torch.Tensor, end_positions: torch.Tensor
-) -> torch.Tensor:
-    """The mean of the start and end cross-entropies; a position past the end marks an answer cut off by truncation
-    and is ignored, as in transformers."""
-    ignored_index = start_logits.shape[1]
-    start_positions = start_positions.view(-1).clamp(0, ignored_index).to(start_logits.device)
-    end_positions = end_positions.view(-1).clamp(0, ignored_index).to(end_logits.device)
-    start_loss = F.cross_entropy(start_logits, start_positions, ignore_index=ignored_index)
-    end_loss = F.cross_entropy(end_logits, end_positions, ignore_index=ignored_index)
-    return (start_loss + end_loss) / 2
 
 
 class RoFormerForMultipleChoice(RoFormerPreTrainedModel):

@@ -93,6 +93,27 @@ def test_parity_with_transformers(tmp_path, head, attn_implementation, rotary_va
         assert (want - got).abs().max() <= TOLERANCE[attn_implementation]
 
 
+@pytest.mark.parametrize("head", ["RoFormerModel", "RoFormerForSequenceClassification"])
+def test_hidden_states_and_attentions_match_transformers(tmp_path, head):
+    """Captured by hooks (`_can_record_outputs`): the embeddings' output then every layer's, and every layer's
+    attention weights, as transformers' RoFormer returns them; the classifier then computes its last layer whole."""
+    reference = transformers_checkpoint(tmp_path, head, attn_implementation="eager")
+    ours = getattr(roformer_hf, head).from_pretrained(tmp_path, attn_implementation="eager").eval()
+    inputs = batch_with_padding()
+    with torch.no_grad():
+        expected = reference(**inputs, output_hidden_states=True, output_attentions=True)
+        actual = ours(**inputs, output_hidden_states=True, output_attentions=True)
+        as_tuple = ours(**inputs, output_hidden_states=True, return_dict=False)
+    assert len(actual.hidden_states) == TINY["num_hidden_layers"] + 1
+    assert len(actual.attentions) == TINY["num_hidden_layers"]
+    real = inputs["attention_mask"].bool()
+    for want, got in zip(expected.hidden_states, actual.hidden_states, strict=True):
+        torch.testing.assert_close(got[real], want[real], atol=TOLERANCE["eager"], rtol=0)
+    for want, got in zip(expected.attentions, actual.attentions, strict=True):
+        torch.testing.assert_close(got, want, atol=TOLERANCE["eager"], rtol=0)
+    assert isinstance(as_tuple, tuple) and len(as_tuple[-1]) == TINY["num_hidden_layers"] + 1  # hidden states last
+
+
 @pytest.mark.parametrize(
     ("labels", "problem_type"),
     [
@@ -535,6 +556,19 @@ def test_causal_lm_of_an_encoder_config_warns_and_attends_both_ways(caplog):
     later_token_changed[0, -1] = (input_ids[0, -1] % (TINY["vocab_size"] - 1)) + 1
     # The first token sees the last: bidirectional attention, not causal.
     assert not torch.allclose(model(input_ids=later_token_changed).logits[0, 0], output.logits[0, 0])
+
+
+def test_auto_causal_lm_loads_an_mlm_checkpoint_with_a_warning(tmp_path, caplog):
+    """transformers' common tests and AutoModelForCausalLM build a causal LM from an encoder's config: it warns, then
+    scores tokens exactly as the MLM it was loaded from (the same weights, the same bidirectional attention)."""
+    mlm = RoFormerForMaskedLM(tiny_config()).eval()
+    mlm.save_pretrained(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="roformer_hf.modeling"):
+        causal_lm = transformers.AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    assert isinstance(causal_lm, RoFormerForCausalLM) and "add is_decoder=True" in caplog.text
+    inputs = batch_with_padding()
+    with torch.no_grad():
+        torch.testing.assert_close(causal_lm(**inputs).logits, mlm(**inputs).logits)
 
 
 @pytest.mark.parametrize(
