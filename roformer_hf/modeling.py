@@ -24,6 +24,7 @@ checkpoints load as they are; only its fixed sinusoid table (`embed_positions`) 
 `hub_mixin.py` (checked loading, model cards), `blockwise_attention.py` and `linear_attention.py`.
 """
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -625,6 +626,7 @@ class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
     """
 
     def __init__(self, config: RoFormerConfig):
+        config = copy.deepcopy(config)  # a config shared with other heads keeps its add_pooling_layer
         config.add_pooling_layer = True  # as RoFormer-Sim; saved, the config says so, and AutoModel keeps the pooler
         super().__init__(config)
         if not config.is_decoder:

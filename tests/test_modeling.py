@@ -558,6 +558,14 @@ def test_causal_lm_of_an_encoder_config_warns_and_attends_both_ways(caplog):
     assert not torch.allclose(model(input_ids=later_token_changed).logits[0, 0], output.logits[0, 0])
 
 
+def test_causal_lm_leaves_a_shared_config_as_it_was():
+    """Its pooler (RoFormer-Sim's) is in the model's config only: heads built later from the same config get none."""
+    config = tiny_config(is_decoder=True)
+    causal_lm = RoFormerForCausalLM(config)
+    assert causal_lm.config.add_pooling_layer and causal_lm.roformer.pooler is not None
+    assert not config.add_pooling_layer and RoFormerModel(config).pooler is None
+
+
 def test_auto_causal_lm_loads_an_mlm_checkpoint_with_a_warning(tmp_path, caplog):
     """transformers' common tests and AutoModelForCausalLM build a causal LM from an encoder's config: it warns, then
     scores tokens exactly as the MLM it was loaded from (the same weights, the same bidirectional attention)."""

@@ -259,6 +259,22 @@ def test_dynamic_model_is_plain_model_bit_for_bit_up_to_max_position_embeddings(
     )
 
 
+def test_rotary_module_follows_transformers_convention():
+    """`rotary_emb(x, position_ids)` and `inv_freq`, as transformers' common test of RoPE scaling reads them: the
+    default frequencies, "dynamic" never above them, and a changed config read at once."""
+    config = tiny_config()
+    rotary = RoFormerRotaryEmbedding(config)
+    torch.testing.assert_close(rotary.inv_freq, default_inverse_frequencies(HEAD_DIM, 10000.0))
+    cos, _ = rotary(torch.empty(1, dtype=torch.float16), positions(4))
+    assert cos.dtype == torch.float32  # the rotation is computed in float32 whatever the activations' dtype
+    torch.testing.assert_close(cos[..., 0::2], (positions(4)[..., None].float() * rotary.inv_freq).cos())
+    dynamic = RoFormerRotaryEmbedding(rope_config("dynamic", factor=10.0))
+    dynamic(torch.empty(1), positions(3 * config.max_position_embeddings))
+    assert (dynamic.inv_freq <= rotary.inv_freq).all()
+    config.rope_parameters = {"rope_type": "ntk", "rope_theta": 10000.0, "factor": 4.0}
+    torch.testing.assert_close(rotary.inv_freq, ntk_inverse_frequencies(HEAD_DIM, 10000.0, 4.0))
+
+
 def test_rope_type_loads_from_pretrained_override(tmp_path):
     RoFormerModel(tiny_config()).save_pretrained(tmp_path)
     model = RoFormerModel.from_pretrained(
