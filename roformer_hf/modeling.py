@@ -615,9 +615,10 @@ class RoFormerCausalLMOutput(CausalLMOutputWithPast):
 class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
     r"""
     RoFormer as a left-to-right language model (`config.is_decoder=True`), with a key/value cache for `generate`.
-    Positions continue from the length of the cache, so cached and uncached generation agree. It has a pooler, as
-    RoFormer-Sim, whose `pooler_output` is the sentence vector; Sim attends as a UniLM (`config.decoder_mask="unilm"`:
-    a sentence or prompt of token type 0 reads itself both ways, generated tokens have type 1).
+    Positions continue from the length of the cache, so cached and uncached generation agree. RoFormer-Sim attends as
+    a UniLM (`config.decoder_mask="unilm"`: a sentence or prompt of token type 0 reads itself both ways, generated
+    tokens have type 1) and has a pooler, whose `pooler_output` is the sentence vector; other causal LMs have one
+    only with `config.add_pooling_layer` (a pooler the loss never reaches would get no gradient).
 
     Args:
         config ([`RoFormerConfig`]): The model configuration. With `is_decoder=False` (an MLM checkpoint loaded as it
@@ -626,8 +627,11 @@ class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
     """
 
     def __init__(self, config: RoFormerConfig):
-        config = copy.deepcopy(config)  # a config shared with other heads keeps its add_pooling_layer
-        config.add_pooling_layer = True  # as RoFormer-Sim; saved, the config says so, and AutoModel keeps the pooler
+        if config.decoder_mask == "unilm" and not config.add_pooling_layer:
+            # RoFormer-Sim, whose published configs do not say it has a pooler: the model's own config says so (saved,
+            # and AutoModel keeps the pooler); a config shared with other heads is left as it was.
+            config = copy.deepcopy(config)
+            config.add_pooling_layer = True
         super().__init__(config)
         if not config.is_decoder:
             logger.warning(

@@ -316,7 +316,9 @@ def test_new_heads_and_a_new_pooler_initialise_as_usual(tmp_path):
         tmp_path / "mlm", num_labels=3, output_loading_info=True
     )
     assert {name.split(".")[0] for name in loading_info["missing_keys"]} == {"classifier"}
-    _, loading_info = RoFormerForCausalLM.from_pretrained(tmp_path / "mlm", is_decoder=True, output_loading_info=True)
+    _, loading_info = RoFormerForCausalLM.from_pretrained(
+        tmp_path / "mlm", is_decoder=True, add_pooling_layer=True, output_loading_info=True
+    )
     assert loading_info["missing_keys"] == POOLER_KEYS
 
     classifier.save_pretrained(tmp_path / "classifier")
