@@ -31,7 +31,10 @@ def check_encoder_weights_loaded(model: PreTrainedModel, loading_info: dict) -> 
     mismatched = sorted(item for item in loading_info["mismatched_keys"] if is_encoder_weight(model, item[0]))
     absent_layers = sorted(int(found.group(1)) for name in missing if (found := ABSENT_LAYER.search(name)))
     missing_in_layers = [name for name in missing if not in_layers(name, absent_layers)]
-    needed = variant_settings_of_weights(config, missing_in_layers, unexpected)
+    encoder_size = sum(is_encoder_weight(model, name) for name in model.state_dict())
+    # A checkpoint without any encoder weight says nothing of the variant (no norm weights to miss).
+    loaded_some = len(missing) < encoder_size
+    needed = variant_settings_of_weights(config, missing_in_layers, unexpected) if loaded_some else {}
     if not (missing or mismatched or needed):
         return
     causes = []

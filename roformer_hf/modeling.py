@@ -19,10 +19,12 @@ What differs from BERT, and why:
   (`pooler_activation="linear"`) gives sentence vectors.
 
 Parameter names are those of transformers' RoFormer (`roformer.encoder.layer.N.attention.self.query`, ...), so its
-checkpoints load as they are; only its fixed sinusoid table (`embed_positions`) is left out.
+checkpoints load as they are; only its fixed sinusoid table (`embed_positions`) is left out. Around this file: `rope.py`
+(the rotations), `masks.py` (the layers' masks, UniLM's), `input_checks.py` (clear errors for bad input), `losses.py`,
+`hub_mixin.py` (checked loading, model cards), `blockwise_attention.py` and `linear_attention.py`.
 """
 
-import os
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -33,28 +35,39 @@ from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache
-from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
-    BaseModelOutputWithPast,
     BaseModelOutputWithPoolingAndCrossAttentions,
     CausalLMOutputWithPast,
     MaskedLMOutput,
-    ModelOutput,
     MultipleChoiceModelOutput,
     QuestionAnsweringModelOutput,
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs, can_return_tuple, logging
+from transformers.utils.output_capturing import capture_outputs
 
 from .blockwise_attention import blockwise_attention_forward, prefers_blockwise_attention
 from .configuration import RoFormerConfig
+from .hub_mixin import RoFormerHubMixin
+from .input_checks import (
+    CHOICE_LABELS_FIX,
+    CLASS_LABELS_FIX,
+    TOKEN_LABELS_FIX,
+    check_input_ids,
+    check_labels,
+    check_multiple_choice_input,
+    check_side_inputs,
+)
 from .linear_attention import linear_attention_forward
-from .loading_check import check_encoder_weights_loaded, check_head_shapes
-from .model_card import push_to_hub_with_model_card
+from .losses import sequence_classification_loss, span_loss
+from .masks import layer_attention_mask
 from .rope import RoFormerRotaryEmbedding, apply_rotary
-from .sentence_vectors import write_sentence_transformers_files
+
+logger = logging.get_logger(__name__)
 
 
 class RoFormerRMSNorm(nn.Module):
@@ -167,7 +180,7 @@ class RoFormerSelfAttention(nn.Module):
         padding_mask: torch.Tensor | None = None,
         past_key_values: Cache | None = None,
         query_positions: slice | None = None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """`query_positions` (encoder, softmax attention): the outputs to compute; keys and values cover every token."""
         hidden_shape = (*hidden_states.shape[:-1], -1, self.head_dim)
@@ -233,11 +246,11 @@ class RoFormerAttention(nn.Module):
         self.output = RoFormerSelfOutput(config)
 
     def forward(
-        self, hidden_states: torch.Tensor, query_positions: slice | None = None, **kwargs
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        attention_output, attention_weights = self.self(hidden_states, query_positions=query_positions, **kwargs)
+        self, hidden_states: torch.Tensor, query_positions: slice | None = None, **kwargs: Unpack[TransformersKwargs]
+    ) -> torch.Tensor:
+        attention_output, _ = self.self(hidden_states, query_positions=query_positions, **kwargs)
         residual = hidden_states if query_positions is None else hidden_states[:, query_positions]
-        return self.output(attention_output, residual), attention_weights
+        return self.output(attention_output, residual)
 
 
 class RoFormerIntermediate(nn.Module):
@@ -272,9 +285,9 @@ class RoFormerLayer(GradientCheckpointingLayer):
         self.intermediate = RoFormerIntermediate(config)
         self.output = RoFormerOutput(config)
 
-    def forward(self, hidden_states: torch.Tensor, **kwargs) -> tuple[torch.Tensor, torch.Tensor | None]:
-        attention_output, attention_weights = self.attention(hidden_states, **kwargs)
-        return self.output(self.intermediate(attention_output), attention_output), attention_weights
+    def forward(self, hidden_states: torch.Tensor, **kwargs: Unpack[TransformersKwargs]) -> torch.Tensor:
+        attention_output = self.attention(hidden_states, **kwargs)
+        return self.output(self.intermediate(attention_output), attention_output)
 
 
 class RoFormerEncoder(nn.Module):
@@ -285,27 +298,15 @@ class RoFormerEncoder(nn.Module):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        output_hidden_states: bool = False,
-        output_attentions: bool = False,
         last_layer_positions: slice | None = None,
-        **kwargs,
-    ) -> BaseModelOutputWithPast:
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> torch.Tensor:
         """`kwargs` (position_embeddings, attention_mask, padding_mask, past_key_values) go to every layer;
         `last_layer_positions`, the outputs the last layer computes, to the last (see `RoFormerModel.forward`)."""
-        all_hidden_states = (hidden_states,) if output_hidden_states else None
-        all_attentions = () if output_attentions else None
         for index, layer in enumerate(self.layer):
             query_positions = last_layer_positions if index == len(self.layer) - 1 else None
-            hidden_states, attention_weights = layer(
-                hidden_states, output_attentions=output_attentions, query_positions=query_positions, **kwargs
-            )
-            if output_hidden_states:
-                all_hidden_states += (hidden_states,)
-            if output_attentions:
-                all_attentions += (attention_weights,)
-        return BaseModelOutputWithPast(
-            last_hidden_state=hidden_states, hidden_states=all_hidden_states, attentions=all_attentions
-        )
+            hidden_states = layer(hidden_states, query_positions=query_positions, **kwargs)
+        return hidden_states
 
 
 class RoFormerPooler(nn.Module):
@@ -320,7 +321,10 @@ class RoFormerPooler(nn.Module):
         return self.activation(self.dense(hidden_states[:, 0]))  # (B, hidden_size)
 
 
-class RoFormerPreTrainedModel(PreTrainedModel):
+class RoFormerPreTrainedModel(RoFormerHubMixin, PreTrainedModel):
+    """Weights, capabilities and outputs shared by every RoFormer class; loading, saving and upload as in
+    `RoFormerHubMixin`."""
+
     config: RoFormerConfig
     base_model_prefix = "roformer"
     supports_gradient_checkpointing = True
@@ -328,6 +332,9 @@ class RoFormerPreTrainedModel(PreTrainedModel):
     _supports_sdpa = True
     _supports_flash_attn = True
     _supports_attention_backend = True
+    _can_compile_fullgraph = True  # but for the sparse MLM prediction and the length-dependent RoPE types
+    # Collected by hooks (`capture_outputs`) when `output_hidden_states` / `output_attentions` ask for them.
+    _can_record_outputs = {"hidden_states": RoFormerLayer, "attentions": RoFormerSelfAttention}  # noqa: RUF012
     # transformers' RoFormer stores a fixed sinusoid table; RoPE here is computed from position ids instead.
     _keys_to_ignore_on_load_unexpected = [r"embed_positions"]  # noqa: RUF012
 
@@ -336,39 +343,6 @@ class RoFormerPreTrainedModel(PreTrainedModel):
         super()._init_weights(module)
         if isinstance(module, RoFormerLMPredictionHead) and module.bias is not None:
             init.zeros_(module.bias)
-
-    @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
-        """As transformers' `from_pretrained` (same arguments), but encoder weights (everything under `roformer.`
-        except the pooler) that the checkpoint lacks, or holds in another shape, raise a ValueError naming the likely
-        cause instead of being initialised at random: a config that does not describe the checkpoint. New task heads
-        and a new pooler are initialised as usual, and `ignore_mismatched_sizes` applies to them."""
-        output_loading_info = kwargs.pop("output_loading_info", False)
-        ignore_mismatched_sizes = kwargs.pop("ignore_mismatched_sizes", False)
-        # Mismatched shapes are collected rather than raised, so that the encoder's can be explained below.
-        model, loading_info = super().from_pretrained(
-            pretrained_model_name_or_path,
-            *model_args,
-            output_loading_info=True,
-            ignore_mismatched_sizes=True,
-            **kwargs,
-        )
-        check_encoder_weights_loaded(model, loading_info)
-        if not ignore_mismatched_sizes:
-            check_head_shapes(model, loading_info)
-        return (model, loading_info) if output_loading_info else model
-
-    def push_to_hub(self, repo_id: str, **kwargs):
-        """As transformers' `push_to_hub` (same arguments), but the README.md uploaded is a RoFormer model card, to
-        which the optional `training_summary` (a `model_card.TrainingSummary`) and `base_model` add."""
-        return push_to_hub_with_model_card(self, repo_id, **kwargs)
-
-    def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
-        """As transformers' `save_pretrained` (same arguments); with `config.add_pooling_layer`, also the files that
-        make `SentenceTransformer(save_directory)` encode texts as `pooler_output` (see `sentence_vectors`)."""
-        super().save_pretrained(save_directory, *args, **kwargs)
-        if self.config.add_pooling_layer:
-            write_sentence_transformers_files(save_directory)
 
 
 class RoFormerModel(RoFormerPreTrainedModel):
@@ -399,6 +373,7 @@ class RoFormerModel(RoFormerPreTrainedModel):
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         self.embeddings.word_embeddings = value
 
+    @capture_outputs
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -408,46 +383,37 @@ class RoFormerModel(RoFormerPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         past_key_values: Cache | None = None,
         use_cache: bool | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         last_layer_positions: slice | None = None,
-        **kwargs,
-    ) -> BaseModelOutputWithPoolingAndCrossAttentions | tuple:
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> BaseModelOutputWithPoolingAndCrossAttentions:
         r"""
         Args:
             input_ids (`torch.LongTensor` of shape `(batch_size, seq_len)`):
-                Token ids, each in `[0, vocab_size)`. An empty input (batch size or length 0) raises a `ValueError`,
-                as does any input that is not an integer tensor (a list, floats).
+                Token ids, each in `[0, vocab_size)`; empty inputs and non-integer ones raise a `ValueError`.
             attention_mask (`torch.Tensor` of shape `(batch_size, past_len + seq_len)`, *optional*):
-                1 for tokens to attend to, 0 for padding. Missing means no padding. A prepared 4-D mask has shape
-                `(batch_size, 1, seq_len, past_len + seq_len)`; sizes but the last may be 1 (broadcast), the second
-                may be `num_attention_heads`.
+                1 for tokens, 0 for padding; missing means no padding. A prepared 4-D mask has shape
+                `(batch_size, 1, seq_len, past_len + seq_len)` (sizes but the last may be 1).
             token_type_ids (`torch.LongTensor` of shape `(batch_size, seq_len)`, *optional*):
-                Segment ids (0 for the first text, 1 for the second). Missing means all 0. With
-                `config.decoder_mask="unilm"` they also say what each token attends to (see `unilm_attention_mask`).
+                Segment ids (0 for the first text, 1 for the second; missing means all 0). With
+                `config.decoder_mask="unilm"` they also say what each token attends to (see `masks.unilm_attention_mask`).
             position_ids (`torch.LongTensor` of shape `(batch_size, seq_len)` or `(batch_size, seq_len, 2)`, *optional*):
-                Position of every token, any integers (no cap; only differences matter), or (x, y) pairs for 2-D RoPE.
-                Missing means `past_len, past_len + 1, ...`. A batch size of 1 gives every sequence the same positions.
+                Any integers (only differences matter), or (x, y) pairs for 2-D RoPE. Missing means `past_len,
+                past_len + 1, ...`; a batch size of 1 gives every sequence the same positions.
             inputs_embeds (`torch.Tensor` of shape `(batch_size, seq_len, embedding_size)`, *optional*):
                 Word embeddings to use instead of `input_ids`.
             past_key_values ([`~cache_utils.Cache`], *optional*):
                 Keys and values of earlier tokens (decoder only); a new `DynamicCache` is made when `use_cache`.
             use_cache (`bool`, *optional*):
                 Whether a decoder returns its cache. Defaults to `config.use_cache` for a decoder, `False` otherwise.
-            output_attentions, output_hidden_states (`bool`, *optional*):
-                Whether to return the attention weights (needs `attn_implementation="eager"`) / every layer's output.
-            return_dict (`bool`, *optional*):
-                `False` returns a tuple instead of a [`~modeling_outputs.BaseModelOutputWithPoolingAndCrossAttentions`]
-                (whose `pooler_output` is `None` without a pooler).
             last_layer_positions (`slice`, *optional*):
-                The positions whose last hidden states are needed, e.g. `slice(0, 1)` for the [CLS] token. The last
-                layer then computes queries, attention outputs and feed-forward only there (its keys and values still
-                cover every token), and `last_hidden_state` holds only those positions: the same numbers for a
-                fraction of the last layer's work (Mosaic BERT's trick; `RoFormerForSequenceClassification` uses it).
-                Ignored, with every position computed, for decoders, linear attention, backends other than "sdpa" and
-                "eager", when every layer's hidden states or attentions are asked for, and in a model with a pooler
-                when the positions do not start at 0 (the pooler reads the first token).
+                The positions whose last hidden states are needed, e.g. `slice(0, 1)` for [CLS]: the last layer
+                computes queries and feed-forward only there (keys and values still cover every token), and
+                `last_hidden_state` holds only those positions (Mosaic BERT's trick; the classifier uses it). Ignored
+                for decoders, linear attention, backends other than "sdpa" and "eager", when `output_hidden_states`
+                or `output_attentions` is set, and with a pooler when the positions do not start at 0.
+            kwargs ([`~utils.TransformersKwargs`]):
+                `output_hidden_states` (the embeddings' output, then every layer's), `output_attentions` (needs
+                `attn_implementation="eager"`), `return_dict`, and what the attention backend takes.
         """
         inputs_embeds = self._embed(input_ids, inputs_embeds)
         batch_size, seq_len = inputs_embeds.shape[:2]
@@ -462,32 +428,26 @@ class RoFormerModel(RoFormerPreTrainedModel):
         hidden_states = self.embeddings(inputs_embeds, token_type_ids)
         if self.config.embedding_size != self.config.hidden_size:
             hidden_states = self.embeddings_project(hidden_states)
-        output_hidden_states = self._default(output_hidden_states, "output_hidden_states")
-        output_attentions = self._default(output_attentions, "output_attentions")
         if last_layer_positions is not None and not self._computes_last_layer_subsets(
-            last_layer_positions, seq_len, output_hidden_states, output_attentions
+            last_layer_positions, seq_len, kwargs
         ):
             last_layer_positions = None
-        encoder_outputs = self.encoder(
+        last_hidden_state = self.encoder(
             hidden_states,
-            output_hidden_states=output_hidden_states,
-            output_attentions=output_attentions,
             last_layer_positions=last_layer_positions,
-            position_embeddings=self.rotary_emb(position_ids),  # (cos, sin), once for all layers
-            attention_mask=self._layer_attention_mask(attention_mask, hidden_states, past_key_values, token_type_ids),
+            position_embeddings=self.rotary_emb(hidden_states, position_ids),  # (cos, sin), once for all layers
+            attention_mask=layer_attention_mask(
+                self.config, attention_mask, hidden_states, past_key_values, token_type_ids
+            ),
             padding_mask=attention_mask if attention_mask is not None and attention_mask.dim() == 2 else None,
             past_key_values=past_key_values,
             **kwargs,
         )
-        last_hidden_state = encoder_outputs.last_hidden_state
-        outputs = BaseModelOutputWithPoolingAndCrossAttentions(
+        return BaseModelOutputWithPoolingAndCrossAttentions(
             last_hidden_state=last_hidden_state,
             pooler_output=self.pooler(last_hidden_state) if self.pooler is not None else None,
             past_key_values=past_key_values if use_cache else None,
-            hidden_states=encoder_outputs.hidden_states,
-            attentions=encoder_outputs.attentions,
         )
-        return outputs if self._default(return_dict, "return_dict") else outputs.to_tuple()
 
     def _embed(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None) -> torch.Tensor:
         if (input_ids is None) == (inputs_embeds is None):
@@ -509,248 +469,20 @@ class RoFormerModel(RoFormerPreTrainedModel):
             return False
         return self.config.use_cache if use_cache is None else use_cache
 
-    def _layer_attention_mask(
-        self,
-        attention_mask: torch.Tensor | None,
-        hidden_states: torch.Tensor,
-        past_key_values: Cache | None,
-        token_type_ids: torch.Tensor | None,
-    ) -> torch.Tensor | None:
-        """The mask in the form the attention backend wants (None when nothing is masked, where it allows)."""
-        if self.config.attention_type == "linear":
-            return None  # linear attention takes the (B, T) padding mask
-        if self.config.is_decoder and self.config.decoder_mask == "unilm":
-            return self._unilm_layer_mask(attention_mask, hidden_states, past_key_values, token_type_ids)
-        if self.config.is_decoder:
-            return create_causal_mask(
-                config=self.config,
-                inputs_embeds=hidden_states,
-                attention_mask=attention_mask,
-                past_key_values=past_key_values,
-            )
-        return create_bidirectional_mask(
-            config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
+    def _computes_last_layer_subsets(self, positions: slice, seq_len: int, kwargs: dict) -> bool:
+        """Whether the last layer may compute only `positions` (see `last_layer_positions` in `forward`). Not when
+        `capture_outputs` collects every layer's outputs: it reads the flags from the call, or else the config."""
+        records_outputs = any(
+            kwargs.get(flag, getattr(self.config, flag)) for flag in ("output_hidden_states", "output_attentions")
         )
-
-    def _unilm_layer_mask(
-        self,
-        attention_mask: torch.Tensor | None,
-        hidden_states: torch.Tensor,
-        past_key_values: Cache | None,
-        token_type_ids: torch.Tensor | None,
-    ) -> torch.Tensor | None:
-        """`decoder_mask="unilm"`: see `unilm_attention_mask`. A prepared 4-D mask is used as it is."""
-        if self.config._attn_implementation not in ("eager", "sdpa"):
-            raise ValueError(
-                f"decoder_mask='unilm' needs an attention backend that takes an arbitrary mask, but this model uses "
-                f"{self.config._attn_implementation!r}: load it with attn_implementation='sdpa' (or 'eager')."
-            )
-        if attention_mask is not None and attention_mask.dim() == 4:
-            return attention_mask
-        past_len = past_key_values.get_seq_length() if past_key_values is not None else 0
-        if past_len > 0:
-            check_unilm_continuation(token_type_ids)
-        elif token_type_ids is None:  # one segment: both directions
-            return create_bidirectional_mask(
-                config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
-            )
-        return unilm_attention_mask(token_type_ids, attention_mask, past_len)
-
-    def _computes_last_layer_subsets(
-        self, positions: slice, seq_len: int, output_hidden_states: bool, output_attentions: bool
-    ) -> bool:
-        """Whether the last layer may compute only `positions` (see `last_layer_positions` in `forward`)."""
         first_position = range(seq_len)[positions][:1]
         return (
-            not self.config.is_decoder
+            not records_outputs
+            and not self.config.is_decoder
             and self.config.attention_type == "softmax"
             and self.config._attn_implementation in ("sdpa", "eager")
-            and not (output_hidden_states or output_attentions)
             and (self.pooler is None or first_position == range(1))  # the pooler reads position 0
         )
-
-    def _default(self, value: bool | None, name: str) -> bool:
-        return getattr(self.config, name) if value is None else value
-
-
-def unilm_attention_mask(
-    token_type_ids: torch.Tensor, padding_mask: torch.Tensor | None, past_len: int = 0
-) -> torch.Tensor:
-    """UniLM's sequence-to-sequence mask (RoFormer-Sim's): query i sees key j when segments[j] <= segments[i], where
-    segments = cumsum(token_type_ids), and key j is not padding.
-
-    Type-0 tokens (the first segment) see each other in both directions; a type-1 token sees the first segment, and
-    the type-1 tokens up to itself. `past_len` cached keys come first and are all visible: they are earlier and
-    segments only grow. Within the new tokens the rule needs only their own types (a cached offset adds to both
-    sides), so the cache keeps no token types; `check_unilm_continuation` makes sure the cached tokens needed none
-    of the new ones.
-
-    Args:
-        token_type_ids (`torch.LongTensor` of shape `(batch_size, seq_len)`): Token types of the new tokens.
-        padding_mask (`torch.Tensor` of shape `(batch_size, past_len + seq_len)`, *optional*): 1 for tokens, 0 for
-            padding.
-        past_len (`int`): Number of cached tokens.
-
-    Returns:
-        `torch.BoolTensor` of shape `(batch_size, 1, seq_len, past_len + seq_len)`, True where a query may look.
-    """
-    batch_size, seq_len = token_type_ids.shape
-    segments = token_type_ids.cumsum(-1)  # (B, T)
-    visible = segments[:, None, :] <= segments[:, :, None]  # (B, Tq, Tk): [b, i, j] = segments[j] <= segments[i]
-    visible = torch.cat([visible.new_ones(batch_size, seq_len, past_len), visible], dim=-1)  # (B, Tq, past + Tk)
-    if padding_mask is not None:
-        visible = visible & padding_mask.bool()[:, None, :]
-    # Every query sees itself, so that no row is empty (SDPA gives NaN for an empty row, and a NaN at a padding
-    # position would reach the tokens through the values); a token sees itself anyway, so only padding changes.
-    positions = torch.arange(seq_len, device=visible.device)
-    visible[:, positions, positions + past_len] = True
-    return visible[:, None]  # (B, 1, Tq, past + Tk)
-
-
-def check_unilm_continuation(token_type_ids: torch.Tensor | None) -> None:
-    """Raises a ValueError unless tokens fed after a cache start a new segment (type 1 first, as generated text).
-
-    Under the UniLM mask, a cached token of segment s would have seen a later token of the same segment; the cache
-    holds its keys and values computed without it, so such a continuation cannot match the whole text read at once.
-    """
-    if token_type_ids is None or bool((token_type_ids[:, 0] == 0).any()):
-        raise ValueError(
-            "With decoder_mask='unilm', tokens fed after a cache must start a new segment: pass token_type_ids with "
-            "1 for them (generate does so), or read the whole text again without past_key_values."
-        )
-
-
-def describe(value: object) -> str:
-    """How an error message names what was passed: its type, or a tensor's dtype."""
-    return f"a tensor of {value.dtype}" if isinstance(value, torch.Tensor) else f"a {type(value).__name__}"
-
-
-def check_input_ids(input_ids: torch.Tensor, vocab_size: int) -> None:
-    """Raises a ValueError naming the fix when `input_ids` cannot index the embedding table."""
-    if not isinstance(input_ids, torch.Tensor) or input_ids.dtype not in (torch.long, torch.int):
-        raise ValueError(
-            f"input_ids must be a LongTensor of token ids, got {describe(input_ids)}: call the tokenizer with "
-            "return_tensors='pt', or convert with torch.tensor(ids, dtype=torch.long)."
-        )
-    if input_ids.dim() != 2:
-        raise ValueError(
-            f"input_ids must have shape (batch_size, seq_len), got {tuple(input_ids.shape)}: add a batch dimension "
-            "with input_ids[None] or use return_tensors='pt' in the tokenizer."
-        )
-    if input_ids.numel() == 0:
-        return  # check_side_inputs names the empty shape
-    smallest, largest = int(input_ids.min()), int(input_ids.max())
-    if smallest < 0 or largest >= vocab_size:
-        raise ValueError(
-            f"input_ids hold ids from {smallest} to {largest}, but the model's vocabulary has ids 0 to "
-            f"{vocab_size - 1}: use the tokenizer that belongs to this checkpoint, or call "
-            "model.resize_token_embeddings(len(tokenizer)) after adding tokens."
-        )
-
-
-def check_side_inputs(
-    config: RoFormerConfig,
-    input_shape: tuple[int, int],
-    past_len: int,
-    attention_mask: torch.Tensor | None,
-    token_type_ids: torch.Tensor | None,
-    position_ids: torch.Tensor | None,
-) -> None:
-    """Raises a ValueError naming the fix when the input is empty or a side input does not fit its
-    (batch_size, seq_len). Shape checks only, but for the range of `token_type_ids`."""
-    batch_size, seq_len = input_shape
-    if batch_size == 0 or seq_len == 0:
-        raise ValueError(
-            f"The input has shape {input_shape} (batch_size, seq_len), but the model needs at least one sequence of at "
-            "least one token: skip empty batches, and encode texts with the tokenizer, whose [CLS] and [SEP] keep "
-            "every sequence non-empty."
-        )
-    for name, value in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids),
-                        ("position_ids", position_ids)):  # fmt: skip
-        if value is not None and not isinstance(value, torch.Tensor):
-            raise ValueError(f"{name} must be a tensor, got {describe(value)}: use return_tensors='pt'.")
-    if attention_mask is not None:
-        check_attention_mask(config, attention_mask, input_shape, past_len)
-    if token_type_ids is not None:
-        if tuple(token_type_ids.shape) != input_shape:
-            raise ValueError(
-                f"token_type_ids has shape {tuple(token_type_ids.shape)} but the input has shape {input_shape}: "
-                "pass one segment id per token."
-            )
-        if token_type_ids.min() < 0 or token_type_ids.max() >= config.type_vocab_size:
-            raise ValueError(
-                f"token_type_ids must be in [0, {config.type_vocab_size}) (config.type_vocab_size), got values from "
-                f"{int(token_type_ids.min())} to {int(token_type_ids.max())}."
-            )
-    shape = None if position_ids is None else tuple(position_ids.shape)
-    # One row of positions (batch size 1) may serve the whole batch.
-    if shape is not None and (len(shape) not in (2, 3) or shape[0] not in (1, batch_size) or shape[1] != seq_len):
-        raise ValueError(
-            f"position_ids has shape {shape} but the input has shape {input_shape}: pass "
-            f"({batch_size}, {seq_len}) positions (or (1, {seq_len}) for every sequence), or ({batch_size}, {seq_len}, "
-            "2) for 2-D positions."
-        )
-
-
-def check_attention_mask(
-    config: RoFormerConfig, attention_mask: torch.Tensor, input_shape: tuple[int, int], past_len: int
-) -> None:
-    """Raises a ValueError naming the fix when `attention_mask` does not fit the input (shapes only)."""
-    batch_size, seq_len = input_shape
-    key_len = past_len + seq_len
-    if attention_mask.dim() == 2:
-        if tuple(attention_mask.shape) != (batch_size, key_len):
-            raise ValueError(
-                f"attention_mask has shape {tuple(attention_mask.shape)} but the input has shape {input_shape}"
-                + (f" after {past_len} cached tokens" if past_len else "")
-                + f": pass a mask of shape ({batch_size}, {key_len}), 1 for tokens and 0 for padding."
-            )
-        return
-    if attention_mask.dim() != 4:
-        raise ValueError(
-            f"attention_mask must have shape (batch_size, seq_len) (or be a prepared 4-D mask), got "
-            f"{tuple(attention_mask.shape)}."
-        )
-    if config.attention_type == "linear":
-        raise ValueError(
-            "Linear attention excludes padding through a (batch_size, seq_len) attention_mask of 1 for tokens and "
-            f"0 for padding; it cannot use a prepared 4-D mask of shape {tuple(attention_mask.shape)}."
-        )
-    # (batch, heads, queries, keys); every size but the keys' may be 1 and broadcast.
-    allowed = ((1, batch_size), (1, config.num_attention_heads), (1, seq_len), (key_len,))
-    if any(size not in sizes for size, sizes in zip(attention_mask.shape, allowed, strict=True)):
-        raise ValueError(
-            f"The 4-D attention_mask has shape {tuple(attention_mask.shape)}, but this input needs "
-            f"({batch_size}, 1, {seq_len}, {key_len}) (batch_size, 1, seq_len, "
-            + ("cached + new tokens" if past_len else "seq_len")
-            + "; sizes other than the last may be 1): pass a mask of that shape, or a (batch_size, seq_len) mask of "
-            "1 for tokens and 0 for padding."
-        )
-
-
-def check_labels(labels: torch.Tensor, num_classes: int, fix: str) -> None:
-    """Raises a ValueError naming `fix` when class-id `labels` are not in [0, num_classes) or -100 (ignored by the
-    loss), where torch would raise an IndexError (CPU) or a device-side assert (GPU). One device sync."""
-    if not isinstance(labels, torch.Tensor) or labels.is_floating_point() or labels.dtype == torch.bool:
-        raise ValueError(
-            f"labels must be a LongTensor of class ids, got {describe(labels)}: convert them with "
-            "torch.tensor(labels, dtype=torch.long)."
-        )
-    outside = (labels >= num_classes) | ((labels < 0) & (labels != -100))
-    if outside.any():
-        raise ValueError(
-            f"labels must be in [0, {num_classes}) or -100 (left out of the loss), got {int(labels[outside][0])}: "
-            f"{fix}"
-        )
-
-
-# What `check_labels` tells to do, per kind of head.
-TOKEN_LABELS_FIX = "labels are token ids of this model's vocabulary, from the same tokenizer as input_ids."
-CLASS_LABELS_FIX = (
-    "number the classes from 0 and give the model as many outputs as classes (num_labels=... in from_pretrained or "
-    "the config)."
-)
-CHOICE_LABELS_FIX = "a label is the index of the right choice, below num_choices (input_ids.shape[1])."
 
 
 class RoFormerPredictionHeadTransform(nn.Module):
@@ -795,11 +527,6 @@ class RoFormerOnlyMLMHead(nn.Module):
         return self.predictions(hidden_states)
 
 
-def _output_or_tuple(output: ModelOutput, return_dict: bool | None, config: RoFormerConfig) -> ModelOutput | tuple:
-    """Heads return a tuple (without the None fields) when asked to, as transformers' models do."""
-    return output if (config.return_dict if return_dict is None else return_dict) else output.to_tuple()
-
-
 def tied_lm_head_weights(config: RoFormerConfig) -> dict[str, str]:
     """The decoder of the LM heads shares the word embeddings, and its bias (none in V2) the head's `bias` (the
     checkpoint's name)."""
@@ -833,6 +560,7 @@ class RoFormerForMaskedLM(RoFormerPreTrainedModel):
         self.cls.predictions.decoder = new_embeddings
         self.cls.predictions.bias = new_embeddings.bias
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -841,13 +569,15 @@ class RoFormerForMaskedLM(RoFormerPreTrainedModel):
         position_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
-        return_dict: bool | None = None,
-        **kwargs,
-    ) -> MaskedLMOutput | tuple:
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> MaskedLMOutput:
         r"""
         Args:
             labels (`torch.LongTensor` of shape `(batch_size, seq_len)`, *optional*):
-                The original id at masked positions, -100 elsewhere (ignored by the loss).
+                The original id at masked positions, -100 elsewhere (ignored by the loss). With
+                `config.sparse_prediction` only the labelled positions are scored (logits of shape
+                `(num_labelled, vocab_size)`); their number depends on the labels, so `torch.compile` breaks its graph
+                there (`fullgraph=True` needs dense prediction).
 
         The other arguments are those of [`RoFormerModel.forward`].
         """
@@ -864,10 +594,9 @@ class RoFormerForMaskedLM(RoFormerPreTrainedModel):
             check_labels(labels, logits.shape[-1], TOKEN_LABELS_FIX)
             # loss_function divides by the Trainer's num_items_in_batch under gradient accumulation
             loss = self.loss_function(logits=logits, labels=labels, vocab_size=logits.shape[-1], **kwargs)
-        output = MaskedLMOutput(
+        return MaskedLMOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
-        return _output_or_tuple(output, return_dict, self.config)
 
 
 @dataclass
@@ -886,19 +615,30 @@ class RoFormerCausalLMOutput(CausalLMOutputWithPast):
 class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
     r"""
     RoFormer as a left-to-right language model (`config.is_decoder=True`), with a key/value cache for `generate`.
-    Positions continue from the length of the cache, so cached and uncached generation agree. It has a pooler, as
-    RoFormer-Sim, whose `pooler_output` is the sentence vector; Sim attends as a UniLM (`config.decoder_mask="unilm"`:
-    a sentence or prompt of token type 0 reads itself both ways, generated tokens have type 1).
+    Positions continue from the length of the cache, so cached and uncached generation agree. RoFormer-Sim attends as
+    a UniLM (`config.decoder_mask="unilm"`: a sentence or prompt of token type 0 reads itself both ways, generated
+    tokens have type 1) and has a pooler, whose `pooler_output` is the sentence vector; other causal LMs have one
+    only with `config.add_pooling_layer` (a pooler the loss never reaches would get no gradient).
 
     Args:
-        config ([`RoFormerConfig`]): The model configuration; `is_decoder` must be True.
+        config ([`RoFormerConfig`]): The model configuration. With `is_decoder=False` (an MLM checkpoint loaded as it
+            is) the model attends in both directions and keeps no cache, as transformers' RoFormerForCausalLM does:
+            a warning says so.
     """
 
     def __init__(self, config: RoFormerConfig):
-        config.add_pooling_layer = True  # as RoFormer-Sim; saved, the config says so, and AutoModel keeps the pooler
+        if config.decoder_mask == "unilm" and not config.add_pooling_layer:
+            # RoFormer-Sim, whose published configs do not say it has a pooler: the model's own config says so (saved,
+            # and AutoModel keeps the pooler); a config shared with other heads is left as it was.
+            config = copy.deepcopy(config)
+            config.add_pooling_layer = True
         super().__init__(config)
         if not config.is_decoder:
-            raise ValueError("RoFormerForCausalLM needs causal attention: set config.is_decoder=True.")
+            logger.warning(
+                "RoFormerForCausalLM with config.is_decoder=False attends in both directions (every token sees the "
+                "ones after it): add is_decoder=True to the config (or to from_pretrained) to use it as a standalone "
+                "causal LM."
+            )
         self.roformer = RoFormerModel(config)
         self.cls = RoFormerOnlyMLMHead(config)
         self._tied_weights_keys = tied_lm_head_weights(config)
@@ -932,6 +672,7 @@ class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
             model_kwargs["token_type_ids"] = F.pad(token_type_ids, (0, num_new_tokens), value=1)
         return model_kwargs
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -943,9 +684,8 @@ class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
         logits_to_keep: int | torch.Tensor = 0,
-        return_dict: bool | None = None,
-        **kwargs,
-    ) -> RoFormerCausalLMOutput | tuple:
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> RoFormerCausalLMOutput:
         r"""
         Args:
             labels (`torch.LongTensor` of shape `(batch_size, seq_len)`, *optional*):
@@ -966,14 +706,13 @@ class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
             return_dict=True,
             **kwargs,
         )
-        hidden_states = outputs.last_hidden_state
         keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
-        logits = self.cls(hidden_states[:, keep])
+        logits = self.cls(outputs.last_hidden_state[:, keep])
         loss = None
         if labels is not None:
             check_labels(labels, logits.shape[-1], TOKEN_LABELS_FIX)
             loss = self.loss_function(logits=logits, labels=labels, vocab_size=logits.shape[-1], **kwargs)
-        output = RoFormerCausalLMOutput(
+        return RoFormerCausalLMOutput(
             loss=loss,
             logits=logits,
             past_key_values=outputs.past_key_values,
@@ -981,7 +720,6 @@ class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
             attentions=outputs.attentions,
             pooler_output=outputs.pooler_output,
         )
-        return _output_or_tuple(output, return_dict, self.config)
 
 
 class RoFormerClassificationHead(nn.Module):
@@ -997,31 +735,6 @@ class RoFormerClassificationHead(nn.Module):
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         cls_state = self.dropout(hidden_states[:, 0])  # (B, hidden_size)
         return self.out_proj(self.dropout(self.activation(self.dense(cls_state))))
-
-
-def sequence_classification_loss(config: RoFormerConfig, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """The loss of `config.problem_type`, inferred as transformers does when unset (and then stored in the config).
-
-    "regression" (one label: mean squared error), "single_label_classification" (integer labels: cross-entropy) or
-    "multi_label_classification" (float multi-hot labels: binary cross-entropy with logits).
-    """
-    num_labels = logits.shape[-1]
-    if config.problem_type is None:
-        if num_labels == 1:
-            config.problem_type = "regression"
-        elif labels.dtype in (torch.long, torch.int):
-            config.problem_type = "single_label_classification"
-        else:
-            config.problem_type = "multi_label_classification"
-    labels = labels.to(logits.device)
-    if config.problem_type == "regression":
-        if num_labels == 1:
-            return F.mse_loss(logits.squeeze(-1), labels.squeeze(-1).to(logits.dtype))
-        return F.mse_loss(logits, labels.to(logits.dtype))
-    if config.problem_type == "single_label_classification":
-        check_labels(labels, num_labels, CLASS_LABELS_FIX)
-        return F.cross_entropy(logits.view(-1, num_labels), labels.view(-1))
-    return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
 
 
 class RoFormerForSequenceClassification(RoFormerPreTrainedModel):
@@ -1042,6 +755,7 @@ class RoFormerForSequenceClassification(RoFormerPreTrainedModel):
         self.classifier = RoFormerClassificationHead(config)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -1050,9 +764,8 @@ class RoFormerForSequenceClassification(RoFormerPreTrainedModel):
         position_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
-        return_dict: bool | None = None,
-        **kwargs,
-    ) -> SequenceClassifierOutput | tuple:
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> SequenceClassifierOutput:
         r"""
         Args:
             labels (`torch.Tensor` of shape `(batch_size,)` or `(batch_size, num_labels)`, *optional*):
@@ -1072,10 +785,9 @@ class RoFormerForSequenceClassification(RoFormerPreTrainedModel):
         )
         logits = self.classifier(outputs.last_hidden_state)  # (B, num_labels)
         loss = sequence_classification_loss(self.config, logits, labels) if labels is not None else None
-        output = SequenceClassifierOutput(
+        return SequenceClassifierOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
-        return _output_or_tuple(output, return_dict, self.config)
 
 
 class RoFormerForTokenClassification(RoFormerPreTrainedModel):
@@ -1097,6 +809,7 @@ class RoFormerForTokenClassification(RoFormerPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -1105,9 +818,8 @@ class RoFormerForTokenClassification(RoFormerPreTrainedModel):
         position_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
-        return_dict: bool | None = None,
-        **kwargs,
-    ) -> TokenClassifierOutput | tuple:
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> TokenClassifierOutput:
         r"""
         Args:
             labels (`torch.LongTensor` of shape `(batch_size, seq_len)`, *optional*):
@@ -1123,10 +835,9 @@ class RoFormerForTokenClassification(RoFormerPreTrainedModel):
         if labels is not None:
             check_labels(labels, self.num_labels, CLASS_LABELS_FIX)
             loss = F.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1).to(logits.device))
-        output = TokenClassifierOutput(
+        return TokenClassifierOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
-        return _output_or_tuple(output, return_dict, self.config)
 
 
 class RoFormerForQuestionAnswering(RoFormerPreTrainedModel):
@@ -1147,6 +858,7 @@ class RoFormerForQuestionAnswering(RoFormerPreTrainedModel):
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -1156,9 +868,8 @@ class RoFormerForQuestionAnswering(RoFormerPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         start_positions: torch.LongTensor | None = None,
         end_positions: torch.LongTensor | None = None,
-        return_dict: bool | None = None,
-        **kwargs,
-    ) -> QuestionAnsweringModelOutput | tuple:
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> QuestionAnsweringModelOutput:
         r"""
         Args:
             start_positions, end_positions (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
@@ -1172,21 +883,14 @@ class RoFormerForQuestionAnswering(RoFormerPreTrainedModel):
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)  # 2 x (B, T)
         loss = None
         if start_positions is not None and end_positions is not None:
-            # A position past the end marks an answer cut off by truncation: ignored, as in transformers.
-            ignored_index = start_logits.shape[1]
-            start_positions = start_positions.view(-1).clamp(0, ignored_index).to(start_logits.device)
-            end_positions = end_positions.view(-1).clamp(0, ignored_index).to(end_logits.device)
-            start_loss = F.cross_entropy(start_logits, start_positions, ignore_index=ignored_index)
-            end_loss = F.cross_entropy(end_logits, end_positions, ignore_index=ignored_index)
-            loss = (start_loss + end_loss) / 2
-        output = QuestionAnsweringModelOutput(
+            loss = span_loss(start_logits, end_logits, start_positions, end_positions)
+        return QuestionAnsweringModelOutput(
             loss=loss,
             start_logits=start_logits.contiguous(),
             end_logits=end_logits.contiguous(),
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
         )
-        return _output_or_tuple(output, return_dict, self.config)
 
 
 class RoFormerForMultipleChoice(RoFormerPreTrainedModel):
@@ -1211,6 +915,7 @@ class RoFormerForMultipleChoice(RoFormerPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, 1)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -1219,9 +924,8 @@ class RoFormerForMultipleChoice(RoFormerPreTrainedModel):
         position_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
-        return_dict: bool | None = None,
-        **kwargs,
-    ) -> MultipleChoiceModelOutput | tuple:
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> MultipleChoiceModelOutput:
         r"""
         Args:
             input_ids, attention_mask, token_type_ids (`torch.Tensor` of shape `(batch_size, num_choices, seq_len)`):
@@ -1229,14 +933,8 @@ class RoFormerForMultipleChoice(RoFormerPreTrainedModel):
             labels (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
                 Index of the right choice.
         """
-        choices = input_ids if input_ids is not None else inputs_embeds
-        if not isinstance(choices, torch.Tensor) or choices.dim() < 3:
-            shape = tuple(choices.shape) if isinstance(choices, torch.Tensor) else describe(choices)
-            raise ValueError(
-                f"RoFormerForMultipleChoice takes input_ids of shape (batch_size, num_choices, seq_len), got {shape}: "
-                "encode each (context, choice) pair with return_tensors='pt' and stack the choices of a question."
-            )
-        num_choices = choices.shape[1]
+        check_multiple_choice_input(input_ids if input_ids is not None else inputs_embeds)
+        num_choices = (input_ids if input_ids is not None else inputs_embeds).shape[1]
         input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds = (
             tensor.flatten(0, 1) if tensor is not None else None  # (B, num_choices, ...) -> (B * num_choices, ...)
             for tensor in (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
@@ -1255,10 +953,9 @@ class RoFormerForMultipleChoice(RoFormerPreTrainedModel):
         if labels is not None:
             check_labels(labels, num_choices, CHOICE_LABELS_FIX)
             loss = F.cross_entropy(logits, labels.to(logits.device))
-        output = MultipleChoiceModelOutput(
+        return MultipleChoiceModelOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
-        return _output_or_tuple(output, return_dict, self.config)
 
 
 def last_token_states(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:

@@ -22,7 +22,8 @@ Beyond the original, all chosen in `config.rope_parameters` or by the shape of `
   depends on (delta x, delta y) only.
 
 The frequencies are derived from the config in every forward (a few dozen numbers): no buffer to save, initialise
-or move between devices, and a changed `config.rope_parameters` takes effect at once.
+or move between devices, and a changed `config.rope_parameters` takes effect at once. `RoFormerRotaryEmbedding`
+follows transformers' rotary modules otherwise: it is called with `(x, position_ids)` and has an `inv_freq`.
 """
 
 import copy
@@ -115,34 +116,49 @@ def check_position_ids(position_ids: torch.Tensor, head_dim: int) -> torch.Tenso
 
 
 class RoFormerRotaryEmbedding(nn.Module):
-    """Computes the cosines and sines of RoPE from 1-D or 2-D position ids, for the RoPE type of the config."""
+    """Computes the cosines and sines of RoPE from 1-D or 2-D position ids, for the RoPE type of the config.
+
+    Called as transformers' rotary modules are, `rotary_emb(x, position_ids)`; `inv_freq` holds the frequencies of
+    1-D positions. Both are derived from `config.rope_parameters` when used, so there is no buffer to save or move
+    and a changed config takes effect at once.
+    """
 
     def __init__(self, config: RoFormerConfig):
         super().__init__()
         self.config = config
 
+    @property
+    def inv_freq(self) -> torch.Tensor:
+        """theta_i of 1-D positions, float32 of shape `(head_dim / 2,)` on the CPU (for `"dynamic"`, at lengths up to
+        `max_position_embeddings`)."""
+        return inverse_frequencies(self.config, self.config.head_dim)[0]
+
     @torch.no_grad()
-    def forward(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """
         Args:
+            x (`torch.Tensor`):
+                Any tensor on the device the model runs on (the hidden states); cos and sin are made there.
             position_ids (`torch.LongTensor` of shape `(batch_size, seq_len)` or `(batch_size, seq_len, 2)`):
                 Position of every token: an index, or a pair (x, y) for 2-D RoPE.
 
         Returns:
             `(cos, sin)`, each a float32 tensor of shape `(batch_size, seq_len, head_dim)` in which every angle
             appears twice in a row, once for each member of its (2i, 2i + 1) pair. For 2-D positions the first
-            half of the angles comes from x, the second half from y.
+            half of the angles comes from x, the second half from y. They stay float32 whatever the dtype of `x`:
+            the rotation is computed in float32 (angles of distant positions need its precision).
         """
         head_dim = self.config.head_dim
-        position_ids = check_position_ids(position_ids, head_dim)  # (B, T, A), A = 1 or 2 axes
+        position_ids = check_position_ids(position_ids, head_dim).to(x.device)  # (B, T, A), A = 1 or 2 axes
         num_axes = position_ids.shape[-1]
         reads_length = self.config.rope_parameters.get("rope_type") in LENGTH_DEPENDENT_ROPE_TYPES
         angles, attention_scaling = [], 1.0
         for axis in range(num_axes):
             axis_positions = position_ids[..., axis]  # (B, T)
+            # The one data-dependent read (a graph break under torch.compile): "dynamic" and "longrope" only.
             seq_len = int(axis_positions.max()) + 1 if reads_length and axis_positions.numel() else None
             frequencies, attention_scaling = inverse_frequencies(self.config, head_dim // num_axes, seq_len)
-            angles.append(axis_positions[..., None].float() * frequencies.to(position_ids.device))  # (B, T, D/2A)
+            angles.append(axis_positions[..., None].float() * frequencies.to(x.device))  # (B, T, D/2A)
         angles = torch.cat(angles, dim=-1).repeat_interleave(2, dim=-1)  # (B, T, D): [a0, a0, a1, a1, ...]
         return angles.cos() * attention_scaling, angles.sin() * attention_scaling
 
@@ -165,9 +181,14 @@ def apply_rotary(hidden_states: torch.Tensor, cos: torch.Tensor, sin: torch.Tens
     Returns:
         A tensor of the shape and dtype of `hidden_states`.
     """
+    compute_dtype = torch.promote_types(hidden_states.dtype, torch.float32)
+    if torch.compiler.is_compiling():
+        # The compiler fuses the real form into one kernel; complex views and stride checks would break its graph.
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (B, 1, T, D)
+        rotated = hidden_states.to(compute_dtype) * cos + rotate_pairs(hidden_states.to(compute_dtype)) * sin
+        return rotated.to(hidden_states.dtype)
     # Read every pair (x_2i, x_2i+1) as the complex number x_2i + i x_2i+1: the rotation is then one complex product,
     # a single pass over the tensor instead of five (the same numbers as x * cos + rotate_pairs(x) * sin).
-    compute_dtype = torch.promote_types(hidden_states.dtype, torch.float32)
     rotation = torch.complex(cos[..., 0::2], sin[..., 0::2]).unsqueeze(1)  # (B, 1, T, D/2): each angle once
     pairs = torch.view_as_complex(_pair_layout(hidden_states.to(compute_dtype)).unflatten(-1, (-1, 2)))
     return torch.view_as_real(pairs * rotation.to(pairs.dtype)).flatten(-2).to(hidden_states.dtype)

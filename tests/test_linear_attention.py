@@ -31,7 +31,7 @@ def naive_linear_attention(query, key, value, cos, sin, attention_mask, is_causa
 def rotary(seq_len: int, start: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     config = RoFormerConfig(hidden_size=HEADS * HEAD_DIM, num_attention_heads=HEADS, num_hidden_layers=1)
     position_ids = torch.arange(start, start + seq_len)[None].expand(BATCH, seq_len)
-    return RoFormerRotaryEmbedding(config)(position_ids)
+    return RoFormerRotaryEmbedding(config)(torch.empty(0), position_ids)
 
 
 def random_qkv(seq_len: int, dtype=torch.float32, seed: int = 0) -> list[torch.Tensor]:
@@ -167,7 +167,7 @@ def test_model_uses_the_linear_attention_function():
         projection(captured["hidden_states"]).view(hidden_shape).transpose(1, 2)
         for projection in (attention.query, attention.key, attention.value)
     )
-    cos, sin = model.rotary_emb(torch.arange(17)[None])
+    cos, sin = model.rotary_emb(torch.empty(0), torch.arange(17)[None])
     expected = naive_linear_attention(query, key, value, cos, sin, None, is_causal=False).reshape(2, 17, 32)
     torch.testing.assert_close(captured["output"], expected, atol=1e-5, rtol=1e-5)
     with torch.no_grad():

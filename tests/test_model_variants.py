@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import safetensors.torch
 import torch
 import transformers
 from conftest import TINY
@@ -281,6 +282,17 @@ def test_a_truncated_encoder_raises_value_error(tmp_path):
         RoFormerForMaskedLM.from_pretrained(tmp_path, num_hidden_layers=3)
 
 
+def test_a_checkpoint_without_encoder_weights_names_no_variant(tmp_path):
+    """No norm weight loaded says nothing of RoFormer-V2: the message names the absent layers instead."""
+    RoFormerForSequenceClassification(tiny_config()).save_pretrained(tmp_path)
+    weights = safetensors.torch.load_file(tmp_path / "model.safetensors")
+    head_only = {name: tensor for name, tensor in weights.items() if name.startswith("classifier.")}
+    safetensors.torch.save_file(head_only, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ValueError, match="the checkpoint has 0 layers") as error:
+        RoFormerForSequenceClassification.from_pretrained(tmp_path)
+    assert "RoFormer-V2" not in str(error.value)
+
+
 def test_encoder_weights_of_another_shape_raise_value_error_even_when_mismatches_are_ignored(tmp_path):
     RoFormerForMaskedLM(tiny_config()).save_pretrained(tmp_path)
     for ignore_mismatched_sizes in (False, True):
@@ -304,7 +316,9 @@ def test_new_heads_and_a_new_pooler_initialise_as_usual(tmp_path):
         tmp_path / "mlm", num_labels=3, output_loading_info=True
     )
     assert {name.split(".")[0] for name in loading_info["missing_keys"]} == {"classifier"}
-    _, loading_info = RoFormerForCausalLM.from_pretrained(tmp_path / "mlm", is_decoder=True, output_loading_info=True)
+    _, loading_info = RoFormerForCausalLM.from_pretrained(
+        tmp_path / "mlm", is_decoder=True, add_pooling_layer=True, output_loading_info=True
+    )
     assert loading_info["missing_keys"] == POOLER_KEYS
 
     classifier.save_pretrained(tmp_path / "classifier")

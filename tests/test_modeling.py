@@ -77,9 +77,8 @@ def test_parity_with_transformers(tmp_path, head, attn_implementation, rotary_va
         tmp_path, attn_implementation=attn_implementation, output_loading_info=True
     )
     assert type(ours).__module__ == "roformer_hf.modeling"
-    # embed_positions: ignored; our causal LM has a pooler (RoFormer-Sim's), which transformers' has not
-    pooler = {"roformer.pooler.dense.weight", "roformer.pooler.dense.bias"} if head == "RoFormerForCausalLM" else set()
-    assert loading_info["missing_keys"] == pooler and not loading_info["unexpected_keys"]
+    # embed_positions: ignored
+    assert not loading_info["missing_keys"] and not loading_info["unexpected_keys"]
     inputs = batch_with_padding()
     if head == "RoFormerForMultipleChoice":  # (batch, choices, seq); transformers summarises the last position
         inputs = {name: tensor[None].repeat(2, 1, 1) for name, tensor in inputs.items()}
@@ -91,6 +90,27 @@ def test_parity_with_transformers(tmp_path, head, attn_implementation, rotary_va
         outputs_to_compare(head, expected, mask), outputs_to_compare(head, actual, mask), strict=True
     ):
         assert (want - got).abs().max() <= TOLERANCE[attn_implementation]
+
+
+@pytest.mark.parametrize("head", ["RoFormerModel", "RoFormerForSequenceClassification"])
+def test_hidden_states_and_attentions_match_transformers(tmp_path, head):
+    """Captured by hooks (`_can_record_outputs`): the embeddings' output then every layer's, and every layer's
+    attention weights, as transformers' RoFormer returns them; the classifier then computes its last layer whole."""
+    reference = transformers_checkpoint(tmp_path, head, attn_implementation="eager")
+    ours = getattr(roformer_hf, head).from_pretrained(tmp_path, attn_implementation="eager").eval()
+    inputs = batch_with_padding()
+    with torch.no_grad():
+        expected = reference(**inputs, output_hidden_states=True, output_attentions=True)
+        actual = ours(**inputs, output_hidden_states=True, output_attentions=True)
+        as_tuple = ours(**inputs, output_hidden_states=True, return_dict=False)
+    assert len(actual.hidden_states) == TINY["num_hidden_layers"] + 1
+    assert len(actual.attentions) == TINY["num_hidden_layers"]
+    real = inputs["attention_mask"].bool()
+    for want, got in zip(expected.hidden_states, actual.hidden_states, strict=True):
+        torch.testing.assert_close(got[real], want[real], atol=TOLERANCE["eager"], rtol=0)
+    for want, got in zip(expected.attentions, actual.attentions, strict=True):
+        torch.testing.assert_close(got, want, atol=TOLERANCE["eager"], rtol=0)
+    assert isinstance(as_tuple, tuple) and len(as_tuple[-1]) == TINY["num_hidden_layers"] + 1  # hidden states last
 
 
 @pytest.mark.parametrize(
@@ -518,11 +538,54 @@ def test_bad_config_raises_value_error(settings, message):
         tiny_config(**settings)
 
 
-def test_heads_refuse_the_wrong_direction():
-    with pytest.raises(ValueError, match="is_decoder=True"):
-        RoFormerForCausalLM(tiny_config())
+def test_masked_lm_refuses_a_decoder_config():
     with pytest.raises(ValueError, match="is_decoder=False"):
         RoFormerForMaskedLM(tiny_config(is_decoder=True))
+
+
+def test_causal_lm_of_an_encoder_config_warns_and_attends_both_ways(caplog):
+    """As transformers' RoFormerForCausalLM: a warning naming the fix, then the config as it is (no cache)."""
+    with caplog.at_level(logging.WARNING, logger="roformer_hf.modeling"):
+        model = RoFormerForCausalLM(tiny_config()).eval()
+    assert "add is_decoder=True" in caplog.text
+    input_ids = torch.randint(1, TINY["vocab_size"], (1, 6))
+    output = model(input_ids=input_ids)
+    assert output.past_key_values is None
+    later_token_changed = input_ids.clone()
+    later_token_changed[0, -1] = (input_ids[0, -1] % (TINY["vocab_size"] - 1)) + 1
+    # The first token sees the last: bidirectional attention, not causal.
+    assert not torch.allclose(model(input_ids=later_token_changed).logits[0, 0], output.logits[0, 0])
+
+
+def test_causal_lm_leaves_a_shared_config_as_it_was():
+    """Its pooler (RoFormer-Sim's) is in the model's config only: heads built later from the same config get none."""
+    config = tiny_config(is_decoder=True, decoder_mask="unilm")
+    causal_lm = RoFormerForCausalLM(config)
+    assert causal_lm.config.add_pooling_layer and causal_lm.roformer.pooler is not None
+    assert not config.add_pooling_layer and RoFormerModel(config).pooler is None
+
+
+def test_plain_causal_lm_has_no_pooler_and_every_parameter_learns():
+    """Only RoFormer-Sim (UniLM) or add_pooling_layer gives a causal LM a pooler: one its loss never reaches would get
+    no gradient (transformers' gradient-checkpointing tests; DDP without find_unused_parameters)."""
+    model = RoFormerForCausalLM(tiny_config(is_decoder=True)).train()
+    assert model.roformer.pooler is None
+    inputs = batch_with_padding()
+    model(**inputs, labels=inputs["input_ids"]).loss.backward()
+    assert all(parameter.grad is not None for parameter in model.parameters())
+
+
+def test_auto_causal_lm_loads_an_mlm_checkpoint_with_a_warning(tmp_path, caplog):
+    """transformers' common tests and AutoModelForCausalLM build a causal LM from an encoder's config: it warns, then
+    scores tokens exactly as the MLM it was loaded from (the same weights, the same bidirectional attention)."""
+    mlm = RoFormerForMaskedLM(tiny_config()).eval()
+    mlm.save_pretrained(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="roformer_hf.modeling"):
+        causal_lm = transformers.AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    assert isinstance(causal_lm, RoFormerForCausalLM) and "add is_decoder=True" in caplog.text
+    inputs = batch_with_padding()
+    with torch.no_grad():
+        torch.testing.assert_close(causal_lm(**inputs).logits, mlm(**inputs).logits)
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,7 @@ def rope_config(rope_type: str, **rope_parameters) -> RoFormerConfig:
 
 
 def cos_sin(config: RoFormerConfig, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    return RoFormerRotaryEmbedding(config)(position_ids)
+    return RoFormerRotaryEmbedding(config)(torch.empty(0), position_ids)
 
 
 def positions(seq_len: int) -> torch.Tensor:
@@ -259,12 +259,28 @@ def test_dynamic_model_is_plain_model_bit_for_bit_up_to_max_position_embeddings(
     )
 
 
+def test_rotary_module_follows_transformers_convention():
+    """`rotary_emb(x, position_ids)` and `inv_freq`, as transformers' common test of RoPE scaling reads them: the
+    default frequencies, "dynamic" never above them, and a changed config read at once."""
+    config = tiny_config()
+    rotary = RoFormerRotaryEmbedding(config)
+    torch.testing.assert_close(rotary.inv_freq, default_inverse_frequencies(HEAD_DIM, 10000.0))
+    cos, _ = rotary(torch.empty(1, dtype=torch.float16), positions(4))
+    assert cos.dtype == torch.float32  # the rotation is computed in float32 whatever the activations' dtype
+    torch.testing.assert_close(cos[..., 0::2], (positions(4)[..., None].float() * rotary.inv_freq).cos())
+    dynamic = RoFormerRotaryEmbedding(rope_config("dynamic", factor=10.0))
+    dynamic(torch.empty(1), positions(3 * config.max_position_embeddings))
+    assert (dynamic.inv_freq <= rotary.inv_freq).all()
+    config.rope_parameters = {"rope_type": "ntk", "rope_theta": 10000.0, "factor": 4.0}
+    torch.testing.assert_close(rotary.inv_freq, ntk_inverse_frequencies(HEAD_DIM, 10000.0, 4.0))
+
+
 def test_rope_type_loads_from_pretrained_override(tmp_path):
     RoFormerModel(tiny_config()).save_pretrained(tmp_path)
     model = RoFormerModel.from_pretrained(
         tmp_path, rope_parameters={"rope_type": "ntk", "rope_theta": 10000.0, "factor": 4.0}
     )
-    cos, _ = model.rotary_emb(positions(5))
+    cos, _ = model.rotary_emb(torch.empty(0), positions(5))
     expected = (positions(5)[..., None].float() * ntk_inverse_frequencies(HEAD_DIM, 10000.0, 4.0)).cos()
     torch.testing.assert_close(cos[..., 0::2], expected)
     assert not any("inv_freq" in name for name in model.state_dict())  # nothing of RoPE in checkpoints

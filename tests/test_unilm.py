@@ -11,7 +11,7 @@ import transformers
 from conftest import TINY
 
 from roformer_hf import RoFormerConfig, RoFormerForCausalLM, RoFormerModel
-from roformer_hf.modeling import unilm_attention_mask
+from roformer_hf.masks import unilm_attention_mask
 
 UNILM = {"is_decoder": True, "decoder_mask": "unilm"}
 ATTENTION = ["eager", "sdpa"]

@@ -1,0 +1,45 @@
+"""The losses of the classification and question-answering heads (the LM heads use transformers' `loss_function`)."""
+
+import torch
+from torch.nn import functional as F
+
+from .configuration import RoFormerConfig
+from .input_checks import CLASS_LABELS_FIX, check_labels
+
+
+def sequence_classification_loss(config: RoFormerConfig, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The loss of `config.problem_type`, inferred as transformers does when unset (and then stored in the config).
+
+    "regression" (one label: mean squared error), "single_label_classification" (integer labels: cross-entropy) or
+    "multi_label_classification" (float multi-hot labels: binary cross-entropy with logits).
+    """
+    num_labels = logits.shape[-1]
+    if config.problem_type is None:
+        if num_labels == 1:
+            config.problem_type = "regression"
+        elif labels.dtype in (torch.long, torch.int):
+            config.problem_type = "single_label_classification"
+        else:
+            config.problem_type = "multi_label_classification"
+    labels = labels.to(logits.device)
+    if config.problem_type == "regression":
+        if num_labels == 1:
+            return F.mse_loss(logits.squeeze(-1), labels.squeeze(-1).to(logits.dtype))
+        return F.mse_loss(logits, labels.to(logits.dtype))
+    if config.problem_type == "single_label_classification":
+        check_labels(labels, num_labels, CLASS_LABELS_FIX)
+        return F.cross_entropy(logits.view(-1, num_labels), labels.view(-1))
+    return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+
+
+def span_loss(
+    start_logits: torch.Tensor, end_logits: torch.Tensor, start_positions: torch.Tensor, end_positions: torch.Tensor
+) -> torch.Tensor:
+    """The mean of the start and end cross-entropies of extractive question answering. A position past the end marks
+    an answer cut off by truncation and is ignored, as in transformers."""
+    ignored_index = start_logits.shape[1]
+    start_positions = start_positions.view(-1).clamp(0, ignored_index).to(start_logits.device)
+    end_positions = end_positions.view(-1).clamp(0, ignored_index).to(end_logits.device)
+    start_loss = F.cross_entropy(start_logits, start_positions, ignore_index=ignored_index)
+    end_loss = F.cross_entropy(end_logits, end_positions, ignore_index=ignored_index)
+    return (start_loss + end_loss) / 2

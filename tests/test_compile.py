@@ -1,0 +1,149 @@
+"""torch.compile(fullgraph=True): the model and its heads compile into one graph each (no graph break), in eval and
+train, and the compiled model gives the numbers of the eager one. The "aot_eager" backend traces forward and backward
+as inductor would, without generating kernels, so these tests take seconds; one test runs inductor itself."""
+
+import pytest
+import torch
+from conftest import TINY
+from transformers import DynamicCache
+
+from roformer_hf import (
+    RoFormerConfig,
+    RoFormerForCausalLM,
+    RoFormerForMaskedLM,
+    RoFormerForSequenceClassification,
+    RoFormerModel,
+)
+
+ATOL = 1e-5
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()  # compiled graphs of one test must not serve another's model
+    yield
+    torch._dynamo.reset()
+
+
+def padded_batch(vocab_size: int = TINY["vocab_size"]) -> dict[str, torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    input_ids = torch.randint(1, vocab_size, (2, 9), generator=generator)
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[1, 6:] = 0
+    return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+def compiled(model: torch.nn.Module, backend: str = "aot_eager") -> torch.nn.Module:
+    return torch.compile(model, fullgraph=True, backend=backend)
+
+
+def gradients(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {name: parameter.grad for name, parameter in model.named_parameters() if parameter.grad is not None}
+
+
+@pytest.mark.parametrize("attn_implementation", ["sdpa", "eager"])
+def test_base_model_with_padding_matches_eager(attn_implementation):
+    model = RoFormerModel(RoFormerConfig(**TINY, add_pooling_layer=True, attn_implementation=attn_implementation))
+    model.eval()
+    with torch.no_grad():
+        expected = model(**padded_batch())
+        actual = compiled(model)(**padded_batch())
+    torch.testing.assert_close(actual.last_hidden_state, expected.last_hidden_state, atol=ATOL, rtol=0)
+    torch.testing.assert_close(actual.pooler_output, expected.pooler_output, atol=ATOL, rtol=0)
+
+
+def test_hidden_states_are_captured_under_compile():
+    model = RoFormerModel(RoFormerConfig(**TINY)).eval()
+    with torch.no_grad():
+        # The first call installs transformers' capturing hooks, which dynamo cannot do (a lock).
+        expected = model(**padded_batch(), output_hidden_states=True).hidden_states
+        actual = compiled(model)(**padded_batch(), output_hidden_states=True).hidden_states
+    assert len(actual) == TINY["num_hidden_layers"] + 1
+    for got, want in zip(actual, expected, strict=True):
+        torch.testing.assert_close(got, want, atol=ATOL, rtol=0)
+
+
+def test_masked_lm_loss_and_gradients_match_eager_in_training():
+    torch.manual_seed(0)
+    model = RoFormerForMaskedLM(RoFormerConfig(**TINY)).train()
+    batch = padded_batch()
+    labels = torch.full_like(batch["input_ids"], -100)
+    labels[:, [1, 4]] = batch["input_ids"][:, [1, 4]]
+    expected_loss = model(**batch, labels=labels).loss
+    expected_loss.backward()
+    expected_gradients = gradients(model)
+    model.zero_grad(set_to_none=True)
+    actual_loss = compiled(model)(**batch, labels=labels).loss
+    actual_loss.backward()
+    torch.testing.assert_close(actual_loss, expected_loss, atol=ATOL, rtol=0)
+    actual_gradients = gradients(model)
+    assert actual_gradients.keys() == expected_gradients.keys()
+    for name, gradient in actual_gradients.items():
+        torch.testing.assert_close(gradient, expected_gradients[name], atol=ATOL, rtol=0, msg=name)
+
+
+@pytest.mark.parametrize("training", [False, True], ids=["eval", "train"])
+def test_sequence_classification_matches_eager(training):
+    """The head's [CLS]-only last layer and the classification loss compile too."""
+    model = RoFormerForSequenceClassification(RoFormerConfig(**TINY, num_labels=3)).train(training)
+    labels = torch.tensor([2, 0])
+    expected = model(**padded_batch(), labels=labels)
+    actual = compiled(model)(**padded_batch(), labels=labels)
+    torch.testing.assert_close(actual.logits, expected.logits, atol=ATOL, rtol=0)
+    torch.testing.assert_close(actual.loss, expected.loss, atol=ATOL, rtol=0)
+
+
+def test_decoder_with_cache_matches_reading_the_whole_text():
+    model = RoFormerForCausalLM(RoFormerConfig(**TINY, is_decoder=True)).eval()
+    batch = padded_batch()
+    step = compiled(model)
+    with torch.no_grad():
+        prompt = step(
+            input_ids=batch["input_ids"][:, :5],
+            attention_mask=batch["attention_mask"][:, :5],
+            past_key_values=DynamicCache(config=model.config),
+            use_cache=True,
+        )
+        continued = step(
+            input_ids=batch["input_ids"][:, 5:],
+            attention_mask=batch["attention_mask"],
+            past_key_values=prompt.past_key_values,
+            use_cache=True,
+        )
+        whole = model(**batch, use_cache=False)
+    torch.testing.assert_close(continued.logits, whole.logits[:, 5:], atol=ATOL, rtol=0)
+
+
+def test_sparse_prediction_compiles_with_a_graph_break():
+    """Scoring only the labelled tokens makes shapes depend on the labels: documented as the one place without
+    fullgraph; compiled with graph breaks it still gives the eager loss."""
+    model = RoFormerForMaskedLM(RoFormerConfig(**TINY, sparse_prediction=True)).eval()
+    batch = padded_batch()
+    labels = torch.full_like(batch["input_ids"], -100)
+    labels[0, 2] = 7
+    with torch.no_grad():
+        expected = model(**batch, labels=labels).loss
+        actual = torch.compile(model, backend="aot_eager")(**batch, labels=labels).loss
+    torch.testing.assert_close(actual, expected, atol=ATOL, rtol=0)
+
+
+def test_value_checks_stay_in_eager_mode():
+    """Out-of-range ids still get their clear error on the CPU; compiling skips only the reading of values."""
+    model = RoFormerModel(RoFormerConfig(**TINY)).eval()
+    bad = padded_batch()
+    bad["input_ids"][0, 0] = TINY["vocab_size"]
+    with pytest.raises(ValueError, match="vocabulary has ids 0 to"):
+        model(**bad)
+    # Shape checks run under compile too; fullgraph reports the ValueError inside its own exception.
+    with pytest.raises((ValueError, torch._dynamo.exc.Unsupported), match="input_ids must have shape"):
+        compiled(model)(input_ids=bad["input_ids"][0])
+
+
+@pytest.mark.slow
+def test_inductor_matches_eager():
+    """The default backend, generating kernels (about 50 s on a busy 2-core machine)."""
+    model = RoFormerModel(RoFormerConfig(**TINY)).eval()
+    with torch.no_grad():
+        expected = model(**padded_batch()).last_hidden_state
+        actual = torch.compile(model, fullgraph=True)(**padded_batch()).last_hidden_state
+    torch.testing.assert_close(actual, expected, atol=ATOL, rtol=0)
