@@ -55,13 +55,22 @@ def run_script(main: Callable[[], object]) -> None:
     """
     if os.environ.get(DEBUG_VARIABLE, "").lower() not in ("", "0", "false"):
         main()
-        return
-    try:
-        main()
-    except ScriptError as error:
-        _exit_with_message(str(error))
-    except USER_ERRORS as error:
-        _exit_with_message(f"{error.strerror or error}: {error.filename}" if error.filename else str(error))
+    else:
+        try:
+            main()
+        except ScriptError as error:
+            _exit_with_message(str(error))
+        except USER_ERRORS as error:
+            _exit_with_message(f"{error.strerror or error}: {error.filename}" if error.filename else str(error))
+    _leave_process_group()
+
+
+def _leave_process_group() -> None:
+    """Close torch.distributed at the end of a run. Left to interpreter exit, the gloo group's threads were seen to
+    abort a rank ("terminate called without an active exception"), which torchrun reports as a failed run."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
 
 
 def _exit_with_message(message: str) -> None:

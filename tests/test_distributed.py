@@ -30,7 +30,7 @@ NO_DROPOUT_MODEL = (
     "hidden_dropout_prob=0,attention_probs_dropout_prob=0"
 )
 ENVIRONMENT = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT)}
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533"]
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]  # a free port
 # The accelerate command the README gives for CPU: its torchrun-style launcher, which needs no GPU.
 ACCELERATE = [
     *(sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"),
