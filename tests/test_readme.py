@@ -119,6 +119,12 @@ def test_readme_has_python_and_no_untested_block():
     assert not [block.name for block in blocks if block.no_test], "every README block must run as written"
 
 
+@pytest.mark.parametrize("path", [README, *DOCS], ids=lambda path: str(path.relative_to(REPO_ROOT)))
+def test_local_links_point_to_files(path):
+    targets = re.findall(r"\]\((?!https?://)([^)#\s]+)", path.read_text(encoding="utf-8"))
+    assert not [target for target in targets if not (path.parent / target).exists()]
+
+
 def test_print_checks_fail_on_another_value(tmp_path):
     script = tmp_path / "check.py"
     script.write_text(with_print_checks("print(1 + 1)  # -> 3\n"), encoding="utf-8")
