@@ -46,19 +46,23 @@ MISSING_DATA = (
 )
 
 
+def skip_without_data() -> None:
+    pytest.skip(MISSING_DATA)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     """Report every skip for missing data at one place, so `-ra` folds them into a single summary line."""
     report = yield
     if report.skipped and isinstance(report.longrepr, tuple) and MISSING_DATA in report.longrepr[2]:
-        report.longrepr = (__file__, 0, f"Skipped: {MISSING_DATA}")
+        report.longrepr = (__file__, skip_without_data.__code__.co_firstlineno + 1, f"Skipped: {MISSING_DATA}")
     return report
 
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     if not DATA_DIR.is_dir():
-        pytest.skip(MISSING_DATA)
+        skip_without_data()
     return DATA_DIR
 
 
