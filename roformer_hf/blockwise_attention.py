@@ -18,7 +18,7 @@ recipe). Memory is linear in the length (one block of scores at a time). What ma
 On 2 CPU cores, the attention of one layer (12 heads, forward and backward) takes 45 ms at 512 tokens and 0.18 s at
 1,024 where eager attention takes 60 ms and 0.37 s; a training step of a 2-layer, 768-wide classifier computing every
 position is 1.05x (512 tokens) and 1.54x (2,048 tokens) faster than transformers' eager RoFormer, with 0.39x its peak
-memory at 2,048 (README, benchmarks).
+memory at 2,048 (docs/benchmarks.md).
 
 The dropout masks are drawn from generators seeded from torch's global generator (so `torch.manual_seed` and
 gradient checkpointing replay them) and redrawn from the same seed in the backward pass instead of being stored. Each

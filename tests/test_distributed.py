@@ -31,7 +31,7 @@ NO_DROPOUT_MODEL = (
 )
 ENVIRONMENT = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT)}
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]  # a free port
-# The accelerate command the README gives for CPU: its torchrun-style launcher, which needs no GPU.
+# The accelerate command docs/distributed_training.md gives for CPU: its torchrun-style launcher, which needs no GPU.
 ACCELERATE = [
     *(sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"),
     *("--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "29534"),
@@ -133,7 +133,7 @@ def classification_arguments(data_dir: Path, output_dir: Path, per_device_batch:
 
 @pytest.mark.slow
 def test_run_classification_under_accelerate_launch_trains_one_model(tmp_path, data_dir):
-    """The README's `accelerate launch --multi_gpu` command on CPU: two processes, one model."""
+    """docs/distributed_training.md's `accelerate launch --multi_gpu` command on CPU: two processes, one model."""
     rows = [json.loads(line) for line in (data_dir / "cls" / "cail2019_domain.jsonl").open(encoding="utf-8")]
     by_label = [[row for row in rows if row["label"] == label][:20] for label in ("civil", "criminal")]
     for name, part in (("train", slice(0, 16)), ("validation", slice(16, 20))):

@@ -1,0 +1,193 @@
+"""The README runs as written.
+
+Every ```python block of README.md and docs/*.md runs offline in a fresh folder that holds the repository's `data/`
+(a `print(...)  # -> value` line asserts that the print shows `value`). A docs block that needs what a test cannot
+have (the Hub, a GPU, a trained checkpoint) is marked `<!-- no-test: why -->` on the line before it and is only
+compiled; the README has no such block. Every command of the README's ```bash blocks is run here (the scripts'
+example commands), is run by CI (`.ci/run`), or says on its line why it is not (`# not run by the tests: why`).
+"""
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+README = REPO_ROOT / "README.md"
+DOCS = sorted((REPO_ROOT / "docs").glob("*.md"))
+CI_SCRIPT = REPO_ROOT / ".ci" / "run"
+
+FENCE = re.compile(r"^(?P<mark><!-- no-test: (?P<why>.+?) -->\n)?```(?P<lang>\w*)\n(?P<code>.*?)^```", re.M | re.S)
+EXPECTED_PRINT = re.compile(r"^(?P<indent>\s*)print\((?P<args>.*)\)\s*# -> (?P<expected>.*)$")
+NOT_RUN = "# not run by the tests:"
+
+# README commands that CI runs rather than these tests: command -> what .ci/run must contain for it.
+RUN_BY_CI = {
+    'pip install -e ".[test,tf]"': 'pip install --quiet -e ".[test,tf]"',
+    "HF_HUB_OFFLINE=1 python -m pytest": "HF_HUB_OFFLINE=1 python -m pytest",
+    'pip install -e ".[train]"': 'pip install --quiet -e ".[test,tf]"',  # the test extra includes train
+    "python run_mlm.py": "python run_mlm.py",  # the demo: a few minutes, too long for the tests
+}
+# The scripts' example commands, which test_readme_script_commands_run runs in the README's order.
+SCRIPTS = ("python run_mlm.py ", "python run_classification.py ")
+
+
+@dataclass
+class Block:
+    path: Path
+    line: int
+    lang: str
+    code: str
+    no_test: str | None
+
+    @property
+    def name(self) -> str:
+        return f"{self.path.relative_to(REPO_ROOT)}:{self.line}"
+
+
+def code_blocks(path: Path) -> list[Block]:
+    text = path.read_text(encoding="utf-8")
+    return [
+        Block(path, text.count("\n", 0, match.start("code")) + 1, match["lang"], match["code"], match["why"])
+        for match in FENCE.finditer(text)
+    ]
+
+
+def python_blocks(paths) -> list[Block]:
+    return [block for path in paths for block in code_blocks(path) if block.lang == "python"]
+
+
+def readme_commands() -> list[str]:
+    """The README's bash commands: continuation lines joined, `&&` chains split, comments kept on their command."""
+    commands = []
+    for block in code_blocks(README):
+        if block.lang != "bash":
+            continue
+        for line in block.code.replace("\\\n", " ").splitlines():
+            line = " ".join(line.split())
+            if line and not line.startswith("#"):
+                commands.extend(part.strip() for part in line.split(" && "))
+    return commands
+
+
+def with_print_checks(code: str) -> str:
+    """`print(a, b)  # -> text` becomes an assertion that the print shows `text` (and the print itself)."""
+    lines = []
+    for line in code.splitlines():
+        match = EXPECTED_PRINT.match(line)
+        if match:
+            line = f"{match['indent']}_expect_printed({match['expected'].strip()!r}, {match['args']})"
+        lines.append(line)
+    helper = textwrap.dedent(
+        """\
+        def _expect_printed(expected, *values):
+            shown = " ".join(str(value) for value in values)
+            print(shown)
+            assert shown == expected, f"printed {shown!r}, the README says {expected!r}"
+        """
+    )
+    return helper + "\n".join(lines) + "\n"
+
+
+def offline_env(tmp_path: Path) -> dict:
+    return {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": str(REPO_ROOT),
+        "HF_MODULES_CACHE": str(tmp_path / "modules"),
+    }
+
+
+def fresh_folder(tmp_path: Path) -> Path:
+    """A working folder like a fresh clone's root, as far as the examples look: `data/` and the scripts."""
+    work = tmp_path / "work"
+    work.mkdir()
+    for name in ("data", "run_mlm.py", "run_classification.py"):
+        (work / name).symlink_to(REPO_ROOT / name)
+    return work
+
+
+def test_readme_has_python_and_no_untested_block():
+    blocks = python_blocks([README])
+    assert blocks, "the README shows no Python"
+    assert not [block.name for block in blocks if block.no_test], "every README block must run as written"
+
+
+@pytest.mark.parametrize("path", [README, *DOCS], ids=lambda path: str(path.relative_to(REPO_ROOT)))
+def test_local_links_point_to_files(path):
+    targets = re.findall(r"\]\((?!https?://)([^)#\s]+)", path.read_text(encoding="utf-8"))
+    assert not [target for target in targets if not (path.parent / target).exists()]
+
+
+def test_print_checks_fail_on_another_value(tmp_path):
+    script = tmp_path / "check.py"
+    script.write_text(with_print_checks("print(1 + 1)  # -> 3\n"), encoding="utf-8")
+    completed = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=False)
+    assert completed.returncode != 0
+    assert "printed '2', the README says '3'" in completed.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block", python_blocks([README, *DOCS]), ids=lambda block: block.name)
+def test_python_block_runs_as_written(block, tmp_path):
+    if block.no_test:
+        compile(block.code, block.name, "exec")  # still valid Python
+        return
+    work = fresh_folder(tmp_path)
+    script = tmp_path / "block.py"
+    script.write_text(with_print_checks(block.code), encoding="utf-8")
+    completed = subprocess.run(
+        [sys.executable, str(script)], cwd=work, env=offline_env(tmp_path), capture_output=True, text=True, check=False
+    )
+    assert completed.returncode == 0, f"{block.name} failed:\n{completed.stderr[-3000:]}"
+
+
+def test_every_readme_command_is_run_somewhere():
+    unaccounted = [
+        command
+        for command in readme_commands()
+        if NOT_RUN not in command and command not in RUN_BY_CI and not command.startswith(SCRIPTS)
+    ]
+    assert not unaccounted, f"run these in a test or in .ci/run (RUN_BY_CI), or say why not ({NOT_RUN} ...)"
+    exempted = [command for command in readme_commands() if NOT_RUN in command]
+    assert all(command.split(NOT_RUN)[1].strip() for command in exempted), "an exempted command needs its reason"
+
+
+@pytest.mark.parametrize("command", sorted(RUN_BY_CI))
+def test_ci_runs_the_readme_command(command):
+    assert command in readme_commands(), f"RUN_BY_CI names {command!r}, which the README no longer shows"
+    if RUN_BY_CI[command] not in CI_SCRIPT.read_text(encoding="utf-8"):
+        pytest.xfail(f".ci/run does not run {RUN_BY_CI[command]!r} yet")
+
+
+@pytest.mark.slow
+def test_readme_script_commands_run(tmp_path):
+    """Pretrain, fine-tune and predict with the README's commands, as written, in one fresh folder."""
+    work = fresh_folder(tmp_path)
+    commands = [command for command in readme_commands() if command.startswith(SCRIPTS)]
+    assert len(commands) == 3
+    for command in commands:
+        arguments = shlex.split(command)
+        completed = subprocess.run(
+            [sys.executable, *arguments[1:]],
+            cwd=work,
+            env=offline_env(tmp_path),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert completed.returncode == 0, f"{command}\nfailed:\n{completed.stderr[-3000:]}"
+
+    outputs = work / "outputs"
+    assert (outputs / "my-roformer" / "model.safetensors").is_file()
+    assert (outputs / "my-classifier" / "model.safetensors").is_file()
+    predictions = (outputs / "my-predictions" / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
+    sample = (REPO_ROOT / "data" / "cail_sample.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(predictions) == len(sample)
+    assert {'"civil"', '"criminal"'} >= {re.search(r'"label": ("\w+")', line)[1] for line in predictions}
