@@ -34,27 +34,60 @@ HERE = Path(__file__).resolve().parent
 SUPPORT = HERE / "transformers_suite"
 ROFORMER_SUITE = Path("models") / "roformer" / "test_modeling_roformer.py"
 
-# Tests allowed to fail, by "Class::test" (a parametrized test's id adds "_<params>"), each with its reason.
+
+@dataclass
+class Expected:
+    reason: str
+    message: str  # a regular expression the failure's message must match: another cause is unexpected
+
+
+# Tests allowed to fail, by "Class::test" or "::test" (in any class; a parametrized name adds "_<number>...").
 EXPECTED_FAILURES = {
     # roformer_hf rotates the query and key in `rope.py` and keeps no sinusoid-table module or static rotation helper,
     # so these tests of transformers' internals have nothing of ours to test (the rotation itself is tested against
     # the reference in tests/test_rope.py). With the file at transformers' commit 158e70c they also fail for
     # transformers' own RoFormer 5.23.0.
-    "RoFormerSinusoidalPositionalEmbeddingTest::test_basic": "sinusoid-table internal",
-    "RoFormerSinusoidalPositionalEmbeddingTest::test_positional_emb_weights_against_roformer": "sinusoid-table internal",
-    "RoFormerSelfAttentionRotaryPositionEmbeddingTest::test_apply_rotary_position_embeddings": "sinusoid-table internal",
+    **dict.fromkeys(
+        (
+            "RoFormerSinusoidalPositionalEmbeddingTest::test_basic",
+            "RoFormerSinusoidalPositionalEmbeddingTest::test_positional_emb_weights_against_roformer",
+            "RoFormerSelfAttentionRotaryPositionEmbeddingTest::test_apply_rotary_position_embeddings",
+        ),
+        Expected("sinusoid-table internal", "roformer_hf has no RoFormerSinusoidalPositionalEmbedding"),
+    ),
     # That version of the RoFormer file declares a generative class without inheriting GenerationTesterMixin: it
     # fails the same way for transformers' own classes (our sdist tester inherits the mixin and passes).
-    "RoFormerModelTest::test_generation_tester_mixin_inheritance": "the test file's own class lacks the mixin",
+    "RoFormerModelTest::test_generation_tester_mixin_inheritance": Expected(
+        "the test file's own class lacks the mixin", "GenerationTesterMixin"
+    ),
     # ConfigTester builds RoFormerConfig(hidden_size=37) with the default 12 heads; our config refuses a hidden size
     # the heads do not divide when it is built (tests/test_modeling.py::test_bad_config_raises_value_error).
-    "::test_config": "our config validates hidden_size / num_attention_heads at construction",
-    # Both load checkpoints whose encoder cannot be filled (other vocab size; no weights at all) and expect random
+    "::test_config": Expected(
+        "our config validates hidden_size / num_attention_heads when built", "not divisible by num_attention_heads"
+    ),
+    # Both load checkpoints whose encoder cannot be filled (another vocab size; no weights at all) and expect random
     # weights and a report; from_pretrained refuses such a checkpoint with a ValueError naming the cause, by design
     # (tests/test_model_variants.py: test_encoder_weights_of_another_shape_raise_value_error_even_when_mismatches_
     # are_ignored, test_a_truncated_encoder_raises_value_error).
-    "::test_load_with_mismatched_shapes": "from_pretrained refuses encoder weights of another shape",
-    "::test_model_weights_reload_no_missing_tied_weights": "from_pretrained refuses a checkpoint without the encoder",
+    **dict.fromkeys(
+        ("::test_load_with_mismatched_shapes", "::test_model_weights_reload_no_missing_tied_weights"),
+        Expected(
+            "from_pretrained refuses a checkpoint that leaves encoder weights random", "does not fit the encoder"
+        ),
+    ),
+    # RoFormerForCausalLM always carries the RoFormer-Sim pooler (tests/test_model_variants.py::
+    # test_new_heads_and_a_new_pooler_initialise_as_usual), which the LM loss never reaches, so its weights get no
+    # gradient. (transformers' RoFormer file skips the first two of these for its own classes.)
+    **dict.fromkeys(
+        (
+            "::test_training_gradient_checkpointing",
+            "::test_training_gradient_checkpointing_use_reentrant_false",
+            "::test_training_gradient_checkpointing_use_reentrant_true",
+        ),
+        Expected(
+            "the CausalLM's pooler gets no gradient from the LM loss", r"pooler\.\S+ in RoFormerForCausalLM has no"
+        ),
+    ),
 }
 
 GENERATION_STAND_IN = '''"""Stand-in: the sdist has no tests/generation; no generate tests run."""
@@ -249,15 +282,21 @@ def cause_of(message: str) -> str:
     return first_line if len(first_line) <= 150 else first_line[:149] + "…"
 
 
-def expected_reason(test_id: str) -> str | None:
-    """Why `test_id` may fail, or None. A key starting with "::" matches the test of that name in any class."""
+def expected_entry(test_id: str) -> Expected | None:
+    """The entry of EXPECTED_FAILURES listing `test_id`, or None."""
     class_name, test_name = test_id.split("::")[-2:] if "::" in test_id else ("", test_id)
-    for expected_id, reason in EXPECTED_FAILURES.items():
+    for expected_id, expected in EXPECTED_FAILURES.items():
         for candidate in (f"{class_name}::{test_name}", f"::{test_name}"):
             # A parametrized test's name adds "_<number>..." (parameterized.expand).
             if re.fullmatch(re.escape(expected_id) + r"(_\d+(_\w*)?)?", candidate):
-                return reason
+                return expected
     return None
+
+
+def expected_reason(failure: Result) -> str | None:
+    """Why `failure` may fail; None when its test is not listed, or when it failed for another cause."""
+    expected = expected_entry(failure.test_id)
+    return expected.reason if expected and re.search(expected.message, failure.message) else None
 
 
 def report(results: list[Result]) -> int:
@@ -274,16 +313,19 @@ def report(results: list[Result]) -> int:
     for result in results:
         if result.outcome in ("failed", "error"):
             by_cause[cause_of(result.message)].append(result)
-            if expected_reason(result.test_id) is None:
+            if expected_reason(result) is None:
                 unexpected.append(result)
     for cause, failures in sorted(by_cause.items(), key=lambda item: -len(item[1])):
         print(f"\n{len(failures):4d} x {cause}")
         for failure in failures:
-            reason = expected_reason(failure.test_id)
+            reason = expected_reason(failure)
             print(f"       {failure.test_id}" + (f"  [expected: {reason}]" if reason else ""))
+    stale = [result.test_id for result in results if result.outcome == "passed" and expected_entry(result.test_id)]
+    for test_id in stale:
+        print(f"\nexpected to fail but passed: {test_id} (its entry in EXPECTED_FAILURES can go)")
     if unexpected:
         print(
-            f"\n{len(unexpected)} unexpected failure(s): see above; expected ones are listed in {Path(__file__).name}"
+            f"\n{len(unexpected)} unexpected failure(s): see above; the expected ones are listed in {Path(__file__).name}"
         )
         return 1
     print("\nno unexpected failure")

@@ -92,19 +92,24 @@ def test_a_name_we_lack_fails_only_when_used(our_imports):
 
 
 @pytest.mark.parametrize(
-    ("test_id", "expected"),
+    ("test_id", "message", "expected"),
     [
-        ("RoFormerSinusoidalPositionalEmbeddingTest::test_basic", True),
-        ("RoFormerModelTest::test_config", True),  # "::test_config": in any class
-        ("RoFormerHFCommonTest::test_config", True),
-        ("RoFormerModelTest::test_config_0_fp16", True),  # a parametrized name
-        ("RoFormerModelTest::test_config_loads", False),
-        ("RoFormerModelTest::test_basic", False),  # test_basic is expected only in the sinusoid class
-        ("RoFormerModelTest::test_training", False),
+        (
+            "RoFormerSinusoidalPositionalEmbeddingTest::test_basic",
+            "roformer_hf has no RoFormerSinusoidalPositionalEmbedding",
+            True,
+        ),
+        ("RoFormerModelTest::test_config", "hidden_size (37) is not divisible by num_attention_heads (12)", True),
+        ("RoFormerHFCommonTest::test_config", "is not divisible by num_attention_heads", True),  # "::": any class
+        ("RoFormerModelTest::test_config_0_fp16", "not divisible by num_attention_heads", True),  # parametrized
+        ("RoFormerModelTest::test_config", "KeyError: 'rope_theta'", False),  # listed, but another cause
+        ("RoFormerModelTest::test_config_loads", "not divisible by num_attention_heads", False),
+        ("RoFormerModelTest::test_basic", "roformer_hf has no RoFormerSinusoidalPos", False),  # another class
+        ("RoFormerModelTest::test_training", "", False),
     ],
 )
-def test_expected_failures_match_by_class_and_name(test_id, expected):
-    assert (suite.expected_reason(test_id) is not None) == expected
+def test_expected_failures_match_by_test_and_cause(test_id, message, expected):
+    assert (suite.expected_reason(suite.Result(test_id, "failed", message)) is not None) == expected
 
 
 def test_a_failed_subtest_fails_its_test_and_a_skipped_subtest_does_not_skip_it(tmp_path):
@@ -128,14 +133,16 @@ def test_a_failed_subtest_fails_its_test_and_a_skipped_subtest_does_not_skip_it(
 
 
 def test_report_fails_only_on_unexpected_failures(capsys):
-    expected = suite.Result(
-        "RoFormerSinusoidalPositionalEmbeddingTest::test_basic", "failed", "NotImplementedError: x"
-    )
+    message = "MissingFromRoformerHF: roformer_hf has no RoFormerSinusoidalPositionalEmbedding"
+    expected = suite.Result("RoFormerSinusoidalPositionalEmbeddingTest::test_basic", "failed", message)
     passed = suite.Result("RoFormerModelTest::test_training", "passed", "")
     assert suite.report([expected, passed]) == 0
     unexpected = suite.Result("RoFormerModelTest::test_save_load", "failed", "ValueError: at 0x7f00 and more\nline 2")
     assert suite.report([expected, passed, unexpected]) == 1
     assert "1 x ValueError: at 0x… and more" in capsys.readouterr().out
+    stale = suite.Result("RoFormerModelTest::test_config", "passed", "")
+    assert suite.report([stale]) == 0
+    assert "expected to fail but passed: RoFormerModelTest::test_config" in capsys.readouterr().out
 
 
 def test_a_folder_without_transformers_tests_is_refused_in_one_line(tmp_path):
