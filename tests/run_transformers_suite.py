@@ -75,19 +75,6 @@ EXPECTED_FAILURES = {
             "from_pretrained refuses a checkpoint that leaves encoder weights random", "does not fit the encoder"
         ),
     ),
-    # RoFormerForCausalLM always carries the RoFormer-Sim pooler (tests/test_model_variants.py::
-    # test_new_heads_and_a_new_pooler_initialise_as_usual), which the LM loss never reaches, so its weights get no
-    # gradient. (transformers' RoFormer file skips the first two of these for its own classes.)
-    **dict.fromkeys(
-        (
-            "::test_training_gradient_checkpointing",
-            "::test_training_gradient_checkpointing_use_reentrant_false",
-            "::test_training_gradient_checkpointing_use_reentrant_true",
-        ),
-        Expected(
-            "the CausalLM's pooler gets no gradient from the LM loss", r"pooler\.\S+ in RoFormerForCausalLM has no"
-        ),
-    ),
 }
 
 GENERATION_STAND_IN = '''"""Stand-in: the sdist has no tests/generation; no generate tests run."""

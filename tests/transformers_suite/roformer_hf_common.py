@@ -5,7 +5,9 @@ mixins): `tests/run_transformers_suite.py` copies this file to `tests/models/rof
 beside the mixins, so the relative imports below resolve there. Not collected by this project's own pytest run.
 
 The tester is ours: a tiny configuration (the shapes of `tests/conftest.py`'s TINY, dropout on, as the common tests
-expect of a trainable model) and random inputs with every row attending to at least its last token.
+expect of a trainable model) and random inputs with every row attending to at least its last token. The test class
+inherits GenerationTesterMixin as a generative model's test must (transformers checks it); from the sdist that mixin
+is the script's stand-in, without tests: generate is covered by this project's own tests.
 """
 
 import unittest
