@@ -367,7 +367,9 @@ def _relative_if_inside(argument: str, folder: Path) -> str:
 
 def loading_instructions(output_dir: str | Path, model_class: type) -> str:
     """
-    The closing lines of a successful run: where the model was saved, and the Python that loads it.
+    The closing lines of a successful run: where the model was saved, and the Python that loads it. The tokenizer
+    loads through `AutoTokenizer` (importing roformer_hf registers ours), since a char-level checkpoint saves
+    transformers' `BertTokenizer`.
 
     Args:
         output_dir (`str` or `Path`): the folder the model and tokenizer were saved in.
@@ -378,9 +380,10 @@ def loading_instructions(output_dir: str | Path, model_class: type) -> str:
     return "\n".join(
         [
             f"model saved to {output_dir}; load it with:",
-            f"    from roformer_hf import {name}, RoFormerJiebaTokenizer",
+            f"    from roformer_hf import {name}",
+            "    from transformers import AutoTokenizer",
             f"    model = {name}.from_pretrained({folder})",
-            f"    tokenizer = RoFormerJiebaTokenizer.from_pretrained({folder})",
+            f"    tokenizer = AutoTokenizer.from_pretrained({folder})  # the tokenizer the model was trained with",
         ]
     )
 

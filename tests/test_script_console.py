@@ -178,7 +178,7 @@ def loaded_by_printed_code(output: str) -> dict:
     """Run the Python of the closing lines; return the variables it defined."""
     closing = output[output.rindex("model saved to ") :].splitlines()
     assert closing[0].endswith("; load it with:")
-    code = "\n".join(line.strip() for line in closing[1:4])
+    code = "\n".join(line.strip() for line in closing[1:5])
     variables: dict = {}
     exec(code, variables)
     return variables
@@ -189,7 +189,7 @@ def test_mlm_run_is_quiet_prints_results_and_how_to_load_the_model(tmp_path):
     assert " - INFO - " not in output and "[INFO|" not in output
     assert "pin_memory" not in output and "Do not forget to share" not in output
     assert "| before training |" in output and output.count("fill-mask: ") == len(run_mlm.FILL_MASK_EXAMPLES)
-    assert stdout.rstrip().splitlines()[-4] == "model saved to out; load it with:"
+    assert stdout.rstrip().splitlines()[-5] == "model saved to out; load it with:"
     os.chdir(tmp_path)  # the printed path is relative to the folder the script ran in
     try:
         variables = loaded_by_printed_code(output)
@@ -198,6 +198,7 @@ def test_mlm_run_is_quiet_prints_results_and_how_to_load_the_model(tmp_path):
     saved = load_file(tmp_path / "out" / "model.safetensors")
     loaded = variables["model"].state_dict()
     assert type(variables["model"]).__name__ == "RoFormerForMaskedLM"
+    assert type(variables["tokenizer"]).__name__ == "RoFormerJiebaTokenizer"
     assert all(torch.equal(loaded[name], tensor) for name, tensor in saved.items())
     assert (
         variables["tokenizer"].get_vocab()
@@ -216,7 +217,7 @@ def test_classification_run_names_validation_and_prints_how_to_load(tmp_path):
     stdout, output = run_script(
         "run_classification.py", [*CLASSIFICATION_ARGUMENTS, "--output_dir", str(tmp_path / "out")], tmp_path
     )
-    assert stdout.rstrip().splitlines()[-4] == f"model saved to {tmp_path / 'out'}; load it with:"
+    assert stdout.rstrip().splitlines()[-5] == f"model saved to {tmp_path / 'out'}; load it with:"
     assert "[INFO|" not in output and "***** eval metrics *****" in output and "***** test metrics *****" in output
     variables = loaded_by_printed_code(output)
     assert type(variables["model"]).__name__ == "RoFormerForSequenceClassification"
