@@ -5,6 +5,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Code loaded with trust_remote_code goes to a throwaway folder, not the user's ~/.cache.
@@ -69,3 +70,14 @@ def data_dir() -> Path:
 @pytest.fixture(scope="session")
 def roformer_vocab(data_dir) -> Path:
     return ROFORMER_VOCAB
+
+
+def assert_padding_changes_nothing(model: torch.nn.Module) -> None:
+    """Nine random tokens read alone and followed by four masked padding tokens give the same hidden states."""
+    input_ids = torch.randint(1, TINY["vocab_size"], (1, 9))
+    padded = torch.cat([input_ids, torch.zeros(1, 4, dtype=torch.long)], dim=1)
+    mask = torch.cat([torch.ones(1, 9), torch.zeros(1, 4)], dim=1).long()
+    with torch.no_grad():
+        expected = model(input_ids).last_hidden_state
+        actual = model(padded, attention_mask=mask).last_hidden_state[:, :9]
+    torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)
