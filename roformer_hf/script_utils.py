@@ -311,6 +311,10 @@ def setup_logging(training_args: TrainingArguments) -> None:
     transformers.utils.logging.enable_default_handler()
     transformers.utils.logging.enable_explicit_format()
     datasets.utils.logging.set_verbosity(log_level)
+    # Each library prints through its own handler. transformers also hands its records to the root logger's handler
+    # when the environment variable CI is set, which printed every line twice on CI machines.
+    for library in (datasets.utils.logging, transformers.utils.logging):
+        library.disable_propagation()
     # datasets' bars (loading, tokenizing) and transformers' (saving) are progress reports; the training bar stays
     for library in (datasets.utils.logging, transformers.utils.logging):
         library.enable_progress_bar() if log_level <= logging.INFO else library.disable_progress_bar()
