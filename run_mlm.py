@@ -843,8 +843,13 @@ def save_outputs(
     )
     write_json_atomically(output_dir / "all_results.json", final, indent=2)
     write_json_atomically(output_dir / "stage_results.json", table, indent=2)
-    plot_loss_curve(training_args, stages, output_dir / "loss_curve.png")
-    write_card(trainer, stages, output_dir, final, model_args, data_args, masking_args, argv)
+    if training_args.do_train:
+        plot_loss_curve(training_args, stages, output_dir / "loss_curve.png")
+        write_card(trainer, stages, output_dir, final, model_args, data_args, masking_args, argv)
+    else:  # evaluated only: the card claims no training (the results are in eval_results.json)
+        from roformer_hf.model_card import write_model_card
+
+        write_model_card(output_dir, config=trainer.model.config, base_model=model_args.model_name_or_path)
     if training_args.push_to_hub:
         push_to_hub(training_args)
     return table

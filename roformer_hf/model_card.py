@@ -319,7 +319,7 @@ def _loading_section(architecture: str, pipeline_tag: str | None, location: str)
 def _training_section(
     training_summary: TrainingSummary | None, base_model: str | None, converted_from: str | None
 ) -> str:
-    origin = f"\n\nBase model: `{base_model}`." if base_model else ""
+    origin = f"\n\nBase model: `{without_local_path(base_model)}`." if base_model else ""
     if converted_from:
         origin += (
             f"\n\nConverted by `python -m roformer_hf.convert` from the original checkpoint `{converted_from}`: the "

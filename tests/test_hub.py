@@ -272,7 +272,8 @@ def test_model_card_without_training_says_so(tmp_path):
     assert "records no training run" in card
     assert "model = AutoModelForMaskedLM.from_pretrained(" in card
     local_card = write_model_card(tmp_path, config=config, base_model=str(tmp_path)).read_text()
-    assert "base_model:" not in local_card and f"Base model: `{tmp_path}`" in local_card  # the Hub wants model ids
+    assert "base_model:" not in local_card  # the Hub's metadata wants model ids
+    assert f"Base model: `{tmp_path.name}`" in local_card and str(tmp_path) not in local_card  # no local folders
     assert "| layers | 2 |" in card and "50,000" in card
 
 

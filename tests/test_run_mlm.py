@@ -375,6 +375,9 @@ def test_sparse_and_dense_evaluation_agree_on_the_same_weights(tmp_path, news_fi
     dense = run_mlm.main(run_arguments(news_file, tmp_path / "dense", *evaluate_only, *dense_only))[-1]
     assert sparse["eval_accuracy"] == dense["eval_accuracy"] > 0
     assert sparse["eval_loss"] == pytest.approx(dense["eval_loss"], abs=1e-6)
+    card = (tmp_path / "sparse" / "README.md").read_text(encoding="utf-8")  # an evaluation claims no training
+    assert "records no training run" in card and "Trained by" not in card and str(tmp_path) not in card
+    assert not (tmp_path / "sparse" / "loss_curve.png").exists()
     model = AutoModelForMaskedLM.from_pretrained(tmp_path / "trained")
     assert model.config.sparse_prediction is True
     input_ids = torch.tensor([[2, 10, 11, 3]])
