@@ -311,12 +311,11 @@ def setup_logging(training_args: TrainingArguments) -> None:
     transformers.utils.logging.enable_default_handler()
     transformers.utils.logging.enable_explicit_format()
     datasets.utils.logging.set_verbosity(log_level)
-    # Each library prints through its own handler. transformers also hands its records to the root logger's handler
-    # when the environment variable CI is set, which printed every line twice on CI machines.
     for library in (datasets.utils.logging, transformers.utils.logging):
+        # Each library prints through its own handler. transformers also hands its records to the root logger's
+        # handler when the environment variable CI is set, which printed every line twice on CI machines.
         library.disable_propagation()
-    # datasets' bars (loading, tokenizing) and transformers' (saving) are progress reports; the training bar stays
-    for library in (datasets.utils.logging, transformers.utils.logging):
+        # datasets' bars (loading, tokenizing) and transformers' (saving) are progress reports; the training bar stays
         library.enable_progress_bar() if log_level <= logging.INFO else library.disable_progress_bar()
     trainer_logger = transformers.utils.logging.get_logger("transformers.trainer")
     if not any(isinstance(item, _OnceFilter) for item in trainer_logger.filters):
