@@ -94,8 +94,9 @@ class RoFormerConfig(PreTrainedConfig):
             largest matrix product of small models, so pretraining gets faster. Without labels, logits are dense.
         add_pooling_layer (`bool`, defaults to `False`):
             Whether `RoFormerModel` (and every head built on it) has a pooler, `roformer.pooler.dense`, whose
-            `pooler_output` is activation(dense(first hidden state)). `RoFormerForCausalLM` always has one, and sets
-            this field (as RoFormer-Sim, whose pooler gives its sentence vectors).
+            `pooler_output` is activation(dense(first hidden state)). `RoFormerForCausalLM` with
+            `decoder_mask="unilm"` (RoFormer-Sim, whose pooler gives its sentence vectors) has one either way, and
+            sets this field in its own copy of the config.
         pooler_activation (`str`, defaults to `"tanh"`):
             Activation of the pooler: `"tanh"` (BERT's) or `"linear"` (none, as in RoFormer-Sim).
         multiple_choice_pooling (`str`, defaults to `"last_token"`):
