@@ -143,8 +143,9 @@ class MaskingArguments:
         default=True,
         metadata={
             "help": "Run the MLM head at the masked positions only (the same loss and metrics; a base-model step "
-            "1.19x faster than with the head at every position). Saved in the config, where it acts only when labels are given: fill-mask and other "
-            "uses without labels get logits at every position. --sparse_prediction false: the head at every position."
+            "1.19x faster than with the head at every position). Saved in the config, where it acts only when "
+            "labels are given: fill-mask and other uses without labels get logits at every position. "
+            "--sparse_prediction false: the head at every position."
         },
     )
 

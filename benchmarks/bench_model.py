@@ -250,7 +250,7 @@ def enough_steps(times: list[float], repeats: int) -> bool:
 def write_checkpoints(folder: Path, size: dict, heads: set[str], args: argparse.Namespace, max_length: int) -> None:
     """Random-weight checkpoints saved by transformers' RoFormer, one per head (`folder / head`): the weights both
     sides load."""
-    from transformers import RoFormerConfig, RoFormerForMaskedLM, RoFormerForSequenceClassification
+    from transformers import RoFormerConfig
 
     config = RoFormerConfig(
         **size,
@@ -258,10 +258,15 @@ def write_checkpoints(folder: Path, size: dict, heads: set[str], args: argparse.
         attention_probs_dropout_prob=args.attention_dropout,
         num_labels=2,
     )
+    save_random_heads("transformers", config, heads, folder)
+
+
+def save_random_heads(library: str, config, heads: set[str], folder: Path) -> None:
+    """One checkpoint per head (`folder / head`) of `library`'s classes, each initialised from seed 0."""
+    classes = model_classes(library)
     for head in heads:
         torch.manual_seed(0)
-        model_class = RoFormerForMaskedLM if head == "mlm" else RoFormerForSequenceClassification
-        model_class(config).save_pretrained(folder / head)
+        classes["mlm" if head == "mlm" else "train"](config).save_pretrained(folder / head)
 
 
 def write_v2_checkpoints(folder: Path, size: dict, heads: set[str], args: argparse.Namespace) -> None:
@@ -272,12 +277,7 @@ def write_v2_checkpoints(folder: Path, size: dict, heads: set[str], args: argpar
         config = roformer_hf.RoFormerConfig(
             **size, **settings, attention_probs_dropout_prob=args.attention_dropout, num_labels=2
         )
-        for head in heads:
-            torch.manual_seed(0)
-            model_class = (
-                roformer_hf.RoFormerForMaskedLM if head == "mlm" else roformer_hf.RoFormerForSequenceClassification
-            )
-            model_class(config).save_pretrained(folder / family / head)
+        save_random_heads("roformer_hf", config, heads, folder / family)
 
 
 def eval_outputs(library: str, task: str, checkpoint: Path, batch: dict) -> list[torch.Tensor]:

@@ -285,7 +285,7 @@ def _architecture_section(
 def _length_row(config: PreTrainedConfig, training_summary: TrainingSummary | None) -> tuple[str, str]:
     # max_position_embeddings is what the config says (1536, the original's, unless set): the run knows better
     if training_summary is not None and training_summary.trained_lengths:
-        lengths = " then ".join(f"{length:,}" for length in training_summary.trained_lengths)
+        lengths = _lengths_text(training_summary.trained_lengths)
         return "trained length", f"{lengths} tokens (by {training_summary.script}; RoPE has no length cap)"
     return "max_position_embeddings", f"{config.max_position_embeddings} (a hint for truncation, not a cap)"
 
@@ -330,7 +330,7 @@ def _training_section(
     summary = training_summary
     lines = ["## Training", "", f"Trained by `{summary.script}` from roformer_hf: {summary.task}.{origin}"]
     if summary.trained_steps is not None and summary.trained_lengths:
-        lengths = " then ".join(f"{length:,}" for length in summary.trained_lengths)
+        lengths = _lengths_text(summary.trained_lengths)
         lines += ["", f"{summary.trained_steps:,} optimizer steps on inputs of {lengths} tokens."]
     lines += ["", "Data:", "", *(f"- {without_local_path(dataset)}" for dataset in summary.datasets)]
     if summary.hyperparameters:
@@ -342,6 +342,11 @@ def _training_section(
     if summary.command:
         lines += ["", "Command:", "", "```bash", _command_without_local_paths(summary.command), "```"]
     return "\n".join(lines)
+
+
+def _lengths_text(lengths: list[int]) -> str:
+    """The input lengths of a run's stages as a card says them, e.g. "512 then 1,536"."""
+    return " then ".join(f"{length:,}" for length in lengths)
 
 
 def _command_without_local_paths(command: str) -> str:

@@ -933,8 +933,9 @@ class RoFormerForMultipleChoice(RoFormerPreTrainedModel):
             labels (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
                 Index of the right choice.
         """
-        check_multiple_choice_input(input_ids if input_ids is not None else inputs_embeds)
-        num_choices = (input_ids if input_ids is not None else inputs_embeds).shape[1]
+        choices = input_ids if input_ids is not None else inputs_embeds  # (B, num_choices, T[, embedding_size])
+        check_multiple_choice_input(choices)
+        num_choices = choices.shape[1]
         input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds = (
             tensor.flatten(0, 1) if tensor is not None else None  # (B, num_choices, ...) -> (B * num_choices, ...)
             for tensor in (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
