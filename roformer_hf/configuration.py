@@ -138,7 +138,8 @@ class RoFormerConfig(PreTrainedConfig):
     """
 
     model_type = "roformer_hf"
-    keys_to_ignore_at_inference: ClassVar[list[str]] = ["past_key_values"]
+    # The Trainer leaves the cache out of evaluation outputs: "cache" from transformers 5.24 on, "past_key_values" before.
+    keys_to_ignore_at_inference: ClassVar[list[str]] = ["past_key_values", "cache"]
 
     vocab_size: int = 50000
     embedding_size: int | None = None

@@ -5,6 +5,7 @@ import torch
 from transformers.cache_utils import Cache
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 
+from .compat import cache_argument
 from .configuration import RoFormerConfig
 
 
@@ -12,7 +13,7 @@ def layer_attention_mask(
     config: RoFormerConfig,
     attention_mask: torch.Tensor | None,
     hidden_states: torch.Tensor,
-    past_key_values: Cache | None,
+    cache: Cache | None,
     token_type_ids: torch.Tensor | None,
 ) -> torch.Tensor | None:
     """The mask of every layer, in the form `config._attn_implementation` wants (None when nothing is masked, where
@@ -20,10 +21,10 @@ def layer_attention_mask(
     if config.attention_type == "linear":
         return None
     if config.is_decoder and config.decoder_mask == "unilm":
-        return unilm_layer_mask(config, attention_mask, hidden_states, past_key_values, token_type_ids)
+        return unilm_layer_mask(config, attention_mask, hidden_states, cache, token_type_ids)
     if config.is_decoder:
         return create_causal_mask(
-            config=config, inputs_embeds=hidden_states, attention_mask=attention_mask, past_key_values=past_key_values
+            config=config, inputs_embeds=hidden_states, attention_mask=attention_mask, **cache_argument(cache)
         )
     return create_bidirectional_mask(config=config, inputs_embeds=hidden_states, attention_mask=attention_mask)
 
@@ -32,7 +33,7 @@ def unilm_layer_mask(
     config: RoFormerConfig,
     attention_mask: torch.Tensor | None,
     hidden_states: torch.Tensor,
-    past_key_values: Cache | None,
+    cache: Cache | None,
     token_type_ids: torch.Tensor | None,
 ) -> torch.Tensor | None:
     """`decoder_mask="unilm"`: see `unilm_attention_mask`. A prepared 4-D mask is used as it is."""
@@ -43,7 +44,7 @@ def unilm_layer_mask(
         )
     if attention_mask is not None and attention_mask.dim() == 4:
         return attention_mask
-    past_len = past_key_values.get_seq_length() if past_key_values is not None else 0
+    past_len = cache.get_seq_length() if cache is not None else 0
     if past_len > 0:
         check_unilm_continuation(token_type_ids)
     elif token_type_ids is None:  # one segment: both directions
@@ -96,5 +97,5 @@ def check_unilm_continuation(token_type_ids: torch.Tensor | None) -> None:
     if missing or (not torch.compiler.is_compiling() and bool((token_type_ids[:, 0] == 0).any())):
         raise ValueError(
             "With decoder_mask='unilm', tokens fed after a cache must start a new segment: pass token_type_ids with "
-            "1 for them (generate does so), or read the whole text again without past_key_values."
+            "1 for them (generate does so), or read the whole text again without a cache."
         )

@@ -51,6 +51,7 @@ from transformers.utils import TransformersKwargs, can_return_tuple, logging
 from transformers.utils.output_capturing import capture_outputs
 
 from .blockwise_attention import blockwise_attention_forward, prefers_blockwise_attention
+from .compat import cache_argument, cache_of, given_cache
 from .configuration import RoFormerConfig
 from .hub_mixin import RoFormerHubMixin
 from .input_checks import (
@@ -178,7 +179,7 @@ class RoFormerSelfAttention(nn.Module):
         position_embeddings: tuple[torch.Tensor, torch.Tensor],
         attention_mask: torch.Tensor | None = None,
         padding_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         query_positions: slice | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -203,8 +204,8 @@ class RoFormerSelfAttention(nn.Module):
             return attention_output.reshape(*query_shape, -1), None
 
         query, key = apply_rotary(query, query_cos, query_sin), apply_rotary(key, cos, sin)
-        if past_key_values is not None:
-            key, value = past_key_values.update(key, value, self.layer_idx)
+        if cache is not None:
+            key, value = cache.update(key, value, self.layer_idx)
 
         attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
@@ -301,7 +302,7 @@ class RoFormerEncoder(nn.Module):
         last_layer_positions: slice | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> torch.Tensor:
-        """`kwargs` (position_embeddings, attention_mask, padding_mask, past_key_values) go to every layer;
+        """`kwargs` (position_embeddings, attention_mask, padding_mask, cache) go to every layer;
         `last_layer_positions`, the outputs the last layer computes, to the last (see `RoFormerModel.forward`)."""
         for index, layer in enumerate(self.layer):
             query_positions = last_layer_positions if index == len(self.layer) - 1 else None
@@ -381,9 +382,10 @@ class RoFormerModel(RoFormerPreTrainedModel):
         token_type_ids: torch.LongTensor | None = None,
         position_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         use_cache: bool | None = None,
         last_layer_positions: slice | None = None,
+        past_key_values: Cache | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutputWithPoolingAndCrossAttentions:
         r"""
@@ -401,26 +403,32 @@ class RoFormerModel(RoFormerPreTrainedModel):
                 past_len + 1, ...`; a batch size of 1 gives every sequence the same positions.
             inputs_embeds (`torch.Tensor` of shape `(batch_size, seq_len, embedding_size)`, *optional*):
                 Word embeddings to use instead of `input_ids`.
-            past_key_values ([`~cache_utils.Cache`], *optional*):
+            cache ([`~cache_utils.Cache`], *optional*):
                 Keys and values of earlier tokens (decoder only); a new `DynamicCache` is made when `use_cache`.
             use_cache (`bool`, *optional*):
-                Whether a decoder returns its cache. Defaults to `config.use_cache` for a decoder, `False` otherwise.
+                Whether a decoder returns its cache (as `cache` from transformers 5.24 on, `past_key_values` before).
+                Defaults to `config.use_cache` for a decoder, `False` otherwise, and to `False` while training with
+                gradient checkpointing (the backward pass replays every layer, which would add its keys again).
             last_layer_positions (`slice`, *optional*):
                 The positions whose last hidden states are needed, e.g. `slice(0, 1)` for [CLS]: the last layer
                 computes queries and feed-forward only there (keys and values still cover every token), and
                 `last_hidden_state` holds only those positions (Mosaic BERT's trick; the classifier uses it). Ignored
                 for decoders, linear attention, backends other than "sdpa" and "eager", when `output_hidden_states`
                 or `output_attentions` is set, and with a pooler when the positions do not start at 0.
+            past_key_values ([`~cache_utils.Cache`], *optional*):
+                `cache` under its name before transformers 5.24, which those releases' `generate` passes; give one of
+                the two.
             kwargs ([`~utils.TransformersKwargs`]):
                 `output_hidden_states` (the embeddings' output, then every layer's), `output_attentions` (needs
                 `attn_implementation="eager"`), `return_dict`, and what the attention backend takes.
         """
         inputs_embeds = self._embed(input_ids, inputs_embeds)
         batch_size, seq_len = inputs_embeds.shape[:2]
-        use_cache = self._wants_cache(use_cache, past_key_values)
-        if use_cache and past_key_values is None:
-            past_key_values = DynamicCache(config=self.config)
-        past_len = past_key_values.get_seq_length() if past_key_values is not None else 0
+        cache = given_cache(cache, past_key_values)
+        use_cache = self._wants_cache(use_cache, cache)
+        if use_cache and cache is None:
+            cache = DynamicCache(config=self.config)
+        past_len = cache.get_seq_length() if cache is not None else 0
         check_side_inputs(self.config, (batch_size, seq_len), past_len, attention_mask, token_type_ids, position_ids)
         if position_ids is None:
             position_ids = torch.arange(past_len, past_len + seq_len, device=inputs_embeds.device).unsqueeze(0)
@@ -436,17 +444,15 @@ class RoFormerModel(RoFormerPreTrainedModel):
             hidden_states,
             last_layer_positions=last_layer_positions,
             position_embeddings=self.rotary_emb(hidden_states, position_ids),  # (cos, sin), once for all layers
-            attention_mask=layer_attention_mask(
-                self.config, attention_mask, hidden_states, past_key_values, token_type_ids
-            ),
+            attention_mask=layer_attention_mask(self.config, attention_mask, hidden_states, cache, token_type_ids),
             padding_mask=attention_mask if attention_mask is not None and attention_mask.dim() == 2 else None,
-            past_key_values=past_key_values,
+            cache=cache,
             **kwargs,
         )
         return BaseModelOutputWithPoolingAndCrossAttentions(
             last_hidden_state=last_hidden_state,
             pooler_output=self.pooler(last_hidden_state) if self.pooler is not None else None,
-            past_key_values=past_key_values if use_cache else None,
+            **cache_argument(cache if use_cache else None),
         )
 
     def _embed(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None) -> torch.Tensor:
@@ -457,11 +463,12 @@ class RoFormerModel(RoFormerPreTrainedModel):
         check_input_ids(input_ids, self.embeddings.word_embeddings.num_embeddings)
         return self.embeddings.word_embeddings(input_ids)
 
-    def _wants_cache(self, use_cache: bool | None, past_key_values: Cache | None) -> bool:
-        if not self.config.is_decoder:
+    def _wants_cache(self, use_cache: bool | None, cache: Cache | None) -> bool:
+        replays_layers = self.encoder.layer[0].gradient_checkpointing and self.training and torch.is_grad_enabled()
+        if not self.config.is_decoder or replays_layers:
             return False
         if self.config.attention_type == "linear":
-            if past_key_values is not None:
+            if cache is not None:
                 raise ValueError(
                     "RoFormer with linear attention keeps no key/value cache: call the model (or generate) with "
                     "use_cache=False."
@@ -680,10 +687,11 @@ class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
         token_type_ids: torch.LongTensor | None = None,
         position_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
         logits_to_keep: int | torch.Tensor = 0,
+        past_key_values: Cache | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> RoFormerCausalLMOutput:
         r"""
@@ -701,7 +709,7 @@ class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
             token_type_ids,
             position_ids,
             inputs_embeds,
-            past_key_values=past_key_values,
+            cache=given_cache(cache, past_key_values),
             use_cache=use_cache,
             return_dict=True,
             **kwargs,
@@ -715,7 +723,7 @@ class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
         return RoFormerCausalLMOutput(
             loss=loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
+            **cache_argument(cache_of(outputs)),
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
             pooler_output=outputs.pooler_output,

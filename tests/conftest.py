@@ -72,6 +72,30 @@ def roformer_vocab(data_dir) -> Path:
     return ROFORMER_VOCAB
 
 
+def skip_unless_transformers_causal_lm_is_causal() -> None:
+    """Skips a comparison with transformers' own RoFormerForCausalLM where it is no reference: before transformers
+    5.18 it attends to later tokens (its first token's logits change with the last token)."""
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.RoFormerConfig(**TINY, is_decoder=True)
+    model = transformers.RoFormerForCausalLM(config).eval()
+    input_ids = torch.arange(1, 9)[None]
+    changed = input_ids.clone()
+    changed[0, -1] = 20
+    with torch.no_grad():
+        first_token = [model(ids).logits[0, 0] for ids in (input_ids, changed)]
+    if not torch.equal(*first_token):
+        pytest.skip(f"transformers {transformers.__version__}'s RoFormerForCausalLM sees later tokens: no reference")
+
+
+def enable_activation_checkpointing(model: torch.nn.Module) -> None:
+    """transformers 5.23 renamed `gradient_checkpointing_enable` to `activation_checkpointing_enable` (5.24 deprecates
+    the old name); the oldest supported release has only the old one."""
+    enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+    enable()
+
+
 def assert_padding_changes_nothing(model: torch.nn.Module) -> None:
     """Nine random tokens read alone and followed by four masked padding tokens give the same hidden states."""
     input_ids = torch.randint(1, TINY["vocab_size"], (1, 9))

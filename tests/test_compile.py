@@ -14,6 +14,7 @@ from roformer_hf import (
     RoFormerForSequenceClassification,
     RoFormerModel,
 )
+from roformer_hf.compat import cache_of
 
 ATOL = 1e-5
 
@@ -101,13 +102,13 @@ def test_decoder_with_cache_matches_reading_the_whole_text():
         prompt = step(
             input_ids=batch["input_ids"][:, :5],
             attention_mask=batch["attention_mask"][:, :5],
-            past_key_values=DynamicCache(config=model.config),
+            cache=DynamicCache(config=model.config),
             use_cache=True,
         )
         continued = step(
             input_ids=batch["input_ids"][:, 5:],
             attention_mask=batch["attention_mask"],
-            past_key_values=prompt.past_key_values,
+            cache=cache_of(prompt),
             use_cache=True,
         )
         whole = model(**batch, use_cache=False)

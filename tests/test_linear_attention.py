@@ -210,7 +210,7 @@ def test_causal_model_generates_without_cache_and_refuses_one():
         logits = model(input_ids=generated, use_cache=False).logits
     assert torch.equal(logits[0, 4:8].argmax(dim=-1), generated[0, 5:9])  # greedy: each token is the arg-max
     with pytest.raises(ValueError, match="use_cache=False"):
-        model(input_ids=input_ids, past_key_values=DynamicCache(config=model.config))
+        model(input_ids=input_ids, cache=DynamicCache(config=model.config))
 
 
 def test_linear_attention_refuses_a_prepared_four_dimensional_mask():

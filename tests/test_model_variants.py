@@ -6,7 +6,7 @@ import pytest
 import safetensors.torch
 import torch
 import transformers
-from conftest import TINY, assert_padding_changes_nothing
+from conftest import TINY, assert_padding_changes_nothing, enable_activation_checkpointing
 from transformers import AutoModel
 
 import roformer_hf
@@ -166,7 +166,7 @@ def test_v2_gradient_checkpointing_gives_the_same_gradients():
     inputs = batch_with_padding()
     labels = inputs["input_ids"].masked_fill(inputs["attention_mask"] == 0, -100)
     plain = gradients(model, **inputs, labels=labels)
-    model.activation_checkpointing_enable()
+    enable_activation_checkpointing(model)
     assert_same_gradients(gradients(model, **inputs, labels=labels), plain)
 
 

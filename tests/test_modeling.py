@@ -6,7 +6,12 @@ import logging
 import pytest
 import torch
 import transformers
-from conftest import TINY, assert_padding_changes_nothing
+from conftest import (
+    TINY,
+    assert_padding_changes_nothing,
+    enable_activation_checkpointing,
+    skip_unless_transformers_causal_lm_is_causal,
+)
 from safetensors import safe_open
 from transformers import (
     AutoConfig,
@@ -19,6 +24,7 @@ from transformers import (
 import roformer_hf
 from roformer_hf import RoFormerConfig, RoFormerForCausalLM, RoFormerForMaskedLM, RoFormerModel
 from roformer_hf.blockwise_attention import blockwise_attention_forward
+from roformer_hf.compat import cache_of
 from roformer_hf.modeling import eager_attention_forward
 
 TOLERANCE = {"eager": 1e-5, "sdpa": 1e-4}
@@ -72,6 +78,8 @@ def outputs_to_compare(head: str, output, attention_mask: torch.Tensor) -> list[
 @pytest.mark.parametrize("head", HEADS)
 @pytest.mark.parametrize(("rotary_value", "embedding_size"), [(False, None), (True, None), (False, 16)])
 def test_parity_with_transformers(tmp_path, head, attn_implementation, rotary_value, embedding_size):
+    if head == "RoFormerForCausalLM":
+        skip_unless_transformers_causal_lm_is_causal()
     reference = transformers_checkpoint(tmp_path, head, rotary_value=rotary_value, embedding_size=embedding_size)
     ours, loading_info = getattr(roformer_hf, head).from_pretrained(
         tmp_path, attn_implementation=attn_implementation, output_loading_info=True
@@ -351,7 +359,7 @@ def test_cached_steps_match_full_forward():
     with torch.no_grad():
         full = model(input_ids).logits
         first = model(input_ids[:, :6], use_cache=True)
-        rest = model(input_ids[:, 6:], past_key_values=first.past_key_values).logits
+        rest = model(input_ids[:, 6:], cache=cache_of(first)).logits
     torch.testing.assert_close(torch.cat([first.logits, rest], dim=1), full, atol=1e-5, rtol=1e-5)
 
 
@@ -491,7 +499,7 @@ def test_gradient_checkpointing_gives_the_same_gradients():
         return {name: parameter.grad.clone() for name, parameter in model.named_parameters()}
 
     plain = gradients()
-    model.activation_checkpointing_enable()
+    enable_activation_checkpointing(model)
     checkpointed = gradients()
     for name, gradient in plain.items():
         torch.testing.assert_close(checkpointed[name], gradient, atol=1e-6, rtol=1e-5)
@@ -544,7 +552,7 @@ def test_causal_lm_of_an_encoder_config_warns_and_attends_both_ways(caplog):
     assert "add is_decoder=True" in caplog.text
     input_ids = torch.randint(1, TINY["vocab_size"], (1, 6))
     output = model(input_ids=input_ids)
-    assert output.past_key_values is None
+    assert cache_of(output) is None
     later_token_changed = input_ids.clone()
     later_token_changed[0, -1] = (input_ids[0, -1] % (TINY["vocab_size"] - 1)) + 1
     # The first token sees the last: bidirectional attention, not causal.

@@ -8,9 +8,10 @@ fixtures of roformer 0.4.3 are checked in test_reference.py; these are the invar
 import pytest
 import torch
 import transformers
-from conftest import TINY
+from conftest import TINY, skip_unless_transformers_causal_lm_is_causal
 
 from roformer_hf import RoFormerConfig, RoFormerForCausalLM, RoFormerModel
+from roformer_hf.compat import cache_of
 from roformer_hf.masks import unilm_attention_mask
 
 UNILM = {"is_decoder": True, "decoder_mask": "unilm"}
@@ -152,10 +153,10 @@ def test_cached_steps_match_the_whole_text(attn_implementation):
                 input_ids=batch["input_ids"][:, positions],
                 token_type_ids=batch["token_type_ids"][:, positions],
                 attention_mask=batch["attention_mask"][:, : positions.stop],
-                past_key_values=cache,
+                cache=cache,
                 use_cache=True,
             )
-            cache = output.past_key_values
+            cache = cache_of(output)
             logits.append(output.logits)
     tokens = batch["attention_mask"].bool()
     assert (torch.cat(logits, dim=1) - full)[tokens].abs().max() <= 1e-5
@@ -183,6 +184,7 @@ def test_generate_with_cache_equals_without(attn_implementation):
 
 def test_explicit_causal_is_transformers_causal_lm():
     """decoder_mask="causal" (the default) is transformers' RoFormerForCausalLM, padding and all."""
+    skip_unless_transformers_causal_lm_is_causal()
     torch.manual_seed(0)
     theirs = transformers.RoFormerForCausalLM(transformers.RoFormerConfig(**TINY, is_decoder=True)).eval()
     ours = RoFormerForCausalLM(RoFormerConfig(**TINY, is_decoder=True, decoder_mask="causal")).eval()
@@ -219,10 +221,10 @@ def test_backend_without_arbitrary_masks_is_refused(monkeypatch):
 def test_continuation_after_a_cache_must_start_segment_one():
     model = unilm_model()
     with torch.no_grad():
-        cache = model(torch.tensor([[2, 5, 7]]), use_cache=True).past_key_values
+        cache = cache_of(model(torch.tensor([[2, 5, 7]]), use_cache=True))
         for token_type_ids in (None, torch.tensor([[0]])):
             with pytest.raises(ValueError, match="must start a new segment"):
-                model(torch.tensor([[9]]), token_type_ids=token_type_ids, past_key_values=cache)
+                model(torch.tensor([[9]]), token_type_ids=token_type_ids, cache=cache)
 
 
 def test_save_and_load_keep_the_unilm_mask(tmp_path):
