@@ -1,4 +1,5 @@
-"""No silent random weights: what `RoFormerPreTrainedModel.from_pretrained` checks once a checkpoint is loaded.
+"""No silent random weights, no silent wrong attention: what `RoFormerPreTrainedModel.from_pretrained` reads before
+it loads a checkpoint (`published_sim_settings`) and checks once it has.
 
 transformers initialises any weight a checkpoint lacks (or holds in another shape, with `ignore_mismatched_sizes`)
 at random and reports it in a log table. For a new task head that is what the user wants; for the encoder it means a
@@ -7,14 +8,94 @@ config that does not describe the checkpoint, e.g. a RoFormer-V2 checkpoint read
 naming the likely cause.
 """
 
+import json
+import os
+import pickle
 import re
+from pathlib import Path
 
+import torch
+from huggingface_hub import hf_hub_download
+from huggingface_hub.errors import EntryNotFoundError
+from safetensors import safe_open
 from transformers import PreTrainedModel
 
 from .configuration import RoFormerConfig
 
 # The query weight exists in every variant: when it is missing, the checkpoint lacks the whole layer.
 ABSENT_LAYER = re.compile(r"encoder\.layer\.(\d+)\.attention\.self\.query\.weight$")
+# The weight files transformers reads, in the order it prefers them.
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+HUB_ARGUMENTS = ("cache_dir", "revision", "token", "local_files_only", "subfolder")
+
+
+def published_sim_settings(pretrained_model_name_or_path: str | os.PathLike, kwargs: dict, bare_model: bool) -> dict:
+    """The settings a RoFormer-Sim checkpoint in the published layout needs and does not say, for `from_pretrained`.
+
+    Its config.json (model_type "roformer", written for JunnYu's `roformer`) says `is_decoder: true` and
+    `pooler_activation`, and its weights hold a pooler and an LM head, but nothing says that it attends as a UniLM
+    or that the pooler (its sentence vector) belongs to the model. Read as it is, it would drop the pooler and attend
+    left to right: wrong outputs, without an error. Conversion (`roformer_hf.convert`) writes the same settings.
+
+    Args:
+        pretrained_model_name_or_path (`str` or `os.PathLike`): What `from_pretrained` was given.
+        kwargs (`dict`): The arguments of `from_pretrained` (where to find the files: revision, cache_dir, ...).
+        bare_model (`bool`): Whether the class is the bare encoder, which has a pooler only when told.
+
+    Returns:
+        `dict`: `decoder_mask="unilm"` (and `add_pooling_layer=True` for the bare encoder) for a published Sim
+        checkpoint; empty for every other checkpoint.
+    """
+    hub_kwargs = {name: kwargs[name] for name in HUB_ARGUMENTS if kwargs.get(name) is not None}
+    config_file = checkpoint_file(pretrained_model_name_or_path, "config.json", hub_kwargs)
+    if config_file is None:
+        return {}
+    settings = json.loads(config_file.read_text(encoding="utf-8"))
+    if settings.get("model_type") != "roformer" or not settings.get("is_decoder"):
+        return {}
+    names = weight_names(pretrained_model_name_or_path, hub_kwargs)
+    if not any(name.startswith("roformer.pooler.") for name in names):
+        return {}
+    if not any(name.startswith("cls.predictions.") for name in names):
+        return {}
+    return {"decoder_mask": "unilm", "add_pooling_layer": True} if bare_model else {"decoder_mask": "unilm"}
+
+
+def checkpoint_file(pretrained_model_name_or_path: str | os.PathLike, name: str, hub_kwargs: dict) -> Path | None:
+    """The local path of a checkpoint's file (downloaded into the Hub cache as `from_pretrained` would), or None
+    where there is none; transformers then reports any problem with the checkpoint itself."""
+    folder = Path(pretrained_model_name_or_path, hub_kwargs.get("subfolder") or "")
+    if folder.is_dir():
+        return folder / name if (folder / name).is_file() else None
+    if os.path.exists(pretrained_model_name_or_path):  # a single file: no config.json beside it to read
+        return None
+    try:
+        return Path(hf_hub_download(str(pretrained_model_name_or_path), name, **hub_kwargs))
+    except (OSError, ValueError, EntryNotFoundError):  # no such repository or file, offline without it, bad id
+        return None
+
+
+def weight_names(pretrained_model_name_or_path: str | os.PathLike, hub_kwargs: dict) -> set[str]:
+    """The parameter names of a checkpoint, read without its tensors (empty when it has no readable weights)."""
+    for name in WEIGHT_FILES:
+        file = checkpoint_file(pretrained_model_name_or_path, name, hub_kwargs)
+        if file is None:
+            continue
+        if name.endswith(".index.json"):
+            return set(json.loads(file.read_text(encoding="utf-8"))["weight_map"])
+        if name.endswith(".safetensors"):
+            with safe_open(file, framework="pt") as weights:
+                return set(weights.keys())
+        try:  # a pickle; tensors go to the meta device, so nothing is read but the names
+            return set(torch.load(file, map_location="meta", weights_only=True, mmap=True))
+        except (pickle.UnpicklingError, RuntimeError):  # refused or unreadable: transformers says so when it loads
+            return set()
+    return set()
 
 
 def check_encoder_weights_loaded(model: PreTrainedModel, loading_info: dict) -> None:

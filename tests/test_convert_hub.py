@@ -139,6 +139,17 @@ def test_a_converted_checkpoint_gives_our_classes_through_autotokenizer_and_pipe
     assert len(predictions) == 3 and all(prediction["token"] < tokenizer.vocab_size for prediction in predictions)
 
 
+def test_a_sim_hub_id_loads_right_without_conversion(hub_cache):
+    """Our classes on the Hub id itself (the published layout, offline from the cache): RoFormer-Sim attends as a
+    UniLM and keeps its pooler, as after conversion."""
+    batch, expected = reference("sim")
+    model = roformer_hf.RoFormerModel.from_pretrained("junnyu/roformer_chinese_sim_char_base").eval()
+    assert model.config.decoder_mask == "unilm" and model.pooler is not None
+    with torch.no_grad():
+        pooler_output = model(**batch).pooler_output
+    assert (pooler_output - expected["pooler_output"]).abs().max() <= 1e-5
+
+
 SIM_TEXTS = ["".join(char_vocab(60)[5:12]), "".join(char_vocab(60)[20:24]), char_vocab(60)[30]]
 
 

@@ -131,13 +131,15 @@ def test_bare_model_matches_reference(checkpoints, family, attn_implementation):
 
 
 @pytest.mark.parametrize("attn_implementation", ATTENTION)
+@pytest.mark.parametrize("settings", [SIM_SETTINGS, {}], ids=["by-hand", "as-published"])
 @pytest.mark.parametrize("use_cache", [True, False])
-def test_sim_greedy_generation_matches_reference(checkpoints, use_cache, attn_implementation):
+def test_sim_greedy_generation_matches_reference(checkpoints, use_cache, settings, attn_implementation):
     """The reference encodes the prompt in both directions, then each new token (token type 1) attends to everything
     before it; generation.json holds its greedy tokens, whose every step wins by a margin fp32 cannot flip. Without
-    the cache, the UniLM mask over token types gives every step the same view, so the same tokens."""
+    the cache, the UniLM mask over token types gives every step the same view, so the same tokens. The published
+    checkpoint needs no settings: loading reads its layout."""
     model = load_every_weight(
-        RoFormerForCausalLM, checkpoints["sim"], attn_implementation=attn_implementation, **SIM_SETTINGS
+        RoFormerForCausalLM, checkpoints["sim"], attn_implementation=attn_implementation, **settings
     )
     generation = json.loads((REFERENCE / "sim" / "generation.json").read_text())
     prompt = torch.tensor(generation["prompt"])
@@ -150,6 +152,40 @@ def test_sim_greedy_generation_matches_reference(checkpoints, use_cache, attn_im
         use_cache=use_cache,
     )
     assert sequences.tolist() == generation["sequences"]
+
+
+@pytest.mark.parametrize("attn_implementation", ATTENTION)
+def test_published_sim_loads_as_a_unilm_with_its_pooler(checkpoints, attn_implementation):
+    """A Sim checkpoint as published says is_decoder and pooler_activation but neither decoder_mask nor
+    add_pooling_layer: the causal LM and the bare encoder, with no extra argument or with add_pooling_layer=True
+    only, give the reference's logits and pooler_output (a left-to-right mask gave 1.75e-2 off, the pooler dropped)."""
+    batch, expected = reference_batch("sim"), reference_outputs("sim")
+    folder, attention = checkpoints["sim"], {"attn_implementation": attn_implementation}
+    causal_lm = load_every_weight(RoFormerForCausalLM, folder, **attention)
+    encoders = [
+        load_every_weight(RoFormerModel, folder, ignored_prefix="cls.", **attention),
+        load_every_weight(RoFormerModel, folder, ignored_prefix="cls.", add_pooling_layer=True, **attention),
+    ]
+    for model in (causal_lm, *encoders):
+        assert model.config.decoder_mask == "unilm" and model.config.pooler_activation == "linear"
+        with torch.no_grad():
+            output = model(**batch)
+        assert_matches("pooler_output", output.pooler_output, expected["pooler_output"], batch["attention_mask"])
+    with torch.no_grad():
+        logits = causal_lm(**batch).logits
+    assert_matches("logits", logits, expected["logits"], batch["attention_mask"])
+
+
+def test_published_causal_lm_without_a_pooler_stays_left_to_right(checkpoints, tmp_path):
+    """The Sim rule needs both a pooler and an LM head: transformers' own causal RoFormer (no pooler) keeps its
+    causal mask, and an explicit setting wins over the rule."""
+    state_dict = torch.load(checkpoints["sim"] / "pytorch_model.bin", weights_only=True)
+    without_pooler = {name: tensor for name, tensor in state_dict.items() if not name.startswith("roformer.pooler.")}
+    torch.save(without_pooler, tmp_path / "pytorch_model.bin")
+    shutil.copy(checkpoints["sim"] / "config.json", tmp_path / "config.json")
+    assert load_every_weight(RoFormerForCausalLM, tmp_path).config.decoder_mask == "causal"
+    explicit = RoFormerForCausalLM.from_pretrained(checkpoints["sim"], decoder_mask="causal")
+    assert explicit.config.decoder_mask == "causal"
 
 
 def transformers_masked_lm_logits(folder: Path, family: str) -> torch.Tensor:
