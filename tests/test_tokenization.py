@@ -12,6 +12,7 @@ import unicodedata
 
 import jieba
 import pytest
+import transformers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from transformers import AutoTokenizer, PreTrainedTokenizer
@@ -424,6 +425,11 @@ def test_batch_encoding_matches_transformers_own(roformer_vocab, real_texts, cal
         texts = texts[3]
     elif options.get("is_split_into_words"):
         texts = [line.split("，") for line in texts]
+        if 1 in theirs([["今天", "很好"]], is_split_into_words=True)["token_type_ids"][0]:
+            pytest.skip(
+                f"transformers {transformers.__version__}'s own _encode_plus reads a batch's pre-split words as a "
+                "pair of texts (a [SEP] between them): no reference"
+            )
     expected = as_lists(theirs(texts, **options))
     assert as_lists(ours(texts, **options)) == expected
     assert set(expected) == expected_keys(options)  # neither path dropped a list the other returns
