@@ -44,7 +44,12 @@ def prefers_blockwise_attention(config: PreTrainedConfig, query: torch.Tensor, d
     eager attention. Blockwise attention is then faster than eager at every length measured, 128 to 2,048 tokens
     (its dropout masks cost a fraction of `F.dropout`'s, and its buffers are reused), and its memory is linear in the
     length.
+
+    Not under `torch.compile`: numpy's generator cannot be traced, so `fullgraph=True` would fail; the compiled
+    graph keeps SDPA, whose dropout the compiler traces like any other operation.
     """
+    if torch.compiler.is_compiling():
+        return False
     return config._attn_implementation == "sdpa" and query.device.type == "cpu" and dropout > 0
 
 

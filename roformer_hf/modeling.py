@@ -482,14 +482,28 @@ class RoFormerModel(RoFormerPreTrainedModel):
         records_outputs = any(
             kwargs.get(flag, getattr(self.config, flag)) for flag in ("output_hidden_states", "output_attentions")
         )
-        first_position = range(seq_len)[positions][:1]
         return (
             not records_outputs
             and not self.config.is_decoder
             and self.config.attention_type == "softmax"
             and self.config._attn_implementation in ("sdpa", "eager")
-            and (self.pooler is None or first_position == range(1))  # the pooler reads position 0
+            and (self.pooler is None or starts_at_first_position(positions, seq_len))  # the pooler reads position 0
         )
+
+
+def starts_at_first_position(positions: slice, seq_len: int) -> bool:
+    """Whether the first position `positions` selects from `seq_len` tokens is position 0.
+
+    Read from the slice alone where it can be (a start of 0 or None, a positive step and stop), so that `torch.export`
+    keeps the length symbolic: `range(seq_len)` would fix it to the example's length. Other slices read the length.
+    """
+    step = 1 if positions.step is None else positions.step
+    start = 0 if positions.start is None else positions.start
+    if step > 0 and start == 0 and (positions.stop is None or positions.stop > 0):
+        return seq_len > 0
+    if step > 0 and start > 0:
+        return False  # starts after position 0, or selects nothing
+    return range(seq_len)[positions][:1] == range(1)
 
 
 class RoFormerPredictionHeadTransform(nn.Module):

@@ -94,6 +94,31 @@ def test_sequence_classification_matches_eager(training):
     torch.testing.assert_close(actual.loss, expected.loss, atol=ATOL, rtol=0)
 
 
+def test_training_with_attention_dropout_compiles_into_one_graph():
+    """The default attention dropout (0.1) in train mode on the CPU: eager runs blockwise attention (numpy's
+    generator, which dynamo cannot trace); the compiled graph keeps SDPA and its dropout."""
+    torch.manual_seed(0)
+    config = RoFormerConfig(**{**TINY, "attention_probs_dropout_prob": 0.1}, num_labels=3)
+    model = RoFormerForSequenceClassification(config).train()
+    loss = compiled(model)(**padded_batch(), labels=torch.tensor([2, 0])).loss
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert gradients(model).keys() == {name for name, _ in model.named_parameters()}
+    assert all(torch.isfinite(gradient).all() for gradient in gradients(model).values())
+
+
+def test_compiled_attention_dropout_drops():
+    """With every attention probability dropped, attention outputs zeros: eager (blockwise) and compiled (SDPA)
+    training then agree exactly, and differ from evaluation."""
+    model = RoFormerModel(RoFormerConfig(**{**TINY, "attention_probs_dropout_prob": 1.0})).train()
+    with torch.no_grad():
+        expected = model(**padded_batch()).last_hidden_state
+        actual = compiled(model)(**padded_batch()).last_hidden_state
+        evaluated = model.eval()(**padded_batch()).last_hidden_state
+    torch.testing.assert_close(actual, expected, atol=ATOL, rtol=0)
+    assert not torch.allclose(actual, evaluated, atol=1e-2)
+
+
 def test_decoder_with_cache_matches_reading_the_whole_text():
     model = RoFormerForCausalLM(RoFormerConfig(**TINY, is_decoder=True)).eval()
     batch = padded_batch()
