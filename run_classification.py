@@ -404,16 +404,54 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[ModelArguments, DataA
     return model_args, data_args, training_args
 
 
-def read_data_file(path: str, option: str) -> datasets.Dataset:
+def read_data_file(path: str, option: str, label_column: str = "label") -> datasets.Dataset:
     """Read one CSV or JSON(-lines) file; `option` names the argument that gave it, for error messages."""
     data_format = DATA_FORMATS.get(Path(path).suffix.lower())
     if data_format is None:
         raise ScriptError(f"{option} {path}: use a .csv, .json or .jsonl file.")
     check_data_file(path, option)
+    # pandas reads the cells None, NA, null, NaN, n/a, ... as missing values; only an empty cell is missing here, so
+    # that a class named "NA" stays a class (numbers are then recognised by `read_csv_numbers`)
+    csv_options = {"keep_default_na": False, "na_values": [""]} if data_format == "csv" else {}
     try:
-        return datasets.load_dataset(data_format, data_files=str(path), split="train")
+        dataset = datasets.load_dataset(data_format, data_files=str(path), split="train", **csv_options)
     except (datasets.exceptions.DatasetGenerationError, ValueError, OSError) as error:
         raise data_file_error({option: path}, error) from error
+    return read_csv_numbers(dataset, label_column, f"{option} {path}") if data_format == "csv" else dataset
+
+
+def read_csv_numbers(dataset: datasets.Dataset, column: str, source: str) -> datasets.Dataset:
+    """
+    The CSV label `column` as numbers when every label is a number (ids, or scores where NaN and inf are numbers
+    too, refused later), as names when none is; a column mixing them is refused, as in JSON data.
+    """
+    feature = dataset.features.get(column)
+    if not (isinstance(feature, datasets.Value) and feature.dtype in ("string", "large_string")):
+        return dataset  # read as numbers by pandas already, or absent
+    labels = dataset[column]
+    numbers = [parse_number(label) for label in labels]
+    given = [row for row, label in enumerate(labels) if label is not None]
+    numeric = [row for row in given if numbers[row] is not None]
+    if not numeric:
+        return dataset
+    if len(numeric) < len(given):
+        named = next(row for row in given if numbers[row] is None)
+        raise ScriptError(
+            f"the labels in column {column!r} of {source} mix names and numbers (data row {named + 1} holds "
+            f"{labels[named]!r}, data row {numeric[0] + 1} holds {labels[numeric[0]]!r}): write every label the same "
+            "way: all names or all numbers."
+        )
+    return dataset.remove_columns(column).add_column(column, numbers)
+
+
+def parse_number(text: str | None) -> int | float | None:
+    """The number a CSV cell holds (an int when written without a point), or `None` for a name or an empty cell."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except (TypeError, ValueError):
+            continue
+    return None
 
 
 def load_raw_datasets(data_args: DataArguments, training_args: TrainingArguments) -> datasets.DatasetDict:
@@ -426,7 +464,7 @@ def load_raw_datasets(data_args: DataArguments, training_args: TrainingArguments
     ]
     for split, option, path, needed in wanted:
         if needed and path is not None:
-            raw_datasets[split] = read_data_file(path, option)
+            raw_datasets[split] = read_data_file(path, option, data_args.label_column_name)
     check_raw_datasets(raw_datasets, data_args)  # before any shuffling, so that row numbers are those of the files
     if training_args.do_eval and "validation" not in raw_datasets and "train" in raw_datasets:
         if data_args.validation_split_percentage == 0:
@@ -469,6 +507,20 @@ def check_raw_datasets(raw_datasets: datasets.DatasetDict, data_args: DataArgume
                     f"data row {missing[0] + 1} of the file): label them or remove them."
                 )
             check_label_kinds(dataset[data_args.label_column_name], data_args.label_column_name, split)
+            check_finite_labels(dataset[data_args.label_column_name], split, data_args)
+
+
+def check_finite_labels(labels: Sequence[Any], split: str, data_args: DataArguments) -> None:
+    """Refuse a NaN or infinite label (JSON reads NaN and Infinity): a regression on it trains a model of NaNs."""
+    for row, label in enumerate(labels):
+        for value in label if isinstance(label, list) else [label]:
+            if isinstance(value, float) and not math.isfinite(value):
+                option = f"--{split}_file"
+                raise ScriptError(
+                    f"{option} {getattr(data_args, split + '_file')}: data row {row + 1} has the label {value} in "
+                    f"column {data_args.label_column_name!r}, which is not a finite number: give every row a finite "
+                    "number, or remove the row."
+                )
 
 
 def label_kind(value: Any) -> str:
@@ -594,6 +646,7 @@ def label_info_from_data(train_dataset: datasets.Dataset, data_args: DataArgumen
     problem_type = data_args.problem_type
     if problem_type == "auto":
         problem_type = infer_problem_type(train_dataset.features[column])
+        check_not_whole_floats(train_dataset[column], column, problem_type)
     if problem_type == REGRESSION:
         return LabelInfo(REGRESSION, [])
     label_names = sorted_label_names(labels_of(train_dataset, column, problem_type))
@@ -605,6 +658,21 @@ def label_info_from_data(train_dataset: datasets.Dataset, data_args: DataArgumen
     if not label_names:
         raise ScriptError(f"no training example has a label in {column!r}: every list of labels is empty.")
     return LabelInfo(problem_type, label_names)
+
+
+def check_not_whole_floats(labels: Sequence[Any], column: str, problem_type: str) -> None:
+    """
+    Refuse to guess the task from labels that are all whole numbers written as floats (0.0, 1.0): class ids saved
+    by pandas or numpy look so as often as scores do, and regression on classes trains silently.
+    """
+    if problem_type == REGRESSION and all(float(label).is_integer() for label in labels):
+        values = sorted(set(labels))
+        examples = ", ".join(map(str, values[:3])) + (", ..." if len(values) > 3 else "")
+        raise ScriptError(
+            f"the labels in column {column!r} are whole numbers written as floats ({examples}), which may be "
+            "class ids or scores: say which with --problem_type single_label_classification (classes) or "
+            "--problem_type regression (scores)."
+        )
 
 
 def label_info_from_checkpoint(model_args: ModelArguments) -> LabelInfo:

@@ -87,6 +87,11 @@ FILL_MASK_EXAMPLES = [
     "国民经济保持了良好的发展[MASK]。",
 ]
 MIN_SEQ_LENGTH = 8
+# Texts longer than this many characters are cut into pieces before tokenization (not with --line_by_line, where a
+# line is an example): the tokenizer's memory follows the length of one text, so a corpus on one line needed several times
+# the memory of the same text in lines. Packing joins the pieces again, with [SEP] [CLS] at each cut.
+LONG_TEXT_CHARACTERS = 2_000
+SENTENCE_ENDS = ("。", "！", "？", "!", "?", "\n")
 
 
 @dataclass
@@ -360,16 +365,56 @@ def load_raw_datasets(data_args: DataArguments, model_args: ModelArguments) -> d
     raw_datasets = raw_datasets.select_columns([data_args.text_column_name])
     if data_args.text_column_name != "text":
         raw_datasets = raw_datasets.rename_column(data_args.text_column_name, "text")
-    raw_datasets = raw_datasets.filter(_has_text)
+    for split, dataset in raw_datasets.items():
+        source = (
+            f"--dataset_name {data_args.dataset_name}"
+            if data_args.dataset_name
+            else data_file_option(split, data_args)
+        )
+        raw_datasets[split] = dataset.filter(_has_text, with_indices=True, fn_kwargs={"source": source})
     if not data_args.streaming and len(raw_datasets["train"]) == 0:
         raise ScriptError("the training data holds no text (only blank lines or empty values).")
+    if not data_args.line_by_line:
+        raw_datasets = raw_datasets.map(split_long_texts, batched=True, fn_kwargs={"limit": LONG_TEXT_CHARACTERS})
     if "validation" not in raw_datasets and data_args.validation_split_percentage > 0:
         raw_datasets = _split_validation(raw_datasets["train"], data_args.validation_split_percentage)
     return raw_datasets
 
 
-def _has_text(example: dict[str, Any]) -> bool:
-    return isinstance(example["text"], str) and bool(example["text"].strip())
+def data_file_option(split: str, data_args: DataArguments) -> str:
+    """The option and file a split was read from, for messages: `--train_file corpus.txt`."""
+    return f"--{split}_file {getattr(data_args, f'{split}_file')}"
+
+
+def _has_text(example: dict[str, Any], index: int, source: str) -> bool:
+    """Whether a row holds text (blank lines and empty values are skipped); a number or a list is refused, since
+    dropping it would silently lose data the user meant to train on."""
+    text = example["text"]
+    if text is not None and not isinstance(text, str):
+        raise ScriptError(
+            f"{source}: data row {index + 1} holds {text!r} ({type(text).__name__}), not text, in the text column: "
+            'write every text as a string (in JSON, "123" rather than 123).'
+        )
+    return text is not None and bool(text.strip())
+
+
+def split_long_text(text: str, limit: int) -> list[str]:
+    """
+    `text` cut into pieces of at most `limit` characters, each ending after the last sentence end (`SENTENCE_ENDS`)
+    it holds (at `limit` characters where there is none), so that jieba's words are rarely cut.
+    """
+    pieces, start = [], 0
+    while len(text) - start > limit:
+        window = text[start : start + limit]
+        cut = max(window.rfind(mark) for mark in SENTENCE_ENDS) + 1 or limit
+        pieces.append(window[:cut])
+        start += cut
+    return [*pieces, text[start:]]
+
+
+def split_long_texts(batch: dict[str, list], limit: int) -> dict[str, list]:
+    """Cut every text longer than `limit` characters into pieces (see `split_long_text`), one row each."""
+    return {"text": [piece for text in batch["text"] for piece in split_long_text(text, limit)]}
 
 
 def _load_text_files(data_args: DataArguments, model_args: ModelArguments) -> datasets.DatasetDict:
@@ -379,20 +424,25 @@ def _load_text_files(data_args: DataArguments, model_args: ModelArguments) -> da
     for split, path in data_files.items():
         check_data_file(path, f"--{split}_file")
     builders = {".txt": "text", ".json": "json", ".jsonl": "json", ".csv": "csv"}
-    suffixes = {Path(path).suffix for path in data_files.values()}
+    suffixes = {Path(path).suffix.lower() for path in data_files.values()}
     if len(suffixes) != 1 or next(iter(suffixes)) not in builders:
         raise ScriptError(
             f"data files must all be one of {', '.join(builders)}, got {', '.join(data_files.values())}."
         )
+    builder = builders[suffixes.pop()]
+    # pandas would read a text "NA", "null", "None", ... as a missing value, which is then skipped
+    csv_options = {"keep_default_na": False, "na_values": [""]} if builder == "csv" else {}
     try:
         return datasets.load_dataset(
-            builders[suffixes.pop()],
+            builder,
             data_files=data_files,
             cache_dir=model_args.cache_dir,
             streaming=data_args.streaming,
+            **csv_options,
         )
     except (datasets.exceptions.DatasetGenerationError, ValueError, OSError) as error:
-        raise data_file_error({f"--{split}_file": path for split, path in data_files.items()}, error) from error
+        files = {f"--{split}_file": path for split, path in data_files.items()}
+        raise data_file_error(files, error, cache_dir=model_args.cache_dir) from error
 
 
 def _load_saved_dataset(data_args: DataArguments) -> datasets.DatasetDict:

@@ -22,7 +22,8 @@ weights; for RoFormer-Sim, a checkpoint with a pooler and an LM head, `RoFormerF
 `trust_remote_code=True`) and a model card. The tokenizer follows the vocabulary (see `is_word_level`):
 `RoFormerJiebaTokenizer` for the word-level vocabularies, transformers' `BertTokenizer` for the char-level ones. It
 is written to a temporary folder beside the output and
-moved into place when whole; an existing output folder is only replaced with `--overwrite`.
+moved into place when whole; an existing output folder is only replaced with `--overwrite`, and only when it holds
+an earlier conversion and nothing else (a user's other files are never deleted).
 
 Usage:
 
@@ -51,7 +52,7 @@ from transformers.utils import logging
 from . import modeling
 from .configuration import RoFormerConfig
 from .model_card import write_model_card
-from .tokenization import RoFormerJiebaTokenizer
+from .tokenization import RoFormerJiebaTokenizer, load_vocab
 
 logger = logging.get_logger(__name__)
 
@@ -180,12 +181,19 @@ def state_dict_to_bert4keras(state_dict: dict[str, torch.Tensor]) -> dict[str, n
 # Reading the sources
 # ----------------------------------------------------------------------------------------------------------------
 
-TRANSFORMERS_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+# The weights of a transformers checkpoint: one file, or the index of a sharded one (`save_pretrained` cuts weights
+# above `max_shard_size` into `model-00001-of-00002.safetensors`, ...).
+TRANSFORMERS_WEIGHTS = (
+    *("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json"),
+)
 POSITION_TABLE = "encoder.embed_positions.weight"
 POOLER = "roformer.pooler."
 LM_HEAD = "cls.predictions."
 # What a conversion reads of a Hub repository (which also holds TF, Flax and ONNX weights that it does not need).
-HUB_FILES = ("config.json", *TRANSFORMERS_WEIGHTS, "vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
+HUB_FILES = (
+    *("config.json", *TRANSFORMERS_WEIGHTS, "model-*-of-*.safetensors", "pytorch_model-*-of-*.bin"),
+    *("vocab.txt", "tokenizer_config.json", "special_tokens_map.json"),
+)
 
 
 def locate_source(source: str | Path, revision: str | None = None) -> Path:
@@ -233,8 +241,9 @@ def detect_source(folder: Path) -> str:
         kind = None
     if kind is None or not has_vocab:
         raise ConversionError(
-            f"{folder} is not a RoFormer checkpoint: expected either config.json, model.safetensors or "
-            "pytorch_model.bin and vocab.txt (a transformers RoFormer), or bert_config.json, a TF checkpoint "
+            f"{folder} is not a RoFormer checkpoint: expected either config.json, model.safetensors (or a sharded "
+            "model.safetensors.index.json) or pytorch_model.bin and vocab.txt (a transformers RoFormer), or "
+            "bert_config.json, a TF checkpoint "
             f"(bert_model.ckpt.index and .data-*) and vocab.txt (an original bert4keras RoFormer); found "
             f"{', '.join(sorted(path.name for path in folder.iterdir())) or 'nothing'}."
         )
@@ -261,12 +270,32 @@ def read_transformers_checkpoint(folder: Path) -> tuple[RoFormerConfig, dict[str
             f"{folder / 'config.json'} has model_type {settings.get('model_type')!r}, not 'roformer': "
             "this converter reads transformers RoFormer checkpoints (a roformer_hf checkpoint needs no conversion)."
         )
-    if (folder / "model.safetensors").is_file():
-        state_dict = load_file(folder / "model.safetensors")
-    else:
-        state_dict = torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
+    state_dict = read_transformers_weights(folder)
     state_dict = {name: tensor for name, tensor in state_dict.items() if not name.endswith(POSITION_TABLE)}
     return config_from_dict(transformers_settings(settings, state_dict), folder), state_dict
+
+
+def read_transformers_weights(folder: Path) -> dict[str, torch.Tensor]:
+    """The weights of a transformers checkpoint (see `TRANSFORMERS_WEIGHTS`), safetensors first, shards joined."""
+    weights_file = next(folder / name for name in TRANSFORMERS_WEIGHTS if (folder / name).is_file())
+    if weights_file.name.endswith(".index.json"):
+        weight_map = json.loads(weights_file.read_text(encoding="utf-8")).get("weight_map", {})
+        shards = [folder / name for name in sorted(set(weight_map.values()))]
+        missing = [shard.name for shard in shards if not shard.is_file()]
+        if missing or not shards:
+            raise ConversionError(
+                f"{weights_file} names shards that are not in {folder}: {', '.join(missing) or 'none at all'}; "
+                "download every shard of the checkpoint."
+            )
+    else:
+        shards = [weights_file]
+    state_dict = {}
+    for shard in shards:
+        if shard.suffix == ".safetensors":
+            state_dict.update(load_file(shard))
+        else:
+            state_dict.update(torch.load(shard, map_location="cpu", weights_only=True))
+    return state_dict
 
 
 def transformers_settings(settings: dict, state_dict: dict[str, torch.Tensor]) -> dict:
@@ -396,13 +425,16 @@ def tokenizer_settings(folder: Path, config: RoFormerConfig) -> dict:
 def build_tokenizer(folder: Path, config: RoFormerConfig) -> PreTrainedTokenizerBase:
     """The tokenizer of the checkpoint's vocab.txt (see `is_word_level`); its size must match the embeddings."""
     vocab_file = folder / "vocab.txt"
-    vocab = vocab_file.read_text(encoding="utf-8").split("\n")  # one token a line; splitlines() also splits at \x1c
+    try:
+        vocab = load_vocab(vocab_file)  # refuses a repeated token, which would shift the ids of every later one
+    except ValueError as error:
+        raise ConversionError(str(error)) from None
     settings = tokenizer_settings(folder, config)
-    if is_word_level(vocab):
+    if is_word_level(list(vocab)):
         jieba_settings = {key: settings[key] for key in ("do_lower_case", "model_max_length") if key in settings}
         tokenizer = RoFormerJiebaTokenizer(vocab_file=str(vocab_file), **jieba_settings)
     else:  # the char-level checkpoints were trained with BERT's tokenization
-        tokenizer = BertTokenizer(vocab=str(vocab_file), **settings)
+        tokenizer = BertTokenizer(vocab=vocab, **settings)
     if len(tokenizer) != config.vocab_size:
         raise ConversionError(
             f"{vocab_file} has {len(tokenizer)} entries but the model has {config.vocab_size} token "
@@ -423,7 +455,7 @@ def convert(source: str | Path, output: str | Path, *, revision: str | None = No
         revision (`str`, *optional*):
             The branch, tag or commit of a Hub id; the default branch when not given.
         overwrite (`bool`, defaults to `False`):
-            Replace `output` if it exists.
+            Replace an earlier conversion in `output`. A folder holding anything else is refused, naming it.
 
     Returns:
         The path of the written checkpoint.
@@ -436,6 +468,7 @@ def convert(source: str | Path, output: str | Path, *, revision: str | None = No
         raise ConversionError(f"The output {output} would replace the source {source}: choose another folder.")
     if output.exists() and not overwrite:
         raise ConversionError(f"{output} exists: choose another output folder or pass --overwrite to replace it.")
+    check_only_conversion_files(output)
     reader = read_transformers_checkpoint if kind == "transformers" else read_bert4keras_checkpoint
     config, state_dict = reader(source)
     model = build_model(config, state_dict)
@@ -454,15 +487,58 @@ def convert(source: str | Path, output: str | Path, *, revision: str | None = No
     return output
 
 
+# What a conversion writes besides the model code (the `.py` modules of roformer_hf, for `trust_remote_code=True`).
+CONVERSION_FILES = (
+    *("config.json", "generation_config.json", "model.safetensors", "README.md"),
+    *("vocab.txt", "user_dict.txt", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json"),
+)
+
+
+def conversion_files() -> set[str]:
+    """The names of the files a conversion may write: `CONVERSION_FILES` and the modules of roformer_hf."""
+    return {*CONVERSION_FILES, *(path.name for path in Path(modeling.__file__).parent.glob("*.py"))}
+
+
+def check_only_conversion_files(output: Path) -> None:
+    """
+    Refuse to replace a folder holding anything an earlier conversion did not write (`--overwrite` replaces a
+    converted checkpoint, never a user's files): a folder without a roformer_hf `config.json` is no earlier
+    conversion, so all it holds is named.
+    """
+    if not output.exists():
+        return
+    if not output.is_dir():
+        raise ConversionError(f"{output} is a file, not a folder: choose another output folder.")
+    try:
+        converted = json.loads((output / "config.json").read_text(encoding="utf-8")).get("model_type") == "roformer_hf"
+    except (OSError, ValueError, AttributeError):
+        converted = False
+    ours = conversion_files() if converted else set()
+    others = sorted(path.name for path in output.iterdir() if path.name not in ours or not path.is_file())
+    if others:
+        named = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        raise ConversionError(
+            f"{output} holds files that no conversion wrote ({named}): --overwrite replaces only an earlier "
+            "conversion's files; move them away or choose another output folder."
+        )
+
+
 def replace_folder(output: Path, staging: Path) -> None:
-    """Moves the finished `staging` folder to `output`, replacing `output` only once the new folder is whole."""
+    """
+    Moves the files of the finished `staging` folder into `output` (renamed whole, if new): each file is the old or
+    the new one, never half written, and the weights come last. Files of the earlier conversion that this one did
+    not write are deleted; `check_only_conversion_files` made sure that there are no others.
+    """
     if not output.exists():
         staging.rename(output)
         return
-    previous = staging.with_name(staging.name + ".previous")
-    output.rename(previous)
-    staging.rename(output)
-    shutil.rmtree(previous)
+    written = sorted(staging.iterdir(), key=lambda path: path.suffix == ".safetensors")
+    written_names = {path.name for path in written}
+    for path in written:
+        os.replace(path, output / path.name)
+    for path in output.iterdir():
+        if path.name not in written_names:
+            path.unlink()
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -478,7 +554,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("output", help="folder to write; must not exist unless --overwrite")
     parser.add_argument("--revision", help="branch, tag or commit of a Hub model id (default: its main branch)")
-    parser.add_argument("--overwrite", action="store_true", help="replace the output folder if it exists")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier conversion in the output folder (a folder holding other files is refused)",
+    )
     return parser.parse_args(argv)
 
 

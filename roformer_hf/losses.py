@@ -8,28 +8,43 @@ from .input_checks import CLASS_LABELS_FIX, check_labels
 
 
 def sequence_classification_loss(config: RoFormerConfig, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """The loss of `config.problem_type`, inferred as transformers does when unset (and then stored in the config).
+    """The loss of `config.problem_type`, inferred as transformers does when unset (and then stored in the config,
+    once the labels gave a loss: labels refused by a first call leave the config as it was).
 
     "regression" (one label: mean squared error), "single_label_classification" (integer labels: cross-entropy) or
     "multi_label_classification" (float multi-hot labels: binary cross-entropy with logits).
     """
     num_labels = logits.shape[-1]
-    if config.problem_type is None:
+    problem_type = config.problem_type
+    if problem_type is None:
         if num_labels == 1:
-            config.problem_type = "regression"
+            problem_type = "regression"
         elif labels.dtype in (torch.long, torch.int):
-            config.problem_type = "single_label_classification"
+            problem_type = "single_label_classification"
         else:
-            config.problem_type = "multi_label_classification"
+            problem_type = "multi_label_classification"
     labels = labels.to(logits.device)
-    if config.problem_type == "regression":
-        if num_labels == 1:
-            return F.mse_loss(logits.squeeze(-1), labels.squeeze(-1).to(logits.dtype))
-        return F.mse_loss(logits, labels.to(logits.dtype))
-    if config.problem_type == "single_label_classification":
+    if problem_type == "regression":
+        predictions, targets = (logits.squeeze(-1), labels.squeeze(-1)) if num_labels == 1 else (logits, labels)
+        loss = F.mse_loss(predictions, targets.to(logits.dtype))
+    elif problem_type == "single_label_classification":
         check_labels(labels, num_labels, CLASS_LABELS_FIX)
-        return F.cross_entropy(logits.view(-1, num_labels), labels.view(-1))
-    return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+        loss = F.cross_entropy(logits.view(-1, num_labels), labels.view(-1))
+    else:
+        check_multi_hot_labels(labels, logits)
+        loss = F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+    config.problem_type = problem_type
+    return loss
+
+
+def check_multi_hot_labels(labels: torch.Tensor, logits: torch.Tensor) -> None:
+    """Multi-label targets are one 0/1 value per class: refuse another shape, e.g. class ids given as floats."""
+    if labels.shape != logits.shape:
+        raise ValueError(
+            f"multi-label classification needs labels of shape {tuple(logits.shape)} (batch_size, num_labels), one "
+            f"0/1 value per class, got {tuple(labels.shape)}: for one class per example give the class ids as "
+            "integers (torch.long), which makes the task single-label."
+        )
 
 
 def span_loss(

@@ -7,6 +7,7 @@ missing file) into one line on stderr and a non-zero exit, without a traceback (
 """
 
 import codecs
+import errno
 import inspect
 import json
 import logging
@@ -658,10 +659,37 @@ def find_utf8_error(path: str | Path, limit: int | None = None) -> tuple[int, in
     return None
 
 
+# The first bytes of files that are not text at all, or text that iconv -f gbk would garble.
+FILE_SIGNATURES = {
+    b"PAR1": "a Parquet file",
+    b"\x1f\x8b": "a gzip-compressed file",
+    b"PK\x03\x04": "a zip archive (or an .xlsx workbook)",
+    b"\xff\xfe\x00\x00": "UTF-32 text",
+    b"\xff\xfe": "UTF-16 text",
+    b"\xfe\xff": "UTF-16 text",
+}
+
+
 def not_utf8_error(path: str | Path, what: str, line: int, byte: int) -> ScriptError:
-    """The error for a file that is not UTF-8, naming the place and the command that converts it."""
+    """The error for a file that is not UTF-8, naming the place and what converts it: iconv for text in another
+    encoding (GBK, the usual one for Chinese, or UTF-16), an export to a text format for a binary file."""
     path = Path(path)
+    with open(path, "rb") as file:
+        head = file.read(UTF8_CHECK_BYTES)
+    kind = next((name for signature, name in FILE_SIGNATURES.items() if head.startswith(signature)), None)
+    if kind is None and head.count(b"\x00") > len(head) // 4:  # every other byte 0: UTF-16 without a byte-order mark
+        kind = "UTF-16 text"
     converted = path.with_name(f"{path.stem}.utf8{path.suffix}")
+    if kind is not None and kind.startswith("UTF-"):
+        encoding = kind.split()[0].lower()
+        return ScriptError(
+            f"{what} {path} is {kind}, not UTF-8: convert it, e.g. iconv -f {encoding} -t utf-8 {path} > {converted}"
+        )
+    if kind is not None:
+        return ScriptError(
+            f"{what} {path} is {kind}, not text: give a .txt, .jsonl or .csv file (e.g. export a Parquet file with "
+            "pandas: read_parquet(...).to_json(..., orient='records', lines=True, force_ascii=False))."
+        )
     return ScriptError(
         f"{what} {path} is not UTF-8 text (byte 0x{byte:02x} on line {line}); Chinese text in another encoding is "
         f"usually GBK: convert it, e.g. iconv -f gbk -t utf-8 {path} > {converted}"
@@ -690,26 +718,58 @@ def check_data_file(path: str, option: str) -> None:
         raise ScriptError(f"{option} {path}: no such file.")
     if Path(path).stat().st_size == 0:
         raise ScriptError(f"{option} {path} is empty: give a file with text.")
-    place = find_utf8_error(path, limit=UTF8_CHECK_BYTES)
+    # pyarrow's JSON reader loads bytes that are not UTF-8 without a word, and a later step fails on them with a
+    # traceback naming no file: JSON is checked whole (the other formats fail while loading, see data_file_error)
+    whole = Path(path).suffix.lower() in (".json", ".jsonl")
+    place = find_utf8_error(path, limit=None if whole else UTF8_CHECK_BYTES)
     if place is not None:
         raise not_utf8_error(path, option, *place)
 
 
-def data_file_error(files: dict[str, str], error: Exception) -> ScriptError:
+# Why writing `datasets`' cache can fail: no space, a read-only file system, no permission, a disk quota, a file
+# where a folder should be.
+CACHE_WRITE_ERRORS = (errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.ENOTDIR)
+
+
+def data_file_error(files: dict[str, str], error: Exception, cache_dir: str | None = None) -> ScriptError:
     """
-    The `ScriptError` for data files that `datasets` failed to load: what is wrong with one of them (see
-    `diagnose_data_file`) when that can be found, else the loader's own message.
+    The `ScriptError` for data files that `datasets` failed to load: a cache that cannot be written, else what is
+    wrong with one of the files (see `diagnose_data_file`) when that can be found, else the loader's own message.
 
     Args:
         files (`dict[str, str]`): the files, by the argument that named each (e.g. `{"--train_file": "a.jsonl"}`).
         error (`Exception`): what the loader raised.
+        cache_dir (`str`, *optional*): the `--cache_dir` given to the loader (`None`: datasets' default cache).
     """
+    write_error = cache_write_error(error)
+    data_files = {Path(path).resolve() for path in files.values()}
+    if write_error is not None and (
+        write_error.filename is None or Path(write_error.filename).resolve() not in data_files
+    ):
+        import datasets
+
+        cache = f"--cache_dir {cache_dir}" if cache_dir else f"the datasets cache {datasets.config.HF_DATASETS_CACHE}"
+        return ScriptError(
+            f"cannot write {cache} ({write_error.strerror or write_error}) while loading the data: give --cache_dir "
+            "a folder you can write to, on a disk with free space."
+        )
     for option, path in files.items():
         found = diagnose_data_file(path, option)
         if found is not None:
             return found
     cause = str(error.__cause__ or error).strip().splitlines() or [type(error).__name__]
     return ScriptError(f"cannot read {', '.join(map(str, files.values()))}: {cause[0]}")
+
+
+def cache_write_error(error: BaseException) -> OSError | None:
+    """The OSError of a failed write (`CACHE_WRITE_ERRORS`) among `error` and its causes, or `None`."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, OSError) and error.errno in CACHE_WRITE_ERRORS:
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def diagnose_data_file(path: str, option: str) -> ScriptError | None:

@@ -281,11 +281,41 @@ def needs_space(previous: str, token: str, special: set[str]) -> bool:
 
 
 def load_vocab(vocab_file: str | os.PathLike) -> dict[str, int]:
-    with open(vocab_file, encoding="utf-8") as reader:
-        tokens = reader.read().split("\n")
+    """
+    The token ids of a `vocab.txt`: one token a line, the line number (from 0) is the id. Lines may end in `\r\n`,
+    and a UTF-8 byte-order mark (which Windows editors write) is not part of the first token.
+
+    Raises `ValueError` naming the line of a token that is on two lines (the tokenizer would have fewer tokens than
+    ids, and a saved vocabulary would renumber every later token), of an empty line, or of a token with a space or tab
+    at either end (text never holds such a token, so it could never be produced).
+    """
+    with open(vocab_file, encoding="utf-8-sig") as reader:
+        tokens = reader.read().split("\n")  # one token a line; splitlines() would also split at \x1c, \u2028, ...
     if tokens and tokens[-1] == "":
         tokens.pop()
-    return {token.rstrip("\r"): index for index, token in reversed(list(enumerate(tokens)))}
+    vocab: dict[str, int] = {}
+    for index, line in enumerate(tokens):
+        token = line.removesuffix("\r")
+        problem = vocab_line_problem(token, vocab)
+        if problem is not None:
+            raise ValueError(
+                f"The vocabulary {vocab_file} is malformed: line {index + 1} {problem}. A vocabulary holds one "
+                "token a line, each on one line only, and a token's line number is its id: fix the file (or give the "
+                "vocab.txt the model was trained with)."
+            )
+        vocab[token] = index
+    return vocab
+
+
+def vocab_line_problem(token: str, vocab: dict[str, int]) -> str | None:
+    """What is wrong with a vocabulary line, given the tokens of the lines before it, or `None`."""
+    if token in vocab:
+        return f"repeats the token {token!r} of line {vocab[token] + 1}"
+    if not token:
+        return "is empty"
+    if token != token.strip(" \t"):  # not str.strip(): BERT-Chinese has the tokens \u2028 and ##\u2028
+        return f"holds {token!r}, with a space or tab at an end"
+    return None
 
 
 class RoFormerJiebaTokenizer(PreTrainedTokenizer):

@@ -155,6 +155,86 @@ def incomplete_checkpoint(script: str, tmp: Path) -> list[str]:
     return good_run("--resume_from_checkpoint", str(checkpoint))(script, tmp)
 
 
+def scores_file(suffix: str, bad_score: str) -> Callable[[Path], Path]:
+    """A .jsonl or .csv file of scores whose data row 3 holds `bad_score`."""
+
+    def write(path: Path) -> Path:
+        rows = [{"text": text, "label": 0.5 + number} for number, text in enumerate(TEXTS)]
+        if suffix == ".csv":
+            lines = [f"{row['text']},{bad_score if number == 2 else row['label']}" for number, row in enumerate(rows)]
+            path.write_text("text,label\n" + "\n".join(lines) + "\n", encoding="utf-8")
+        else:
+            lines = [json.dumps(row, ensure_ascii=False) for row in rows]
+            lines[2] = lines[2].replace(str(rows[2]["label"]), bad_score)
+            path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return path
+
+    return write
+
+
+def non_finite_label(suffix: str, bad_score: str, split: str = "train") -> Callable[[str, Path], list[str]]:
+    def arguments(script: str, tmp: Path) -> list[str]:
+        bad = scores_file(suffix, bad_score)(tmp / f"{split}{suffix}")
+        if split == "train":
+            return tiny_run(script, tmp, bad)
+        good = scores_file(".jsonl", "1.5")(tmp / "train.jsonl")
+        options = (f"--{split}_file", str(bad), "--problem_type", "regression", "--do_predict")
+        return tiny_run(script, tmp, good, *options)
+
+    return arguments
+
+
+def vocab_file(change: Callable[[list[str]], list[str]], encoding: str = "utf-8") -> Callable[[Path], str]:
+    """The demo vocabulary, its lines changed by `change`, written into the temporary folder."""
+
+    def write(tmp: Path) -> str:
+        lines = DEMO_VOCAB.read_text(encoding="utf-8").split("\n")[:-1]
+        (tmp / "vocab.txt").write_text("\n".join(change(lines)) + "\n", encoding=encoding)
+        return str(tmp / "vocab.txt")
+
+    return write
+
+
+def repeated_line(lines: list[str]) -> list[str]:
+    return [*lines[:3000], lines[2767], *lines[3000:]]  # "发扬" of line 2768 again on line 3001
+
+
+def jsonl_not_utf8_after(size: int) -> Callable[[str, Path], list[str]]:
+    """A .jsonl whose first `size` bytes are UTF-8, then a GBK line."""
+
+    def arguments(script: str, tmp: Path) -> list[str]:
+        line = (json.dumps(ROWS[0], ensure_ascii=False) + "\n").encode("utf-8")
+        good = b"".join(json.dumps(row, ensure_ascii=False).encode() + b"\n" for row in ROWS[1:4])
+        good += line * (size // len(line) + 1)
+        (tmp / "train.jsonl").write_bytes(good + json.dumps(ROWS[1], ensure_ascii=False).encode("gbk") + b"\n")
+        return tiny_run(script, tmp, tmp / "train.jsonl")
+
+    return arguments
+
+
+def utf16_file(script: str, tmp: Path) -> list[str]:
+    return tiny_run(script, tmp, write_jsonl(tmp / "train.jsonl", ROWS, encoding="utf-16"))
+
+
+def parquet_file(script: str, tmp: Path) -> list[str]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(ROWS), tmp / "train.csv")  # Parquet data behind a .csv name
+    return tiny_run(script, tmp, tmp / "train.csv")
+
+
+def cache_dir_under_a_file(script: str, tmp: Path) -> list[str]:
+    (tmp / "a_file").write_text("not a folder")
+    return with_value(good_run()(script, tmp), "--cache_dir", str(tmp / "a_file" / "cache"))
+
+
+def text_column_with_a_number(script: str, tmp: Path) -> list[str]:
+    rows = [{"text": text} for text in TEXTS]
+    rows[4] = {"text": 2024}
+    return tiny_run(script, tmp, write_jsonl(tmp / "train.jsonl", rows))
+
+
 # id -> (where, as in the table's second column; the arguments of the run, given the script and a temporary folder)
 SCRIPT_CASES: dict[str, tuple[str, Callable[[str, Path], list[str]]]] = {
     "gbk_txt": ("run_mlm.py", gbk_file(".txt")),
@@ -194,6 +274,59 @@ SCRIPT_CASES: dict[str, tuple[str, Callable[[str, Path], list[str]]]] = {
     "output_dir_with_earlier_run": (BOTH, earlier_run),
     "output_dir_not_writable": (BOTH, output_dir_under_a_file),
     "incomplete_checkpoint_given": (BOTH, incomplete_checkpoint),
+    "nan_label_jsonl": ("run_classification.py", non_finite_label(".jsonl", "NaN")),
+    "infinite_label_csv": ("run_classification.py", non_finite_label(".csv", "inf")),
+    "nan_label_validation_file": ("run_classification.py", non_finite_label(".jsonl", "NaN", split="validation")),
+    "nan_label_test_file": ("run_classification.py", non_finite_label(".jsonl", "-Infinity", split="test")),
+    "whole_number_float_labels": ("run_classification.py", labels_run([0.0, 1.0] * 6)),
+    "csv_labels_names_and_numbers": (
+        "run_classification.py",
+        lambda script, tmp: tiny_run(script, tmp, write_csv(tmp / "train.csv", [*ROWS[:5], {**ROWS[5], "label": 2}])),
+    ),
+    "text_column_with_a_number": ("run_mlm.py", text_column_with_a_number),
+    "vocab_repeated_line": (BOTH, tokenizer_run(vocab_file(repeated_line))),
+    "vocab_lines_end_in_a_space": (BOTH, tokenizer_run(vocab_file(lambda lines: [f"{line} " for line in lines]))),
+    "not_utf8_after_1_mib_jsonl": (BOTH, jsonl_not_utf8_after(1 << 20)),
+    "utf16_jsonl": (BOTH, utf16_file),
+    "parquet_named_csv": (BOTH, parquet_file),
+    "cache_dir_not_writable": ("run_mlm.py", cache_dir_under_a_file),
+}
+
+
+def transformers_checkpoint(tmp: Path) -> Path:
+    """A tiny transformers RoFormer MLM over the demo vocabulary, saved as the original checkpoints are."""
+    from transformers import RoFormerConfig as TransformersRoFormerConfig
+    from transformers import RoFormerForMaskedLM as TransformersRoFormerForMaskedLM
+
+    vocab_size = len(DEMO_VOCAB.read_text(encoding="utf-8").split("\n")) - 1
+    config = TransformersRoFormerConfig(
+        vocab_size=vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64
+    )
+    TransformersRoFormerForMaskedLM(config).save_pretrained(tmp / "source")
+    (tmp / "source" / "vocab.txt").write_bytes(DEMO_VOCAB.read_bytes())
+    return tmp / "source"
+
+
+def convert_into_a_project(tmp: Path) -> list[str]:
+    source = transformers_checkpoint(tmp)
+    (tmp / "project" / "src").mkdir(parents=True)
+    (tmp / "project" / "src" / "main.py").write_text("print('mine')\n")
+    (tmp / "project" / "notes.md").write_text("# notes\n")
+    return [str(source), str(tmp / "project"), "--overwrite"]
+
+
+def convert_with_a_repeated_vocab_line(tmp: Path) -> list[str]:
+    source = transformers_checkpoint(tmp)
+    lines = (source / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    lines[3000] = lines[2767]  # the same size, but "发扬" twice: every later id would shift in the saved vocab
+    (source / "vocab.txt").write_text("\n".join(lines), encoding="utf-8")
+    return [str(source), str(tmp / "converted")]
+
+
+# id -> (where; the command-line arguments of `python -m roformer_hf.convert`, given a temporary folder)
+CONVERT_CASES: dict[str, tuple[str, Callable[[Path], list[str]]]] = {
+    "convert_overwrite_other_files": ("convert", convert_into_a_project),
+    "convert_vocab_repeated_line": ("convert", convert_with_a_repeated_vocab_line),
 }
 
 # id -> (where, a call that must raise ValueError)
@@ -226,6 +359,10 @@ LIBRARY_CASES: dict[str, tuple[str, Callable[[], object]]] = {
     "choice_label_out_of_range": (
         "RoFormerForMultipleChoice",
         lambda: tiny(RoFormerForMultipleChoice)(IDS[None].expand(2, 2, 3), labels=torch.tensor([0, 2])),
+    ),
+    "float_labels_of_another_shape": (
+        "RoFormerForSequenceClassification",
+        lambda: tiny(RoFormerForSequenceClassification, num_labels=3)(IDS, labels=torch.tensor([0.0, 2.0])),
     ),
     "pair_max_length_2": (
         "RoFormerJiebaTokenizer",
@@ -264,7 +401,7 @@ def expected_message(case: str) -> re.Pattern:
 
 def test_the_table_and_the_cases_name_the_same_bad_inputs():
     table = read_table()
-    cases = {case: where for case, (where, _) in {**SCRIPT_CASES, **LIBRARY_CASES}.items()}
+    cases = {case: where for case, (where, _) in {**SCRIPT_CASES, **LIBRARY_CASES, **CONVERT_CASES}.items()}
     assert sorted(set(table) - set(cases)) == [], "rows of the table without a case in this file"
     assert sorted(set(cases) - set(table)) == [], f"cases without a row in {TABLE_FILE.name}"
     assert {case: where for case, (where, _) in table.items()} == cases
@@ -351,6 +488,28 @@ def test_utf8_check_finds_the_line_whatever_the_chunks(tmp_path, monkeypatch, ch
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# The converter: one line, exit status 1, nothing written or deleted
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def folder_bytes(folder: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+@pytest.mark.parametrize("case", list(CONVERT_CASES))
+def test_bad_conversion_gets_one_line(case, tmp_path, capsys):
+    from roformer_hf import convert
+
+    arguments = CONVERT_CASES[case][1](tmp_path)
+    before = folder_bytes(tmp_path)
+    capsys.readouterr()
+    assert convert.main(arguments) == 1
+    error_lines = capsys.readouterr().err.splitlines()
+    assert len(error_lines) == 1 and expected_message(case).fullmatch(error_lines[0]), error_lines
+    assert folder_bytes(tmp_path) == before  # the user's files byte-identical, nothing half converted left
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # The library: ValueError
 # ----------------------------------------------------------------------------------------------------------------
 
@@ -362,6 +521,17 @@ def test_bad_library_input_raises_value_error(case):
         call()
     message = f"{type(error_info.value).__name__}: {error_info.value}"
     assert expected_message(case).fullmatch(message), message
+
+
+def test_refused_float_labels_leave_the_problem_type_unset():
+    """A first call with float labels that are not multi-hot raises, and does not make the classifier multi-label for
+    good: a call with class ids then trains it single-label."""
+    model = tiny(RoFormerForSequenceClassification, num_labels=3)
+    with pytest.raises(ValueError, match="multi-label classification needs labels of shape"):
+        model(IDS, labels=torch.tensor([0.0, 2.0]))
+    assert model.config.problem_type is None
+    assert torch.isfinite(model(IDS, labels=torch.tensor([0, 2])).loss)
+    assert model.config.problem_type == "single_label_classification"
 
 
 @pytest.mark.parametrize("name", POSITIVE_FIELDS)

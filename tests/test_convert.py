@@ -223,14 +223,55 @@ def test_transformers_conversion_writes_a_roformer_hf_checkpoint(transformers_ch
 
 def test_output_is_replaced_only_with_overwrite(transformers_checkpoint, tmp_path):
     output = tmp_path / "converted"
-    output.mkdir()
-    (output / "keep.txt").write_text("mine")
+    convert(transformers_checkpoint[0], output)
+    (output / "tokenizer.json").write_text("{}")  # as a char-level conversion writes: an earlier conversion's file
     with pytest.raises(ConversionError, match="--overwrite"):
         convert(transformers_checkpoint[0], output)
-    assert (output / "keep.txt").read_text() == "mine"
     convert(transformers_checkpoint[0], output, overwrite=True)
-    assert not (output / "keep.txt").exists()
+    assert not (output / "tokenizer.json").exists()
     assert (output / "model.safetensors").is_file()
+    assert not list(tmp_path.glob(".converted*")), "the staging folder is left behind"
+
+
+def user_files(folder) -> dict:
+    """Every file under `folder` by its relative path, with its bytes."""
+    return {str(path.relative_to(folder)): path.read_bytes() for path in folder.rglob("*") if path.is_file()}
+
+
+@pytest.mark.parametrize("with_earlier_conversion", [False, True])
+def test_overwrite_keeps_a_users_other_files(transformers_checkpoint, tmp_path, monkeypatch, with_earlier_conversion):
+    """`convert ../ckpt . --overwrite` inside a project, or into a converted checkpoint holding notes of the user,
+    is refused naming the user's files, which stay byte-identical."""
+    project = tmp_path / "project"
+    if with_earlier_conversion:
+        convert(transformers_checkpoint[0], project)
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "main.py").write_text("print('mine')\n")
+    (project / "notes.md").write_text("# my notes\n")
+    before = user_files(project)
+    monkeypatch.chdir(project)
+    with pytest.raises(ConversionError, match=r"holds files that no conversion wrote \(notes\.md, src\)"):
+        convert(transformers_checkpoint[0], ".", overwrite=True)
+    assert user_files(project) == before
+
+
+def test_a_sharded_checkpoint_converts(transformers_checkpoint, tokenizer, tmp_path):
+    _, original = transformers_checkpoint
+    original.save_pretrained(tmp_path / "sharded", max_shard_size="500KB")
+    shutil.copy(transformers_checkpoint[0] / "vocab.txt", tmp_path / "sharded" / "vocab.txt")
+    assert (tmp_path / "sharded" / "model.safetensors.index.json").is_file()
+    converted = AutoModelForMaskedLM.from_pretrained(convert(tmp_path / "sharded", tmp_path / "converted")).eval()
+    torch.testing.assert_close(logits_of(converted, tokenizer), logits_of(original, tokenizer), rtol=1e-5, atol=1e-5)
+
+
+def test_a_vocab_with_a_repeated_line_is_refused(transformers_checkpoint, tmp_path):
+    source = shutil.copytree(transformers_checkpoint[0], tmp_path / "source")
+    lines = (source / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    lines[40000] = lines[2766]  # the size is unchanged, so only the repeat tells
+    (source / "vocab.txt").write_text("\n".join(lines), encoding="utf-8")
+    with pytest.raises(ConversionError, match=f"line 40001 repeats the token '{lines[2766]}' of line 2767"):
+        convert(source, tmp_path / "converted")
+    assert not (tmp_path / "converted").exists()
 
 
 def test_output_may_not_be_the_source(transformers_checkpoint):

@@ -415,6 +415,7 @@ def test_regression(tmp_path, roformer_vocab, data_dir):
         roformer_vocab,
         output_dir,
         *("--train_file", str(train), "--label_column_name", "score", "--do_train", "--do_eval"),
+        *("--problem_type", "regression"),  # the scores are 0.0 and 1.0, which could be class ids too
         *("--eval_strategy", "steps", "--eval_steps", "1", "--early_stopping_patience", "10"),
         *(
             "--validation_split_percentage",
@@ -430,6 +431,25 @@ def test_regression(tmp_path, roformer_vocab, data_dir):
     assert json.loads((output_dir / "config.json").read_text())["problem_type"] == REGRESSION
     predictions = read_predictions(output_dir)
     assert len(predictions) == 4 and all(isinstance(prediction["label"], float) for prediction in predictions)
+
+
+def test_csv_classes_named_like_missing_values_are_classes(tmp_path, roformer_vocab, cail_rows):
+    """pandas reads the cells NA, null, None as missing values: here they are the names of classes."""
+    names = ["NA", "null", "None"]
+    rows = [f"{row['text'][:60].replace(',', '，')},{names[number % 3]}" for number, row in enumerate(cail_rows[:24])]
+    (tmp_path / "train.csv").write_text("text,label\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    tiny_run(roformer_vocab, tmp_path / "output", "--train_file", str(tmp_path / "train.csv"), "--do_train")
+    config = json.loads((tmp_path / "output" / "config.json").read_text())
+    assert config["problem_type"] == SINGLE_LABEL and sorted(config["label2id"]) == sorted(names)
+
+
+def test_whole_number_float_labels_train_as_classes_when_asked(tmp_path, roformer_vocab, cail_rows):
+    rows = [{"text": row["text"], "label": float(number % 2)} for number, row in enumerate(cail_rows[:16])]
+    train = write_jsonl(tmp_path / "train.jsonl", rows)
+    arguments = ("--train_file", str(train), "--do_train", "--problem_type", SINGLE_LABEL)
+    tiny_run(roformer_vocab, tmp_path / "output", *arguments)
+    config = json.loads((tmp_path / "output" / "config.json").read_text())
+    assert config["problem_type"] == SINGLE_LABEL and sorted(config["label2id"]) == ["0.0", "1.0"]
 
 
 def test_sentence_pairs_from_csv(tmp_path, roformer_vocab, cail_rows):

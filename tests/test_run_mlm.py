@@ -231,6 +231,58 @@ def test_preprocess_packs_and_splits(tmp_path, news_file, tokenizer):
     assert examples["validation"]["mask_seed"][:3] == [0, 1, 2]
 
 
+def test_a_long_line_is_split_at_sentence_ends(tmp_path, news_lines, monkeypatch):
+    """A corpus on one line is cut into pieces before tokenization (the tokenizer's memory follows the length of one
+    text); the pieces, in order, are the line, and each ends at a sentence end."""
+    monkeypatch.setattr(run_mlm, "LONG_TEXT_CHARACTERS", 300)
+    line = "".join(news_lines[:40])
+    assert len(line) > 10 * 300
+    (tmp_path / "one_line.txt").write_text(line + "\n", encoding="utf-8")
+    arguments = run_arguments(tmp_path / "one_line.txt", tmp_path / "out", "--validation_split_percentage", "0")
+    model_args, data_args, _, _ = run_mlm.parse_args(arguments)
+    pieces = run_mlm.load_raw_datasets(data_args, model_args)["train"]["text"]
+    assert "".join(pieces) == line
+    assert len(pieces) >= 10 and max(map(len, pieces)) <= 300
+    assert all(piece[-1] in run_mlm.SENTENCE_ENDS for piece in pieces[:-1])
+
+
+def test_split_long_text_cuts_at_the_limit_without_a_sentence_end():
+    assert run_mlm.split_long_text("一二三四五六七", 3) == ["一二三", "四五六", "七"]
+    assert run_mlm.split_long_text("一。二三四。五", 4) == ["一。", "二三四。", "五"]
+    assert run_mlm.split_long_text("短", 4) == ["短"]
+
+
+def test_upper_case_extensions_are_read(tmp_path, news_lines):
+    (tmp_path / "NEWS.TXT").write_text("\n".join(news_lines[:20]) + "\n", encoding="utf-8")
+    model_args, data_args, _, _ = run_mlm.parse_args(run_arguments(tmp_path / "NEWS.TXT", tmp_path / "out"))
+    raw_datasets = run_mlm.load_raw_datasets(data_args, model_args)
+    assert len(raw_datasets["train"]) + len(raw_datasets["validation"]) == 20
+
+
+def test_a_full_cache_disk_is_named(tmp_path, news_file, monkeypatch):
+    def full_disk(*args, **kwargs):
+        raise datasets.exceptions.DatasetGenerationError("An error occurred") from OSError(
+            28, "No space left on device"
+        )
+
+    monkeypatch.setattr(datasets, "load_dataset", full_disk)
+    model_args, data_args, _, _ = run_mlm.parse_args(run_arguments(news_file, tmp_path / "out"))
+    with pytest.raises(ScriptError, match=r"^cannot write --cache_dir .*cache \(No space left on device\)"):
+        run_mlm.load_raw_datasets(data_args, model_args)
+
+
+def test_csv_texts_that_pandas_reads_as_missing_are_kept(tmp_path):
+    (tmp_path / "news.csv").write_text("text\n新华社北京电\nNA\nnull\n人民日报\n", encoding="utf-8")
+    arguments = run_arguments(tmp_path / "news.csv", tmp_path / "out", "--validation_split_percentage", "0")
+    model_args, data_args, _, _ = run_mlm.parse_args(arguments)
+    assert run_mlm.load_raw_datasets(data_args, model_args)["train"]["text"] == [
+        "新华社北京电",
+        "NA",
+        "null",
+        "人民日报",
+    ]
+
+
 def test_line_by_line_truncates(tmp_path, news_file, tokenizer):
     model_args, data_args, _, training_args = run_mlm.parse_args(
         run_arguments(news_file, tmp_path / "out", "--line_by_line")

@@ -582,6 +582,29 @@ def test_vocab_without_a_special_token(roformer_vocab, tmp_path, missing):
         RoFormerJiebaTokenizer(str(tmp_path / "vocab.txt"))
 
 
+def test_vocab_with_a_byte_order_mark_reads_as_without(roformer_vocab, tokenizer, tmp_path):
+    """Windows editors save UTF-8 with a byte-order mark; it is not part of the first token ([PAD], id 0)."""
+    (tmp_path / "vocab.txt").write_bytes(b"\xef\xbb\xbf" + roformer_vocab.read_bytes())
+    with_mark = RoFormerJiebaTokenizer(str(tmp_path / "vocab.txt"))
+    assert with_mark.get_vocab() == tokenizer.get_vocab() and with_mark.pad_token_id == 0
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda lines: [*lines[:3000], lines[2766], *lines[3000:]], r"line 3001 repeats the token '.+' of line 2767"),
+        (lambda lines: [*lines[:10], "", *lines[10:]], "line 11 is empty"),
+        (lambda lines: [*lines[:20], lines[20] + "\t", *lines[21:]], r"line 21 holds '.+\\t', with a space or tab"),
+    ],
+)
+def test_malformed_vocab_is_refused_with_the_line(roformer_vocab, tmp_path, change, message):
+    """A repeated token would leave fewer tokens than ids (a saved vocab.txt then renumbers every later token)."""
+    lines = roformer_vocab.read_text(encoding="utf-8").split("\n")[:-1]
+    (tmp_path / "vocab.txt").write_text("\n".join(change(lines)) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="is malformed: " + message):
+        RoFormerJiebaTokenizer(str(tmp_path / "vocab.txt"))
+
+
 @pytest.mark.parametrize("bad", [42, None, b"bytes", ["ok", 3]])
 def test_non_string_input(tokenizer, bad):
     with pytest.raises(TypeError, match="str"):
