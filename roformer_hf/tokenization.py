@@ -60,6 +60,10 @@ RJIEBA_ONLY_CHINESE = re.compile("[\u9fd6-\u9fff\u3400-\u4dbf\uf900-\ufaff\U0002
 WORD_MAXLEN = 200
 # jieba's user-dictionary line: a word, then an optional frequency, then an optional part-of-speech tag.
 USER_DICT_LINE = re.compile(r"^(.+?)( [0-9]+)?( [a-z]+)?$")
+# `model_max_length` of a tokenizer built from a vocab file alone: BERT's length, and that of the last stage of the
+# original checkpoints' pretraining. Checkpoints carry their own (the scripts' training length, convert's
+# max_position_embeddings); RoFormer reads longer inputs, so raise it to truncate later.
+DEFAULT_MODEL_MAX_LENGTH = 512
 # The lists an encoded row can hold, in the order `_encode_plus` returns them.
 ROW_KEYS = ("input_ids", "token_type_ids", "special_tokens_mask", "offset_mapping", "word_ids")
 
@@ -479,10 +483,15 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
             `False` always uses jieba.
         unk_token, sep_token, pad_token, cls_token, mask_token (`str`, *optional*):
             The special tokens, `[UNK]`, `[SEP]`, `[PAD]`, `[CLS]` and `[MASK]` by default; each must be in the vocab.
+        model_max_length (`int`, *optional*, defaults to 512):
+            The length `truncation=True` cuts to: the length the model was trained with. Saved checkpoints carry
+            their own; RoFormer reads longer inputs, so raise it to keep more.
 
-    Besides the usual arguments, calling the tokenizer accepts `return_word_ids=True`, which adds `"word_ids"`: for
-    every token the index of the jieba word it came from (from 0 within each encoded sequence, the second text of a
-    pair continuing the count), -1 for special tokens and padding. Whole-word masking uses it.
+    The returned `BatchEncoding`s answer `tokens()`, `word_ids()`, `sequence_ids()`, `char_to_token()`,
+    `token_to_chars()`, `word_to_chars()`, ... as those of transformers' fast tokenizers do (see `RowEncoding`): a
+    word is a jieba word, or a given word with `is_split_into_words=True`. Calling the tokenizer also accepts
+    `return_word_ids=True`, which adds a `"word_ids"` list for whole-word masking: word indices counted once per row
+    (the second text of a pair continuing the count), -1 for special tokens and padding.
 
     Example:
 
@@ -533,6 +542,7 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
         self._unknown_cache: dict[str, tuple] = {}
         self._segment_ids: SegmentIds | None = None
         self._added_tokens_matcher_cache: tuple[tuple, Any] = ((), None)
+        kwargs.setdefault("model_max_length", DEFAULT_MODEL_MAX_LENGTH)
         super().__init__(
             vocab_file=vocab_file,
             user_dict_file=user_dict_file,
@@ -868,7 +878,8 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
         }
         truncation = (truncation_strategy, max_length, stride, return_overflowing_tokens)
         rows, row_windows = self._rows(samples, options, truncation)
-        self._warn_if_too_long(rows["input_ids"], truncation_strategy, max_length)
+        if verbose:
+            self._warn_if_too_long(rows["input_ids"], truncation_strategy)
         if rows["input_ids"]:
             rows = self.pad(
                 rows,
@@ -1020,11 +1031,12 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
             row["length"] = len(row["input_ids"])
         return row
 
-    def _warn_if_too_long(self, rows: list[list[int]], strategy: TruncationStrategy, max_length: int | None) -> None:
+    def _warn_if_too_long(self, rows: list[list[int]], strategy: TruncationStrategy) -> None:
         if strategy == TruncationStrategy.DO_NOT_TRUNCATE and any(len(row) > self.model_max_length for row in rows):
             logger.warning_once(
-                f"A sequence is longer than model_max_length ({self.model_max_length}) tokens: pass truncation=True "
-                "and max_length, or return_overflowing_tokens=True with a stride, to cut it."
+                f"A sequence is longer than model_max_length ({self.model_max_length} tokens, the length the model "
+                "was trained with): RoFormer reads it whole; pass truncation=True to cut it to model_max_length "
+                "(or return_overflowing_tokens=True with a stride for windows), or raise tokenizer.model_max_length."
             )
 
     def _pad(

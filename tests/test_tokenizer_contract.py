@@ -3,12 +3,14 @@
 `RoFormerTokenizerFast` do, on real text, for single texts, pairs, batches, pre-split words and overflow windows."""
 
 import itertools
+import json
 import pickle
 
 import pytest
 from conftest import BERT_VOCAB
-from transformers import BertTokenizerFast, RoFormerTokenizerFast
+from transformers import AutoTokenizer, BertTokenizerFast, RoFormerTokenizerFast
 
+import roformer_hf  # noqa: F401  (registers AutoTokenizer)
 from roformer_hf import RoFormerJiebaTokenizer
 from roformer_hf.tokenization import load_vocab
 
@@ -232,3 +234,27 @@ def test_encodings_carry_the_returned_ids_and_offsets(tokenizer, lines):
     assert plain.encodings is not None and len(plain.encodings) == 50
     assert [plain[row].ids for row in range(50)] == plain["input_ids"]
     assert [plain[row].offsets for row in range(50)] == plain["offset_mapping"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A default length: truncation=True truncates
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_truncation_true_truncates_a_fudan_document(tokenizer, data_dir, tmp_path):
+    document = json.loads((data_dir / "cls" / "fudan_longdoc_7cls.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    assert len(tokenizer(document["text"])["input_ids"]) > 2000
+    assert tokenizer.model_max_length == 512  # built from a vocab file: the original checkpoints' last length
+    assert len(tokenizer(document["text"], truncation=True)["input_ids"]) == 512
+    batch = tokenizer([document["text"]] * 2, truncation=True, padding=True, return_tensors="pt")
+    assert batch["input_ids"].shape == (2, 512)
+    # a folder holding only the original vocab.txt gets the same default; a saved tokenizer keeps its own length
+    (tmp_path / "original").mkdir()
+    (tmp_path / "original" / "vocab.txt").write_bytes(
+        (data_dir / "vocab" / "roformer_chinese_base_vocab.txt").read_bytes()
+    )
+    assert RoFormerJiebaTokenizer.from_pretrained(tmp_path / "original").model_max_length == 512
+    longer = RoFormerJiebaTokenizer(str(data_dir / "vocab" / "roformer_chinese_base_vocab.txt"), model_max_length=1024)
+    longer.save_pretrained(tmp_path / "saved")
+    reloaded = AutoTokenizer.from_pretrained(tmp_path / "saved")
+    assert len(reloaded(document["text"], truncation=True)["input_ids"]) == 1024
