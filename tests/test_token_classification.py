@@ -150,6 +150,21 @@ def test_pipeline_spans_are_slices_and_equal_transformers_roformer(strategy, tok
             assert all(text[entity["start"] : entity["end"]] == entity["word"] for entity in ours)
 
 
+def test_pipeline_with_stride_tags_long_texts_in_windows_like_transformers_roformer(roformer_vocab, lines):
+    tokenizer = RoFormerJiebaTokenizer(str(roformer_vocab), model_max_length=32)
+    theirs = RoFormerTokenizerFast(vocab=dict(tokenizer.vocab), model_max_length=32)
+    model = tiny_tagger(len(tokenizer))
+    text = "".join(lines[:6])
+    tag = {
+        name: pipeline("token-classification", model=model, tokenizer=chosen, aggregation_strategy="first", stride=8)
+        for name, chosen in (("ours", tokenizer), ("theirs", theirs))
+    }
+    ours = tag["ours"](text)
+    assert max(entity["end"] for entity in ours) > len(text) - 5  # the windows reach the end of the text
+    assert entity_view(ours) == entity_view(tag["theirs"](text))
+    assert all(text[entity["start"] : entity["end"]] == entity["word"] for entity in ours)
+
+
 def test_first_average_max_keep_words_whole(tokenizer):
     """`##` pieces join their word: every span starts and ends at word boundaries of the text."""
     model = tiny_tagger(len(tokenizer), seed=3)
