@@ -1014,6 +1014,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     label_info = build_label_maps(raw_datasets, data_args, model_args)
     tokenizer, model = build_tokenizer_and_model(model_args, label_info, data_args)
     data_args = resolve_input_settings(data_args, model, model_args.model_name_or_path, training_args.do_train)
+    if training_args.do_train:  # the saved tokenizer's truncation=True cuts to the length fine-tuned with
+        tokenizer.model_max_length = data_args.max_seq_length
     tokenized = preprocess(raw_datasets, tokenizer, label_info, data_args, training_args)
     trainer = build_trainer(model, tokenizer, tokenized, label_info, data_args, training_args)
     if training_args.do_train:

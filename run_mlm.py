@@ -509,6 +509,7 @@ def tokenize_texts(batch: dict[str, list], tokenizer: PreTrainedTokenizerBase, m
         return_token_type_ids=False,
         truncation=max_length is not None,
         max_length=max_length,
+        verbose=False,  # texts longer than model_max_length are expected: they are packed into blocks
     )
     return {"input_ids": encoding["input_ids"], "word_ids": encoding["word_ids"]}
 
@@ -997,6 +998,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     stages = plan_stages(data_args, masking_args, training_args)
     raw_datasets = load_raw_datasets(data_args, model_args)
     tokenizer, model = build_tokenizer_and_model(model_args, masking_args.sparse_prediction)
+    if training_args.do_train:  # the saved tokenizer's truncation=True cuts to the longest length trained with
+        tokenizer.model_max_length = max(stage.max_seq_length for stage in stages)
     prepare_output_dir(training_args, model)
     trainer = train_and_evaluate(model, tokenizer, raw_datasets, stages, data_args, masking_args, training_args)
     table = save_outputs(trainer, stages, model_args, data_args, masking_args, training_args, argv)

@@ -22,6 +22,7 @@ import functools
 import os
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any, ClassVar
@@ -59,6 +60,10 @@ RJIEBA_ONLY_CHINESE = re.compile("[\u9fd6-\u9fff\u3400-\u4dbf\uf900-\ufaff\U0002
 WORD_MAXLEN = 200
 # jieba's user-dictionary line: a word, then an optional frequency, then an optional part-of-speech tag.
 USER_DICT_LINE = re.compile(r"^(.+?)( [0-9]+)?( [a-z]+)?$")
+# `model_max_length` of a tokenizer built from a vocab file alone: BERT's length, and that of the last stage of the
+# original checkpoints' pretraining. Checkpoints carry their own (the scripts' training length, convert's
+# max_position_embeddings); RoFormer reads longer inputs, so raise it to truncate later.
+DEFAULT_MODEL_MAX_LENGTH = 512
 # The lists an encoded row can hold, in the order `_encode_plus` returns them.
 ROW_KEYS = ("input_ids", "token_type_ids", "special_tokens_mask", "offset_mapping", "word_ids")
 
@@ -272,6 +277,176 @@ class TextEncoding:
         return len(self.ids)
 
 
+class RowEncoding:
+    """
+    One encoded row with the alignment API of `tokenizers.Encoding`, the object transformers' `BatchEncoding` asks
+    for `tokens()`, `word_ids()`, `sequence_ids()`, `char_to_token()`, `token_to_chars()`, `word_to_chars()`, ...
+
+    As in transformers' fast tokenizers: special and padding tokens have no word, sequence or characters (`None`);
+    words are counted per sequence (the second text of a pair starts again at 0) and keep their number in the whole
+    text in every overflow window; offsets point into the original text (into each given word with
+    `is_split_into_words=True`). A word is a jieba word, or a given word with `is_split_into_words=True`: all the
+    tokens of a word missing from the vocabulary (its characters or `##` pieces) share its index.
+    """
+
+    # Our overflow windows are rows of the batch (with `overflow_to_sample_mapping`), not nested encodings.
+    overflowing: ClassVar[list] = []
+
+    def __init__(self, ids, tokens, type_ids, offsets, word_ids, sequence_ids, attention_mask, n_sequences):
+        self.ids, self.tokens, self.type_ids, self.offsets = ids, tokens, type_ids, offsets
+        self.word_ids, self.sequence_ids, self.attention_mask = word_ids, sequence_ids, attention_mask
+        self.n_sequences = n_sequences
+        self.special_tokens_mask = [int(sequence is None) for sequence in sequence_ids]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __repr__(self) -> str:
+        return f"RowEncoding(num_tokens={len(self)}, n_sequences={self.n_sequences})"
+
+    @property
+    def words(self) -> list[int | None]:
+        """The old name of `word_ids`, kept by `tokenizers.Encoding`."""
+        return self.word_ids
+
+    def sequence_range(self, sequence_index: int) -> range:
+        """The token positions of a sequence; all positions when the row has no such sequence, as tokenizers does."""
+        positions = [index for index, sequence in enumerate(self.sequence_ids) if sequence == sequence_index]
+        return range(positions[0], positions[-1] + 1) if positions else range(len(self))
+
+    def token_to_sequence(self, token_index: int) -> int | None:
+        return self.sequence_ids[token_index] if 0 <= token_index < len(self) else None
+
+    def token_to_word(self, token_index: int) -> int | None:
+        return self.word_ids[token_index] if 0 <= token_index < len(self) else None
+
+    def token_to_chars(self, token_index: int) -> tuple[int, int] | None:
+        if self.token_to_sequence(token_index) is None:
+            return None
+        return tuple(self.offsets[token_index])
+
+    def word_to_tokens(self, word_index: int, sequence_index: int = 0) -> tuple[int, int] | None:
+        tokens = [index for index in self.sequence_range(sequence_index) if self.word_ids[index] == word_index]
+        return (tokens[0], tokens[-1] + 1) if tokens else None
+
+    def word_to_chars(self, word_index: int, sequence_index: int = 0) -> tuple[int, int] | None:
+        tokens = self.word_to_tokens(word_index, sequence_index)
+        if tokens is None:
+            return None
+        return self.offsets[tokens[0]][0], self.offsets[tokens[1] - 1][1]
+
+    def char_to_token(self, char_index: int, sequence_index: int = 0) -> int | None:
+        for index in self.sequence_range(sequence_index):
+            start, end = self.offsets[index]
+            if start <= char_index < end:
+                return index
+        return None
+
+    def char_to_word(self, char_index: int, sequence_index: int = 0) -> int | None:
+        token_index = self.char_to_token(char_index, sequence_index)
+        return None if token_index is None else self.word_ids[token_index]
+
+
+class RowEncodings(Sequence):
+    """
+    The `RowEncoding` of every row of a batch, each built on first use: aligning needs a second pass over the text
+    with offsets, which most calls (preparing training data) never ask for, so encoding stays as fast as without.
+    Pickling (what `BatchEncoding` pickles) builds them all and keeps only the rows.
+    """
+
+    def __init__(self, tokenizer, samples: list, rows: list, batch_input_ids: list[list[int]], options: dict):
+        self.tokenizer, self.samples, self.rows, self.batch_input_ids = tokenizer, samples, rows, batch_input_ids
+        self.options = options
+        self.built: dict[int, RowEncoding] = {}
+        self.texts: dict[int, tuple[TextEncoding, TextEncoding | None]] = {}
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[position] for position in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"row {index} is out of range: the batch has {len(self)} rows.")
+        if index not in self.built:
+            self.built[index] = self.build(index)
+        return self.built[index]
+
+    def __reduce__(self):
+        return list, (list(self),)
+
+    def text_encodings(self, sample_index: int) -> tuple[TextEncoding, TextEncoding | None]:
+        """A sample's texts encoded with offsets and word indices (once for all its overflow windows)."""
+        if sample_index not in self.texts:
+            tokenizer, options = self.tokenizer, self.options
+            encode = tokenizer._encode_words if options["is_split_into_words"] else tokenizer.encode_text
+            matcher = (None, {}) if options["split_special_tokens"] else tokenizer._added_tokens_matcher()
+            first, second = self.samples[sample_index]
+            self.texts[sample_index] = tuple(
+                None if text is None else encode(text, True, options["split_special_tokens"], matcher)
+                for text in (first, second)
+            )
+        return self.texts[sample_index]
+
+    def build(self, index: int) -> RowEncoding:
+        """Row `index`: `[CLS] first [SEP] (second [SEP])` as `_build_row` builds it, then its padding."""
+        sample_index, first_window, second_window = self.rows[index]
+        first, second = self.text_encodings(sample_index)
+        parts = [(first, first_window, 0)] + ([(second, second_window, 1)] if second is not None else [])
+        special, tokenizer = self.options["add_special_tokens"], self.tokenizer
+        ids, type_ids, offsets, word_ids, sequence_ids = [], [], [], [], []
+        for encoding, (start, end), sequence in parts:
+            opening = special and sequence == 0
+            part_ids = (
+                [tokenizer.cls_token_id] * opening + encoding.ids[start:end] + [tokenizer.sep_token_id] * special
+            )
+            ids += part_ids
+            type_ids += [sequence] * len(part_ids)
+            offsets += [(0, 0)] * opening + encoding.offsets[start:end] + [(0, 0)] * special
+            word_ids += [None] * opening + encoding.word_ids[start:end] + [None] * special
+            sequence_ids += [None] * opening + [sequence] * (end - start) + [None] * special
+        padding = self.padding_length(index, ids)
+        attention_mask = [1] * len(ids)
+        lists = [ids, type_ids, offsets, word_ids, sequence_ids, attention_mask]
+        fillers = [tokenizer.pad_token_id, tokenizer.pad_token_type_id, (0, 0), None, None, 0]
+        if padding:
+            before = self.options["padding_side"] == "left"
+            lists = [
+                [filler] * padding + values if before else values + [filler] * padding
+                for values, filler in zip(lists, fillers, strict=True)
+            ]
+        ids, type_ids, offsets, word_ids, sequence_ids, attention_mask = lists
+        tokens = tokenizer.convert_ids_to_tokens(ids)
+        return RowEncoding(ids, tokens, type_ids, offsets, word_ids, sequence_ids, attention_mask, len(parts))
+
+    def padding_length(self, index: int, ids: list[int]) -> int:
+        """How many padding tokens row `index` got; checks that its tokens are those encoded again."""
+        row_ids = list(self.batch_input_ids[index])
+        padding = len(row_ids) - len(ids)
+        unpadded = row_ids[padding:] if self.options["padding_side"] == "left" else row_ids[: len(ids)]
+        if padding < 0 or unpadded != ids or self.options["state"] != self.tokenizer._alignment_state():
+            raise RuntimeError(
+                "The tokenizer changed (user words, added tokens or settings) after this batch was encoded, so its "
+                "alignment (word_ids, offsets, ...) cannot be rebuilt: encode the texts again."
+            )
+        return padding
+
+
+class WordPieceScheme:
+    """The subword convention of the rule, shaped as the `tokenizers.Tokenizer` attributes transformers reads."""
+
+    continuing_subword_prefix = "##"
+
+    @property
+    def model(self) -> "WordPieceScheme":
+        return self
+
+
+WORDPIECE_SCHEME = WordPieceScheme()
+
+
 def needs_space(previous: str, token: str, special: set[str]) -> bool:
     """Whether decoding puts a space between two tokens: around special tokens and between Latin words."""
     if previous in special or token in special:
@@ -338,10 +513,15 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
             `False` always uses jieba.
         unk_token, sep_token, pad_token, cls_token, mask_token (`str`, *optional*):
             The special tokens, `[UNK]`, `[SEP]`, `[PAD]`, `[CLS]` and `[MASK]` by default; each must be in the vocab.
+        model_max_length (`int`, *optional*, defaults to 512):
+            The length `truncation=True` cuts to: the length the model was trained with. Saved checkpoints carry
+            their own; RoFormer reads longer inputs, so raise it to keep more.
 
-    Besides the usual arguments, calling the tokenizer accepts `return_word_ids=True`, which adds `"word_ids"`: for
-    every token the index of the jieba word it came from (from 0 within each encoded sequence, the second text of a
-    pair continuing the count), -1 for special tokens and padding. Whole-word masking uses it.
+    The returned `BatchEncoding`s answer `tokens()`, `word_ids()`, `sequence_ids()`, `char_to_token()`,
+    `token_to_chars()`, `word_to_chars()`, ... as those of transformers' fast tokenizers do (see `RowEncoding`): a
+    word is a jieba word, or a given word with `is_split_into_words=True`. Calling the tokenizer also accepts
+    `return_word_ids=True`, which adds a `"word_ids"` list for whole-word masking: word indices counted once per row
+    (the second text of a pair continuing the count), -1 for special tokens and padding.
 
     Example:
 
@@ -392,6 +572,7 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
         self._unknown_cache: dict[str, tuple] = {}
         self._segment_ids: SegmentIds | None = None
         self._added_tokens_matcher_cache: tuple[tuple, Any] = ((), None)
+        kwargs.setdefault("model_max_length", DEFAULT_MODEL_MAX_LENGTH)
         super().__init__(
             vocab_file=vocab_file,
             user_dict_file=user_dict_file,
@@ -522,6 +703,10 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
             position += len(segment)
         return encoding
 
+    def _alignment_state(self) -> tuple:
+        """What changes how a text is segmented: `RowEncodings` checks it is unchanged when it encodes again."""
+        return len(self.user_words), len(self.added_tokens_decoder), self.do_lower_case, self.segmenter
+
     def _added_tokens_matcher(self) -> tuple[re.Pattern | None, dict[str, int]]:
         """A regex matching added (and special) tokens written in raw text, longest first, and their ids."""
         added = self.added_tokens_decoder
@@ -609,9 +794,21 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
 
     @property
     def is_fast(self) -> bool:
-        """True: like transformers' fast tokenizers it returns offsets, and transformers reads `is_fast` to decide
-        whether to ask for them (token-classification pipeline, whole-word-mask collator)."""
+        """
+        True: like transformers' fast tokenizers it returns offsets and its `BatchEncoding`s answer `word_ids()`,
+        `sequence_ids()`, `char_to_token()`, ... (see `RowEncoding`); transformers reads `is_fast` to decide whether
+        to ask for them (token-classification pipeline, whole-word-mask collator).
+        """
         return True
+
+    @property
+    def _tokenizer(self) -> "WordPieceScheme":
+        """
+        What transformers' token-classification pipeline reads of a fast tokenizer's backend to tell a word's `##`
+        continuation pieces from new words (`tokenizer._tokenizer.model.continuing_subword_prefix`). Without it the
+        pipeline guesses from spaces, and in Chinese text every token after the first would continue one word.
+        """
+        return WORDPIECE_SCHEME
 
     def get_vocab(self) -> dict[str, int]:
         return {**self.vocab, **self.added_tokens_encoder}
@@ -710,8 +907,9 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
             "split_special_tokens": split_special_tokens,
         }
         truncation = (truncation_strategy, max_length, stride, return_overflowing_tokens)
-        rows = self._rows(samples, options, truncation)
-        self._warn_if_too_long(rows["input_ids"], truncation_strategy, max_length)
+        rows, row_windows = self._rows(samples, options, truncation)
+        if verbose:
+            self._warn_if_too_long(rows["input_ids"], truncation_strategy)
         if rows["input_ids"]:
             rows = self.pad(
                 rows,
@@ -723,18 +921,27 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
             )
         elif return_attention_mask is not False:
             rows["attention_mask"] = []
+        alignment = {**options, "padding_side": padding_side or self.padding_side, "state": self._alignment_state()}
+        encodings = RowEncodings(self, samples, row_windows, rows["input_ids"], alignment)
+        n_sequences = (1 if samples[0][1] is None else 2) if samples else None
         if not batched and not return_overflowing_tokens and return_tensors is None:
             rows = {key: value[0] for key, value in rows.items()}
-        return BatchEncoding(rows, tensor_type=return_tensors)
+        return BatchEncoding(rows, encoding=encodings, tensor_type=return_tensors, n_sequences=n_sequences)
 
-    def _rows(self, samples: list[tuple[Any, Any]], options: dict[str, Any], truncation: tuple) -> dict[str, list]:
-        """The unpadded rows of a batch: every sample encoded once, then cut into its truncation windows."""
+    def _rows(
+        self, samples: list[tuple[Any, Any]], options: dict[str, Any], truncation: tuple
+    ) -> tuple[dict[str, list], list[tuple]]:
+        """
+        The unpadded rows of a batch: every sample encoded once, then cut into its truncation windows; and for every
+        row, the sample and the token windows of its texts it holds (what `RowEncodings` aligns).
+        """
         truncation_strategy, max_length, stride, return_overflowing_tokens = truncation
         with_offsets = options["offset_mapping"] or options["word_ids"]
         encode = self._encode_words if options["is_split_into_words"] else self.encode_text
         matcher = (None, {}) if options["split_special_tokens"] else self._added_tokens_matcher()
         options = {**options, "cls_token_id": self.cls_token_id, "sep_token_id": self.sep_token_id}
         rows: dict[str, list] = {"input_ids": []}
+        row_windows = []
         for sample_index, (first, second) in enumerate(samples):
             first = encode(first, with_offsets, options["split_special_tokens"], matcher)
             second = None if second is None else encode(second, with_offsets, options["split_special_tokens"], matcher)
@@ -748,9 +955,10 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
             for first_window, second_window in windows:
                 for key, value in self._build_row(first, first_window, second, second_window, options).items():
                     rows.setdefault(key, []).append(value)
+                row_windows.append((sample_index, first_window, second_window))
                 if return_overflowing_tokens:
                     rows.setdefault("overflow_to_sample_mapping", []).append(sample_index)
-        return rows
+        return rows, row_windows
 
     def _samples(self, text, text_pair, is_split_into_words: bool) -> tuple[bool, list[tuple[Any, Any]]]:
         """Whether the input is a batch, and its (text, text_pair) samples."""
@@ -853,11 +1061,12 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
             row["length"] = len(row["input_ids"])
         return row
 
-    def _warn_if_too_long(self, rows: list[list[int]], strategy: TruncationStrategy, max_length: int | None) -> None:
+    def _warn_if_too_long(self, rows: list[list[int]], strategy: TruncationStrategy) -> None:
         if strategy == TruncationStrategy.DO_NOT_TRUNCATE and any(len(row) > self.model_max_length for row in rows):
             logger.warning_once(
-                f"A sequence is longer than model_max_length ({self.model_max_length}) tokens: pass truncation=True "
-                "and max_length, or return_overflowing_tokens=True with a stride, to cut it."
+                f"A sequence is longer than model_max_length ({self.model_max_length} tokens, the length the model "
+                "was trained with): RoFormer reads it whole; pass truncation=True to cut it to model_max_length "
+                "(or return_overflowing_tokens=True with a stride for windows), or raise tokenizer.model_max_length."
             )
 
     def _pad(

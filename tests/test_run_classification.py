@@ -611,3 +611,10 @@ def test_resolve_input_settings_order():
     given.chunk_stride = 150  # not less than half of 300: DataArguments' own check, now that the length is known
     with pytest.raises(ScriptError, match="chunk_stride"):
         run_classification.resolve_input_settings(given, model, "fine-tuned", training=False)
+
+
+def test_saved_tokenizer_truncates_to_the_fine_tuned_length(single_label_run, cail_rows):
+    _, output_dir, _, _ = single_label_run
+    tokenizer = transformers.AutoTokenizer.from_pretrained(output_dir)
+    assert tokenizer.model_max_length == 64  # the run's --max_seq_length, not "no limit"
+    assert len(tokenizer(cail_rows[0]["text"], truncation=True)["input_ids"]) == 64

@@ -397,6 +397,9 @@ def test_two_stage_run_saves_a_loadable_model(tmp_path, news_file):
     tokenizer = AutoTokenizer.from_pretrained(output_dir)
     assert model.config.auto_map["AutoModelForMaskedLM"].endswith("RoFormerForMaskedLM")
     assert type(tokenizer).__name__ == "RoFormerJiebaTokenizer"
+    assert tokenizer.model_max_length == 64  # the longest trained length: truncation=True cuts there
+    checkpoint_tokenizer = AutoTokenizer.from_pretrained(output_dir / "stage-2" / "checkpoint-4")
+    assert checkpoint_tokenizer.model_max_length == 64
     final_weights = load_file(output_dir / "model.safetensors")
     stage_weights = load_file(output_dir / "stage-2" / "checkpoint-4" / "model.safetensors")
     assert all(torch.equal(final_weights[name], stage_weights[name]) for name in final_weights)
