@@ -9,7 +9,8 @@ wrapped in DistributedDataParallel, and the fingerprints of the examples it trai
 - `step:<folder>:<n>`: after optimizer step n of the trainer whose output_dir ends with <folder>;
 - `checkpoint:<folder>`: while writing the checkpoint folder that ends with <folder>, after its weights, optimizer
   and RNG states and before its trainer_state.json (which transformers writes last);
-- `final-save`: while saving the final model, once its files are written and before they are moved into place.
+- `final-save`: while saving the final model, once its files are written into its staging folder and before they
+  are moved into place.
 """
 
 import hashlib
@@ -117,7 +118,7 @@ def install_kill_hook(kill_at: str, callbacks: list) -> None:
 
         def save_model_and_die(trainer, output_dir=None, *args, **kwargs):
             save_model(trainer, output_dir, *args, **kwargs)
-            if str(output_dir).endswith(".partial-model"):
+            if Path(str(output_dir)).name.startswith(".partial-model"):
                 kill_self()
 
         Trainer.save_model = save_model_and_die

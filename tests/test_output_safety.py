@@ -7,6 +7,7 @@ import errno
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from collections import namedtuple
@@ -128,9 +129,29 @@ def test_an_unwritable_output_dir_stops_before_training(tmp_path, news_file, cap
 def test_a_full_disk_stops_before_training(tmp_path, news_file, monkeypatch):
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(script_utils.shutil, "disk_usage", lambda path: usage(10**9, 10**9 - 10**5, 10**5))
-    with pytest.raises(ScriptError, match=r"has 0\.1 MiB free, but the final model and a checkpoint need about"):
+    with pytest.raises(ScriptError, match=r"has 0\.1 MiB free, but this run writes about") as error_info:
         run_mlm.main(mlm_arguments(news_file, tmp_path / "out"))
     assert not list((tmp_path / "out").rglob("checkpoint-*"))
+    # stages of 3 and 4 steps, a checkpoint every 2 steps and at the end of each stage: 2 + 2 checkpoints of weights
+    # and Adam's two moments, and the final model
+    needed, weights = re.search(
+        r"writes about ([\d.]+) MiB \(the final model, ([\d.]+) MiB", str(error_info.value)
+    ).groups()
+    assert "and 4 checkpoints of weights and optimizer state" in str(error_info.value)
+    assert float(needed) == pytest.approx(float(weights) * (1 + 4 * 3), rel=0.05)  # MiB rounded to 0.1
+
+
+def test_the_free_space_check_counts_the_checkpoints_kept(tmp_path):
+    """--save_total_limit 2 keeps 3 checkpoints at once (the oldest is deleted after the new one is written)."""
+    model = torch.nn.Linear(256, 256)  # 263,168 bytes of float32 weights
+    weights = sum(parameter.numel() * 4 for parameter in model.parameters())
+    arguments = script_utils.ScriptTrainingArguments(str(tmp_path), save_steps=10, save_total_limit=2, max_steps=100)
+    assert script_utils.bytes_to_write(arguments, model, [100])[0] == weights * (1 + 3 * 3)
+    assert script_utils.bytes_to_write(arguments, model, [100, 15])[0] == weights * (1 + 3 * 3 + 3 * 2)
+    arguments = script_utils.ScriptTrainingArguments(str(tmp_path), save_strategy="no")
+    assert script_utils.bytes_to_write(arguments, model)[0] == weights
+    (tmp_path / "model.safetensors").write_bytes(b"an earlier final model, kept until the new one is whole")
+    assert script_utils.bytes_to_write(arguments, model)[0] == 2 * weights
 
 
 # --- incomplete checkpoints ---
