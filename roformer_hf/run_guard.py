@@ -5,6 +5,7 @@ what is still there and how to resume, the final model saved elsewhere when it c
 
 import errno
 import logging
+import signal
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -13,7 +14,13 @@ from pathlib import Path
 
 from transformers import Trainer, TrainingArguments
 
-from .interrupts import handle_stop_signals, resume_advice, resume_command
+from .interrupts import (
+    TrainingInterrupted,
+    handle_stop_signals,
+    resume_advice,
+    resume_command,
+    stopped_at_once_message,
+)
 from .run_lock import lock_output_dir
 from .script_utils import ScriptError, remove_stale_staging
 
@@ -47,6 +54,9 @@ def guard_run(training_args: TrainingArguments, script: str, argv: Sequence[str]
         with handle_stop_signals(training_args.output_dir, resume_command(script, argv)):
             try:
                 yield
+            except KeyboardInterrupt as error:  # stopped at once: say what is left while the run's folder is known
+                status = getattr(error, "exit_status", 128 + signal.SIGINT)
+                raise TrainingInterrupted(stopped_at_once_message(error), status - 128) from error
             except Exception as error:
                 if not is_disk_full(error):
                     raise

@@ -8,19 +8,32 @@ import json
 import logging
 import os
 import re
+import shlex
 import subprocess
 import sys
+import time
 from collections import namedtuple
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import torch
+from distributed_worker import files_sha256
 from safetensors.torch import load_file
+from transformers import Trainer, TrainingArguments
 
 import run_classification
 import run_mlm
-from roformer_hf import script_utils
-from roformer_hf.script_utils import ScriptError, find_resume_checkpoint, last_complete_checkpoint, run_script
+from roformer_hf import RoFormerConfig, RoFormerForMaskedLM, script_utils
+from roformer_hf.run_lock import LOCK_FILE_NAME, FolderLock, FolderLockedError
+from roformer_hf.script_utils import (
+    ScriptError,
+    find_resume_checkpoint,
+    is_complete_checkpoint,
+    last_complete_checkpoint,
+    run_script,
+    save_model_atomically,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WORKER = REPO_ROOT / "tests" / "distributed_worker.py"
@@ -239,3 +252,130 @@ def test_run_classification_killed_while_checkpointing_resumes_to_the_same_weigh
     assert (output_dir / "checkpoint-4" / "model.safetensors").exists()
     run_classification.main([*arguments, "--resume_from_checkpoint", "true"])
     assert_same_weights(tmp_path / "straight", output_dir)
+
+
+# --- two runs into one folder ---
+
+
+def worker_command(script: str, arguments: list[str], record: Path) -> list[str]:
+    record.mkdir(exist_ok=True)
+    return [sys.executable, str(WORKER), str(record), str(REPO_ROOT / script), *arguments]
+
+
+def worker_environment(**variables: str) -> dict[str, str]:
+    # as many threads as this process, where the reference and the resumed runs train: the same float sums
+    threads = str(torch.get_num_threads())
+    return {**os.environ, "OMP_NUM_THREADS": threads, "PYTHONPATH": str(REPO_ROOT), **variables}
+
+
+@pytest.mark.slow
+def test_a_second_run_into_a_folder_in_use_is_refused_and_the_first_finishes_intact(
+    tmp_path, straight_mlm_run, capsys
+):
+    news_file, straight = straight_mlm_run
+    output_dir, gate = tmp_path / "out", tmp_path / "gate"
+    environment = worker_environment(KILL_AT=f"pause:stage-2:2:{gate}")
+    first = subprocess.Popen(
+        worker_command("run_mlm.py", mlm_arguments(news_file, output_dir), tmp_path / "record"),
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        while not gate.with_name("gate.reached").exists():
+            assert first.poll() is None, first.stderr.read()[-3000:]
+            time.sleep(0.2)
+        before = folder_bytes(output_dir)
+        for extra in ([], ["--overwrite_output_dir"], ["--resume_from_checkpoint", "true"]):
+            line = exit_line(run_mlm.main, mlm_arguments(news_file, output_dir, "--seed", "8", *extra), capsys)
+            assert line.startswith(
+                f"error: --output_dir {output_dir} is in use by another run (process {first.pid} on "
+            )
+            assert folder_bytes(output_dir) == before  # nothing written, nothing deleted
+    finally:
+        gate.touch()
+        first.wait(timeout=300)
+    assert first.returncode == 0, first.stderr[-3000:] if isinstance(first.stderr, str) else ""
+    assert_same_weights(straight, output_dir)
+    assert not (output_dir / LOCK_FILE_NAME).exists()
+
+
+def test_a_lock_left_by_a_killed_process_is_taken_over(tmp_path):
+    dead = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os, signal, sys; from roformer_hf.run_lock import FolderLock; "
+            "FolderLock(sys.argv[1]).acquire(); os.kill(os.getpid(), signal.SIGKILL)",
+            str(tmp_path),
+        ],
+        env=worker_environment(),
+        check=False,
+    )
+    assert dead.returncode == -9 and (tmp_path / LOCK_FILE_NAME).exists()  # the file stays, the lock does not
+    with FolderLock(tmp_path) as lock:
+        assert json.loads(lock.path.read_text())["pid"] == os.getpid()
+        with pytest.raises(FolderLockedError, match=f"in use by another run \\(process {os.getpid()} on "):
+            FolderLock(tmp_path).acquire()
+    assert not (tmp_path / LOCK_FILE_NAME).exists()
+
+
+def test_concurrent_atomic_saves_into_one_folder_do_not_collide(tmp_path):
+    config = RoFormerConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=2)
+    trainer = Trainer(model=RoFormerForMaskedLM(config), args=TrainingArguments(str(tmp_path), report_to="none"))
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        saves = [pool.submit(save_model_atomically, trainer, tmp_path) for _ in range(12)]
+    assert [save.exception() for save in saves] == [None] * 12
+    assert not [path.name for path in tmp_path.iterdir() if "partial" in path.name]
+    saved = load_file(tmp_path / "model.safetensors")
+    assert all(
+        torch.equal(saved[name], tensor) for name, tensor in trainer.model.state_dict().items() if name in saved
+    )
+
+
+# --- Ctrl-C and SIGTERM ---
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("signals", "at", "status", "checkpoint"),
+    [
+        # the signal comes during the next step (the hook sends it after this one): stops after it, with a checkpoint
+        ("SIGINT", "stage-2:2", 130, "stage-2/checkpoint-3"),
+        ("SIGTERM", "stage-1:1", 143, "stage-1/checkpoint-2"),
+        ("SIGINT+SIGINT", "stage-2:3", 130, None),  # the second Ctrl-C stops at once: resumes from checkpoint-2
+    ],
+)
+def test_a_signal_stops_at_a_step_boundary_and_resumes_to_the_same_weights(
+    tmp_path, straight_mlm_run, signals, at, status, checkpoint
+):
+    news_file, straight = straight_mlm_run
+    output_dir = tmp_path / "out"
+    environment = worker_environment(KILL_AT=f"signal:{at}:{signals}", SNAPSHOT_DIR=str(output_dir))
+    command = worker_command("run_mlm.py", mlm_arguments(news_file, output_dir), tmp_path / "record")
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=environment, check=False)
+    assert result.returncode == status, result.stderr[-3000:]
+    line = result.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in result.stderr
+    resume = f"resume with python run_mlm.py {shlex.join(mlm_arguments(news_file, output_dir))} --resume_from_checkpoint true"
+    if checkpoint is None:
+        newest = output_dir / "stage-2" / "checkpoint-2"
+        assert (
+            line
+            == f"error: interrupted (SIGINT) and stopped at once; the newest complete checkpoint is {newest}: {resume}"
+        )
+    else:
+        name = signals.split("+")[0]
+        step = checkpoint.rsplit("-")[-1]
+        assert (
+            line
+            == f"error: stopped by {name} after step {step}; the checkpoint {output_dir / checkpoint} is complete: {resume}"
+        )
+        assert is_complete_checkpoint(output_dir / checkpoint)
+    before = json.loads((tmp_path / "record" / "before-signal.json").read_text())
+    before.pop(LOCK_FILE_NAME)  # the run's own lock, deleted when it ends
+    assert before and {name: digest for name, digest in files_sha256(output_dir).items() if name in before} == before
+    assert not (output_dir / "model.safetensors").exists() and not (output_dir / LOCK_FILE_NAME).exists()
+    run_mlm.main(shlex.split(line.partition("resume with ")[2])[2:])
+    assert_same_weights(straight, output_dir)
