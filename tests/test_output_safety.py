@@ -11,6 +11,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from collections import namedtuple
 from concurrent.futures import ThreadPoolExecutor
@@ -379,3 +380,82 @@ def test_a_signal_stops_at_a_step_boundary_and_resumes_to_the_same_weights(
     assert not (output_dir / "model.safetensors").exists() and not (output_dir / LOCK_FILE_NAME).exists()
     run_mlm.main(shlex.split(line.partition("resume with ")[2])[2:])
     assert_same_weights(straight, output_dir)
+
+
+# --- a full disk (simulated: the writes of one file raise what a full disk raises) ---
+
+
+def files_of(folder: Path, names: list[str]) -> dict[str, bytes]:
+    return {name: (folder / name).read_bytes() for name in names}
+
+
+@pytest.mark.slow
+def test_a_full_disk_while_checkpointing_keeps_the_earlier_checkpoint_and_resumes(
+    tmp_path, classification_files, capsys, monkeypatch
+):
+    run_classification.main(classification_arguments(classification_files, tmp_path / "straight"))
+    output_dir = tmp_path / "out"
+    arguments = classification_arguments(classification_files, output_dir)
+    save, before = torch.save, {}
+
+    def save_on_a_full_disk(content, path, *args, **kwargs):
+        if "checkpoint-4" in str(path):
+            before.update(folder_bytes(output_dir / "checkpoint-2"))
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return save(content, path, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", save_on_a_full_disk)
+    line = exit_line(run_classification.main, arguments, capsys)
+    assert line == (
+        f"error: no space left on device while writing {output_dir / 'checkpoint-4' / 'training_args.bin'}: free some space; "
+        f"the newest complete checkpoint is {output_dir / 'checkpoint-2'}: resume with python run_classification.py "
+        f"{shlex.join(arguments)} --resume_from_checkpoint true"
+    )
+    assert before and folder_bytes(output_dir / "checkpoint-2") == before
+    assert not (output_dir / "model.safetensors").exists()
+    monkeypatch.setattr(torch, "save", save)  # space freed
+    run_classification.main([*arguments, "--resume_from_checkpoint", "true"])
+    assert_same_weights(tmp_path / "straight", output_dir)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("earlier_final_model", [False, True])
+def test_a_full_disk_at_the_final_save_loses_neither_the_trained_nor_the_earlier_model(
+    tmp_path, classification_files, capsys, monkeypatch, earlier_final_model
+):
+    from safetensors import SafetensorError
+    from transformers import modeling_utils
+
+    straight = tmp_path / "straight"
+    run_classification.main(classification_arguments(classification_files, straight, "--save_strategy", "no"))
+    output_dir = tmp_path / "out"
+    arguments = classification_arguments(classification_files, output_dir, "--save_strategy", "no")
+    if earlier_final_model:  # a finished run, resumed from its checkpoint-2: its final model is there
+        run_classification.main(classification_arguments(classification_files, output_dir))
+        arguments = classification_arguments(classification_files, output_dir, "--resume_from_checkpoint", "true")
+        arguments = [*arguments[:-2], "--resume_from_checkpoint", str(output_dir / "checkpoint-2")]
+    kept = ["model.safetensors", "config.json", "trainer_state.json", "all_results.json", "train_results.json"]
+    before = files_of(output_dir, kept) if earlier_final_model else {}
+    save_file = modeling_utils.safe_save_file
+
+    def save_on_a_full_disk(tensors, filename, *args, **kwargs):
+        if ".partial-model-" in str(filename):
+            raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+        return save_file(tensors, filename, *args, **kwargs)
+
+    monkeypatch.setattr(modeling_utils, "safe_save_file", save_on_a_full_disk)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "elsewhere"))
+    (tmp_path / "elsewhere").mkdir()
+    line = exit_line(run_classification.main, arguments, capsys)
+    rescued = next((tmp_path / "elsewhere").glob("roformer_hf-rescued-out-*"))
+    assert line == (
+        f"error: no space left on device while saving the final model to {output_dir} (Error while serializing: I/O "
+        f"error: No space left on device (os error 28)); the trained model was saved to {rescued} instead, and what "
+        f"{output_dir} held before is unchanged: free some space and copy it there."
+    )
+    assert_same_weights(straight, rescued)
+    if earlier_final_model:
+        assert files_of(output_dir, kept) == before
+    else:
+        assert not (output_dir / "model.safetensors").exists() and not (output_dir / "trainer_state.json").exists()
+    assert not list(output_dir.glob(".partial-model-*"))
