@@ -48,7 +48,7 @@ from transformers import (
 )
 
 from roformer_hf import RoFormerForSequenceClassification
-from roformer_hf.interrupts import StopAtStepBoundary
+from roformer_hf.interrupts import StopAtStepBoundary, raise_if_stopped
 from roformer_hf.metrics import load as load_metric
 from roformer_hf.run_guard import guard_run
 from roformer_hf.script_utils import (
@@ -863,6 +863,7 @@ def train_and_evaluate(
     args, metrics = trainer.args, {}
     if args.do_train:
         result = trainer.train(resume_from_checkpoint=find_resume_checkpoint(args))
+        raise_if_stopped(trainer)
         save_model_atomically(trainer)
         metrics.update({**result.metrics, "train_samples": len(set(tokenized["train"]["document_index"]))})
         trainer.log_metrics("train", result.metrics)

@@ -41,7 +41,7 @@ from transformers import (
 )
 
 from roformer_hf import RoFormerForMaskedLM
-from roformer_hf.interrupts import StopAtStepBoundary
+from roformer_hf.interrupts import StopAtStepBoundary, raise_if_stopped
 from roformer_hf.metrics import load as load_metric
 from roformer_hf.run_guard import guard_run
 from roformer_hf.script_utils import (
@@ -770,6 +770,7 @@ def run_stage(
     if trainer.args.do_train:
         logger.info(f"*** Stage {index + 1}/{len(stages)}: {stages[index]} ***")
         metrics = trainer.train(resume_from_checkpoint=checkpoint).metrics
+        raise_if_stopped(trainer)
     if final_model_dir is not None:
         save_model_atomically(trainer, final_model_dir)
     if trainer.args.do_train:

@@ -5,8 +5,8 @@ Clusters send SIGTERM some time before they kill a job, and a user stops a run w
 `KeyboardInterrupt` traceback that did not say whether the folder could be resumed. Within `handle_stop_signals()`:
 
 - the first SIGINT or SIGTERM during training is noted; `StopAtStepBoundary` (a callback of every trainer of the
-  scripts) ends the current optimizer step, writes a checkpoint, and stops; `TrainingInterrupted` then carries the
-  one-line message (checkpoint and resume command) and the exit status 128 + the signal (130 for Ctrl-C);
+  scripts) ends the current optimizer step, writes a checkpoint, and stops; `raise_if_stopped` (called after
+  `train()`) then raises `TrainingInterrupted`, which carries the one-line message (checkpoint and resume command) and the exit status 128 + the signal (130 for Ctrl-C);
 - a second signal, or one outside the training loop (loading data, tokenizing, evaluating), stops at once with
   `StoppedAtOnce`, a `KeyboardInterrupt`;
 - in `deferred_stops()` (the renames of a final save) a signal waits until the block ends.
@@ -125,9 +125,17 @@ class StopAtStepBoundary(TrainerCallback):
 
     def on_train_end(self, args, state, control, **kwargs):
         _state.in_training = False
-        if _state.signal_number is not None:
-            checkpoint = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-            raise TrainingInterrupted(interrupted_message(checkpoint, state.global_step), _state.signal_number)
+
+
+def raise_if_stopped(trainer) -> None:
+    """
+    Call after `trainer.train()`: raise `TrainingInterrupted` when training ended for a stop signal (raised here
+    rather than in a callback, so that the other callbacks, the progress bar's included, have ended the training).
+    """
+    if _state.signal_number is not None:
+        step = trainer.state.global_step
+        checkpoint = Path(trainer.args.output_dir) / f"checkpoint-{step}"
+        raise TrainingInterrupted(interrupted_message(checkpoint, step), _state.signal_number)
 
 
 def _stop_requested_anywhere(args) -> bool:
@@ -193,6 +201,7 @@ __all__ = [
     "TrainingInterrupted",
     "deferred_stops",
     "handle_stop_signals",
+    "raise_if_stopped",
     "resume_advice",
     "resume_command",
     "stopped_at_once_message",
