@@ -48,7 +48,9 @@ from transformers import (
 )
 
 from roformer_hf import RoFormerForSequenceClassification
+from roformer_hf.interrupts import StopAtStepBoundary, raise_if_stopped
 from roformer_hf.metrics import load as load_metric
+from roformer_hf.run_guard import guard_run
 from roformer_hf.script_utils import (
     ModelArguments,
     ScriptError,
@@ -883,7 +885,7 @@ def build_trainer(
         processing_class=tokenizer,
         data_collator=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8 if mixed_precision else None),
         compute_metrics=make_compute_metrics(label_info, document_ids, data_args.chunk_pooling),
-        callbacks=callbacks,
+        callbacks=[*callbacks, StopAtStepBoundary()],
     )
 
 
@@ -929,6 +931,7 @@ def train_and_evaluate(
     args, metrics = trainer.args, {}
     if args.do_train:
         result = trainer.train(resume_from_checkpoint=find_resume_checkpoint(args))
+        raise_if_stopped(trainer)
         save_model_atomically(trainer)
         metrics.update({**result.metrics, "train_samples": len(set(tokenized["train"]["document_index"]))})
         trainer.log_metrics("train", result.metrics)
@@ -1007,26 +1010,29 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     model_args, data_args, training_args = parse_args(argv)
     setup_logging(training_args)
     check_distributed_launch(training_args)
-    if training_args.do_train:
-        check_output_dir(training_args)
-    set_seed(training_args.seed)
-    raw_datasets = load_raw_datasets(data_args, training_args)
-    label_info = build_label_maps(raw_datasets, data_args, model_args)
-    tokenizer, model = build_tokenizer_and_model(model_args, label_info, data_args)
-    data_args = resolve_input_settings(data_args, model, model_args.model_name_or_path, training_args.do_train)
-    if training_args.do_train:  # the saved tokenizer's truncation=True cuts to the length fine-tuned with
-        tokenizer.model_max_length = data_args.max_seq_length
-    tokenized = preprocess(raw_datasets, tokenizer, label_info, data_args, training_args)
-    trainer = build_trainer(model, tokenizer, tokenized, label_info, data_args, training_args)
-    if training_args.do_train:
-        prepare_output_dir(training_args, model)
-    metrics = train_and_evaluate(trainer, tokenized, label_info, data_args)
-    if training_args.do_predict:
-        metrics.update(predict(trainer, tokenized, label_info, data_args))
-    if training_args.do_train:
-        write_card_and_push(trainer, model_args, data_args, metrics)
-        if trainer.is_world_process_zero():
-            print(loading_instructions(training_args.output_dir, RoFormerForSequenceClassification))
+    with guard_run(
+        training_args, "run_classification.py", demo_or_given_arguments(argv, DEFAULT_ARGV, announce=False)
+    ):
+        if training_args.do_train:
+            check_output_dir(training_args)
+        set_seed(training_args.seed)
+        raw_datasets = load_raw_datasets(data_args, training_args)
+        label_info = build_label_maps(raw_datasets, data_args, model_args)
+        tokenizer, model = build_tokenizer_and_model(model_args, label_info, data_args)
+        data_args = resolve_input_settings(data_args, model, model_args.model_name_or_path, training_args.do_train)
+        if training_args.do_train:  # the saved tokenizer's truncation=True cuts to the length fine-tuned with
+            tokenizer.model_max_length = data_args.max_seq_length
+        tokenized = preprocess(raw_datasets, tokenizer, label_info, data_args, training_args)
+        trainer = build_trainer(model, tokenizer, tokenized, label_info, data_args, training_args)
+        if training_args.do_train:
+            prepare_output_dir(training_args, model)
+        metrics = train_and_evaluate(trainer, tokenized, label_info, data_args)
+        if training_args.do_predict:
+            metrics.update(predict(trainer, tokenized, label_info, data_args))
+        if training_args.do_train:
+            write_card_and_push(trainer, model_args, data_args, metrics)
+    if training_args.do_train and trainer.is_world_process_zero():
+        print(loading_instructions(training_args.output_dir, RoFormerForSequenceClassification))
     return metrics
 
 

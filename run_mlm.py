@@ -41,7 +41,9 @@ from transformers import (
 )
 
 from roformer_hf import RoFormerForMaskedLM
+from roformer_hf.interrupts import StopAtStepBoundary, raise_if_stopped
 from roformer_hf.metrics import load as load_metric
+from roformer_hf.run_guard import guard_run
 from roformer_hf.script_utils import (
     ModelArguments,
     ScriptError,
@@ -668,6 +670,7 @@ def build_trainer(
     )
     trainer.add_callback(EpochCallback(collator))
     trainer.add_callback(SaveAtEndCallback())
+    trainer.add_callback(StopAtStepBoundary())
     return trainer
 
 
@@ -787,20 +790,29 @@ def train_and_evaluate(
         args = stage_training_args(training_args, stages, index)
         examples = preprocess(raw_datasets, tokenizer, stages[index].max_seq_length, data_args, training_args)
         trainer = build_trainer(model, tokenizer, examples, args, masking_args, schedule_steps, start_state)
-        run_stage(trainer, stages, index, checkpoint, starts_run=index == 0 and checkpoint is None)
+        final_model_dir = Path(training_args.output_dir) if index == len(stages) - 1 else None
+        run_stage(trainer, stages, index, checkpoint, index == 0 and checkpoint is None, final_model_dir)
         start_state, checkpoint = stage_end_state(trainer) if args.do_train else None, None
     if trainer is None:  # resumed from the end of the last stage
         args = stage_training_args(training_args, stages, len(stages) - 1)
         examples = preprocess(raw_datasets, tokenizer, stages[-1].max_seq_length, data_args, training_args)
         trainer = build_trainer(model, tokenizer, examples, replace(args, do_train=False), masking_args)
-        run_stage(trainer, stages, len(stages) - 1, None, starts_run=False)
+        run_stage(trainer, stages, len(stages) - 1, None, False, Path(training_args.output_dir))
     return trainer
 
 
 def run_stage(
-    trainer: StagedTrainer, stages: list[Stage], index: int, checkpoint: str | None, starts_run: bool
+    trainer: StagedTrainer,
+    stages: list[Stage],
+    index: int,
+    checkpoint: str | None,
+    starts_run: bool,
+    final_model_dir: Path | None = None,
 ) -> None:
-    """Train one stage (resuming from `checkpoint` if given) and evaluate it; save its metrics and state."""
+    """
+    Train one stage (resuming from `checkpoint` if given) and evaluate it; save its metrics and state. The last stage
+    saves the final model into `final_model_dir` first, so that results never describe weights that were not saved.
+    """
     if trainer.eval_dataset is not None and starts_run:
         if trainer.args.do_train:
             trainer.add_callback(InitialEvaluationCallback(trainer))
@@ -809,6 +821,10 @@ def run_stage(
     if trainer.args.do_train:
         logger.info(f"*** Stage {index + 1}/{len(stages)}: {stages[index]} ***")
         metrics = trainer.train(resume_from_checkpoint=checkpoint).metrics
+        raise_if_stopped(trainer)
+    if final_model_dir is not None:
+        save_model_atomically(trainer, final_model_dir)
+    if trainer.args.do_train:
         trainer.log_metrics("train", metrics)
         save_metrics(trainer, "train", metrics)
     if trainer.eval_dataset is not None:
@@ -880,9 +896,8 @@ def save_outputs(
     training_args: TrainingArguments,
     argv: list[str] | None,
 ) -> list[dict[str, Any]]:
-    """Save the final model and tokenizer (with their code), results, loss curve and model card to output_dir."""
-    output_dir = Path(training_args.output_dir)
-    save_model_atomically(trainer, output_dir)
+    """Save the results, loss curve and model card of the run beside its final model in output_dir."""
+    output_dir = Path(training_args.output_dir)  # the final model is in place already (`run_stage`)
     if not trainer.is_world_process_zero():
         return []
     table = read_stage_results(training_args, stages)
@@ -993,16 +1008,17 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     model_args, data_args, masking_args, training_args = parse_args(argv)
     setup_logging(training_args)
     check_distributed_launch(training_args)
-    check_output_dir(training_args)
-    set_seed(training_args.seed)
-    stages = plan_stages(data_args, masking_args, training_args)
-    raw_datasets = load_raw_datasets(data_args, model_args)
-    tokenizer, model = build_tokenizer_and_model(model_args, masking_args.sparse_prediction)
-    if training_args.do_train:  # the saved tokenizer's truncation=True cuts to the longest length trained with
-        tokenizer.model_max_length = max(stage.max_seq_length for stage in stages)
-    prepare_output_dir(training_args, model)
-    trainer = train_and_evaluate(model, tokenizer, raw_datasets, stages, data_args, masking_args, training_args)
-    table = save_outputs(trainer, stages, model_args, data_args, masking_args, training_args, argv)
+    with guard_run(training_args, "run_mlm.py", demo_or_given_arguments(argv, DEMO_ARGUMENTS, announce=False)):
+        check_output_dir(training_args)
+        set_seed(training_args.seed)
+        stages = plan_stages(data_args, masking_args, training_args)
+        raw_datasets = load_raw_datasets(data_args, model_args)
+        tokenizer, model = build_tokenizer_and_model(model_args, masking_args.sparse_prediction)
+        if training_args.do_train:  # the saved tokenizer's truncation=True cuts to the longest length trained with
+            tokenizer.model_max_length = max(stage.max_seq_length for stage in stages)
+        prepare_output_dir(training_args, model, [stage.steps or training_args.max_steps for stage in stages])
+        trainer = train_and_evaluate(model, tokenizer, raw_datasets, stages, data_args, masking_args, training_args)
+        table = save_outputs(trainer, stages, model_args, data_args, masking_args, training_args, argv)
     if trainer.is_world_process_zero():
         print(format_stage_table(table))
         show_fill_mask_examples(model, tokenizer)

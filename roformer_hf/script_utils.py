@@ -11,6 +11,7 @@ import errno
 import inspect
 import json
 import logging
+import math
 import os
 import re
 import shlex
@@ -47,8 +48,9 @@ class ScriptError(Exception):
 
 def run_script(main: Callable[[], object]) -> None:
     """
-    Run a script's `main()`; a `ScriptError` or a missing file becomes one line on stderr and exit status 1. With
-    the environment variable `ROFORMER_HF_DEBUG=1` the error keeps its traceback.
+    Run a script's `main()`; a `ScriptError` or a missing file becomes one line on stderr and exit status 1, a stop
+    signal (`roformer_hf.interrupts`) one line and 128 + the signal (130 for Ctrl-C). With the environment variable
+    `ROFORMER_HF_DEBUG=1` the error keeps its traceback.
 
     Args:
         main (`Callable`):
@@ -63,6 +65,16 @@ def run_script(main: Callable[[], object]) -> None:
             _exit_with_message(str(error))
         except USER_ERRORS as error:
             _exit_with_message(f"{error.strerror or error}: {error.filename}" if error.filename else str(error))
+        except KeyboardInterrupt as error:  # Ctrl-C outside training, or a second one: stopped at once
+            from .interrupts import stopped_at_once_message
+
+            _exit_with_message(stopped_at_once_message(error), getattr(error, "exit_status", 130))
+        except Exception as error:
+            from .interrupts import TrainingInterrupted
+
+            if not isinstance(error, TrainingInterrupted):
+                raise
+            _exit_with_message(str(error), error.exit_status)
     _leave_process_group()
 
 
@@ -74,9 +86,9 @@ def _leave_process_group() -> None:
         torch.distributed.destroy_process_group()
 
 
-def _exit_with_message(message: str) -> None:
+def _exit_with_message(message: str, status: int = 1) -> None:
     print(f"error: {message}", file=sys.stderr)
-    sys.exit(1)
+    sys.exit(status)
 
 
 @dataclass
@@ -343,7 +355,9 @@ class _OnceFilter(logging.Filter):
         return not repeated
 
 
-def demo_or_given_arguments(argv: Sequence[str] | None, demo_arguments: Sequence[str]) -> list[str]:
+def demo_or_given_arguments(
+    argv: Sequence[str] | None, demo_arguments: Sequence[str], announce: bool = True
+) -> list[str]:
     """
     The command-line arguments (`sys.argv[1:]` for `None`), or the demo's when there are none; for the demo, prints
     the equivalent command first (data paths relative to the current folder where they lie inside it).
@@ -351,11 +365,12 @@ def demo_or_given_arguments(argv: Sequence[str] | None, demo_arguments: Sequence
     Args:
         argv (`Sequence[str]`, *optional*): the arguments without the program name.
         demo_arguments (`Sequence[str]`): the arguments of the script's demo.
+        announce (`bool`, defaults to `True`): print the demo's command (`False`: only return the arguments).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv:
         return argv
-    if int(os.environ.get("RANK", "0")) == 0:
+    if announce and int(os.environ.get("RANK", "0")) == 0:
         shown = [_relative_if_inside(argument, Path.cwd()) for argument in demo_arguments]
         command = shlex.join(["python", Path(sys.argv[0]).name, *shown])
         print(f"No arguments: running the demo, i.e. {command}", flush=True)
@@ -997,10 +1012,13 @@ def check_output_dir(training_args: TrainingArguments) -> None:
         ) from error
 
 
-def prepare_output_dir(training_args: TrainingArguments, model: torch.nn.Module) -> None:
+def prepare_output_dir(
+    training_args: TrainingArguments, model: torch.nn.Module, steps_per_folder: Sequence[int | None] | None = None
+) -> None:
     """
     Right before training: with `--overwrite_output_dir`, delete the earlier run's outputs (so that no old checkpoint
-    is resumed from or rotated later); then check the free space (`check_free_space`).
+    is resumed from or rotated later); then check the free space (`check_free_space`, given `steps_per_folder`, by
+    default `--max_steps` in output_dir).
     """
     with training_args.main_process_first(local=False, desc="clearing output_dir"):
         overwrite = getattr(training_args, "overwrite_output_dir", False)
@@ -1011,24 +1029,57 @@ def prepare_output_dir(training_args: TrainingArguments, model: torch.nn.Module)
                     shutil.rmtree(path)
                 else:
                     path.unlink()
-    check_free_space(training_args, model)
+    if steps_per_folder is None:
+        steps_per_folder = [training_args.max_steps if training_args.max_steps > 0 else None]
+    check_free_space(training_args, model, steps_per_folder)
 
 
-def check_free_space(training_args: TrainingArguments, model: torch.nn.Module) -> None:
+def check_free_space(
+    training_args: TrainingArguments, model: torch.nn.Module, steps_per_folder: Sequence[int | None] = (None,)
+) -> None:
     """
-    Refuse to train when output_dir's disk cannot hold the final model and one checkpoint: weights, plus Adam's two
-    moments in a checkpoint, i.e. 4 x the parameter bytes (1 x without checkpoints). A lower bound: every checkpoint
-    kept (`--save_total_limit`) needs as much again.
+    Refuse to train when output_dir's disk cannot hold what the run writes (see `bytes_to_write`).
+
+    Args:
+        training_args (`TrainingArguments`): the run's arguments (save strategy, steps and limit).
+        model (`torch.nn.Module`): the model to train.
+        steps_per_folder (`Sequence`): the optimizer steps of each folder that keeps its own checkpoints (one per
+            stage of run_mlm.py), `None` where unknown (epochs).
     """
-    parameter_bytes = sum(parameter.numel() * parameter.element_size() for parameter in model.parameters())
-    needed = parameter_bytes * (1 if training_args.save_strategy == "no" else 4)
+    needed, parts = bytes_to_write(training_args, model, steps_per_folder)
     free = shutil.disk_usage(training_args.output_dir).free
     if free < needed:
         raise ScriptError(
-            f"--output_dir {training_args.output_dir} has {free / 2**20:.1f} MiB free, but the final model and a "
-            f"checkpoint need about {needed / 2**20:.1f} MiB ({parameter_bytes / 2**20:.1f} MiB of weights): free "
-            "some space or choose another --output_dir."
+            f"--output_dir {training_args.output_dir} has {free / 2**20:.1f} MiB free, but this run writes about "
+            f"{needed / 2**20:.1f} MiB ({parts}): free some space, lower --save_total_limit or choose another "
+            "--output_dir."
         )
+
+
+def bytes_to_write(
+    training_args: TrainingArguments, model: torch.nn.Module, steps_per_folder: Sequence[int | None] = (None,)
+) -> tuple[int, str]:
+    """
+    The bytes a run writes at its peak and what they are, in words: the final model (twice while it replaces an earlier
+    one), and every checkpoint kept at once, each the weights and Adam's two moments (3 x the parameter bytes):
+    `--save_total_limit` per folder plus the one being written before the oldest is deleted, or every checkpoint
+    without a limit (one where the number of steps is unknown: then it is a lower bound).
+    """
+    weights = sum(parameter.numel() * parameter.element_size() for parameter in model.parameters())
+    final_copies = 2 if (Path(training_args.output_dir) / "model.safetensors").exists() else 1
+    checkpoints = 0
+    if training_args.save_strategy != "no":
+        limit = training_args.save_total_limit
+        for steps in steps_per_folder:
+            saves = 1 if steps is None or steps <= 0 else math.ceil(steps / max(training_args.save_steps, 1))
+            checkpoints += min(saves, limit + 1) if limit else saves
+    needed = weights * (final_copies + 3 * checkpoints)
+    parts = f"the final model, {weights / 2**20:.1f} MiB" + (
+        " twice while it replaces the earlier one" * (final_copies > 1)
+    )
+    if checkpoints:
+        parts += f", and {checkpoints} checkpoint{'s' * (checkpoints > 1)} of weights and optimizer state kept at once"
+    return needed, parts
 
 
 # --- Crash-safe writes and checkpoints --------------------------------------------------------------------------
@@ -1042,7 +1093,10 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     of one.
     """
     path = Path(path)
-    temporary = path.with_name(f".{path.stem}.partial{path.suffix}")
+    # a name of its own, so that two writers of the same file (two processes, two threads) never share one
+    handle, name = tempfile.mkstemp(prefix=f".{path.stem}.partial-", suffix=path.suffix, dir=path.parent)
+    os.close(handle)
+    temporary = Path(name)
     try:
         yield temporary
         os.replace(temporary, path)
@@ -1077,18 +1131,50 @@ def save_state(trainer: Trainer) -> None:
 
 def save_model_atomically(trainer: Trainer, output_dir: str | Path | None = None) -> None:
     """
-    `trainer.save_model` into a temporary folder inside `output_dir`, whose files are then renamed into place one by
-    one (each is the old or the new one, never half written). Every process calls it, as `save_model` needs.
+    `trainer.save_model` into a staging folder of its own inside `output_dir` (`.partial-model-<unique>`), whose files
+    are then renamed into place one by one, weights last (each is the old or the new one, never half written); a
+    stop signal waits until the renames are done. The staging folder is deleted whatever happens; when the disk is
+    full the model is saved elsewhere (`run_guard.rescue_final_model`) and a `ScriptError` says where. Every process
+    calls it, as `save_model` needs.
     """
+    from .interrupts import deferred_stops
+    from .run_guard import final_save_failed_error, is_disk_full, rescue_final_model
+
     output_dir = Path(output_dir or trainer.args.output_dir)
-    staging = output_dir / ".partial-model"
-    if trainer.args.should_save and staging.exists():
-        shutil.rmtree(staging)  # left by a process killed while saving
-    trainer.save_model(str(staging))
-    if trainer.args.should_save:
-        for path in sorted(staging.iterdir(), key=lambda path: path.suffix == ".safetensors"):  # weights last
-            os.replace(path, output_dir / path.name)
-        staging.rmdir()
+    staging = output_dir / f"{STAGING_PREFIX}{_shared_unique_name()}"
+    try:
+        try:
+            trainer.save_model(str(staging))
+        except Exception as error:
+            if not is_disk_full(error):
+                raise
+            shutil.rmtree(staging, ignore_errors=True)  # frees the space of what was written
+            raise final_save_failed_error(output_dir, rescue_final_model(trainer, output_dir), error) from error
+        if trainer.args.should_save:
+            with deferred_stops():
+                for path in sorted(staging.iterdir(), key=lambda path: path.suffix == ".safetensors"):
+                    os.replace(path, output_dir / path.name)
+    finally:
+        if trainer.args.should_save:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+# Staging folders of the final model; one left by a killed process is deleted by the next run holding the lock.
+STAGING_PREFIX = ".partial-model-"
+
+
+def _shared_unique_name() -> str:
+    """A name unique to this save, the same on every process of a distributed run (they save into one folder)."""
+    names = [f"{os.getpid()}-{os.urandom(4).hex()}"]
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.broadcast_object_list(names, src=0)
+    return names[0]
+
+
+def remove_stale_staging(output_dir: str | Path) -> None:
+    """Delete staging folders that killed runs left in `output_dir` (call it only while holding its lock)."""
+    for staging in Path(output_dir).glob(f"{STAGING_PREFIX}*"):
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def is_complete_checkpoint(checkpoint: str | Path) -> bool:
@@ -1125,6 +1211,7 @@ __all__ = [
     "build_config",
     "build_model",
     "build_tokenizer",
+    "bytes_to_write",
     "check_counts",
     "check_data_file",
     "check_distributed_launch",
@@ -1139,6 +1226,7 @@ __all__ = [
     "parse_arguments",
     "parse_config_overrides",
     "prepare_output_dir",
+    "remove_stale_staging",
     "run_script",
     "save_metrics",
     "save_model_atomically",

@@ -9,7 +9,12 @@ wrapped in DistributedDataParallel, and the fingerprints of the examples it trai
 - `step:<folder>:<n>`: after optimizer step n of the trainer whose output_dir ends with <folder>;
 - `checkpoint:<folder>`: while writing the checkpoint folder that ends with <folder>, after its weights, optimizer
   and RNG states and before its trainer_state.json (which transformers writes last);
-- `final-save`: while saving the final model, once its files are written and before they are moved into place.
+- `signal:<folder>:<n>:<SIGNAL>[+<SIGNAL>...]`: sends itself the signal(s) (e.g. `SIGINT`, `SIGINT+SIGINT`, `SIGTERM`)
+  after optimizer step n, as a user's Ctrl-C or a cluster's SIGTERM would, once it has written the SHA-256 of every
+  file of `SNAPSHOT_DIR` to `RECORD_DIR/before-signal.json`;
+- `pause:<folder>:<n>:<gate>`: after optimizer step n, creates `<gate>.reached` and waits until `<gate>` exists;
+- `final-save`: while saving the final model, once its files are written into its staging folder and before they
+  are moved into place.
 """
 
 import hashlib
@@ -18,6 +23,7 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -97,10 +103,48 @@ class KillAtStep(TrainerCallback):
             kill_self()
 
 
-def install_kill_hook(kill_at: str, callbacks: list) -> None:
-    """Arrange the SIGKILL that `KILL_AT` asks for (see the module docstring)."""
+def files_sha256(folder: Path) -> dict[str, str]:
+    return {
+        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+class AtStep(TrainerCallback):
+    """Calls `action()` after optimizer step `step` of the trainer whose output_dir ends with `folder`."""
+
+    def __init__(self, folder: str, step: int, action):
+        self.folder, self.step, self.action = folder, step, action
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if args.output_dir.endswith(self.folder) and state.global_step == self.step:
+            self.action()
+
+
+def send_signals(names: str, record_dir: Path) -> None:
+    snapshot = files_sha256(Path(os.environ["SNAPSHOT_DIR"]))
+    (record_dir / "before-signal.json").write_text(json.dumps(snapshot, indent=1))
+    for name in names.split("+"):
+        os.kill(os.getpid(), getattr(signal, name))
+
+
+def wait_at_gate(gate: Path) -> None:
+    gate.with_name(gate.name + ".reached").touch()
+    while not gate.exists():
+        time.sleep(0.1)
+
+
+def install_kill_hook(kill_at: str, callbacks: list, record_dir: Path | None = None) -> None:
+    """Arrange the SIGKILL (or signal, or pause) that `KILL_AT` asks for (see the module docstring)."""
     kind, _, where = kill_at.partition(":")
-    if kind == "step":
+    if kind in ("signal", "pause"):
+        folder, step, argument = where.split(":", 2)
+        action = (
+            (lambda: send_signals(argument, record_dir)) if kind == "signal" else lambda: wait_at_gate(Path(argument))
+        )
+        callbacks.append(AtStep(folder, int(step), action))
+    elif kind == "step":
         folder, step = where.rsplit(":", 1)
         callbacks.append(KillAtStep(folder, int(step)))
     elif kind == "checkpoint":
@@ -117,7 +161,7 @@ def install_kill_hook(kill_at: str, callbacks: list) -> None:
 
         def save_model_and_die(trainer, output_dir=None, *args, **kwargs):
             save_model(trainer, output_dir, *args, **kwargs)
-            if str(output_dir).endswith(".partial-model"):
+            if Path(str(output_dir)).name.startswith(".partial-model"):
                 kill_self()
 
         Trainer.save_model = save_model_and_die
@@ -129,7 +173,7 @@ def record_run(module, record_dir: Path, argv: list[str] | None = None):
     """Run `module.main(argv)` with a `Recorder` on every trainer it builds; returns what `main` returns."""
     build_trainer, record, kill_callbacks = module.build_trainer, {"stages": [], "pid": os.getpid()}, []
     if os.environ.get("KILL_AT"):
-        install_kill_hook(os.environ["KILL_AT"], kill_callbacks)
+        install_kill_hook(os.environ["KILL_AT"], kill_callbacks, record_dir)
 
     def build_recorded_trainer(*args, **kwargs):
         trainer = build_trainer(*args, **kwargs)

@@ -6,16 +6,22 @@ The table is the expectation: each row names a case of `SCRIPT_CASES` or `LIBRAR
 name the same cases. To add a bad input: one entry here, one row there.
 """
 
+import errno
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import huggingface_hub
 import pytest
 import torch
+from transformers import TrainerCallback
 
 import run_classification
 import run_mlm
@@ -29,6 +35,7 @@ from roformer_hf import (
     script_utils,
 )
 from roformer_hf.configuration import POSITIVE_FIELDS
+from roformer_hf.run_lock import FolderLock
 from roformer_hf.script_utils import DEBUG_VARIABLE, ScriptError, find_utf8_error, run_script
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -329,6 +336,80 @@ CONVERT_CASES: dict[str, tuple[str, Callable[[Path], list[str]]]] = {
     "convert_vocab_repeated_line": ("convert", convert_with_a_repeated_vocab_line),
 }
 
+
+def training_run(script: str, tmp: Path, *extra: str) -> list[str]:
+    """A tiny run that trains (run_mlm.py: without validation, as the tiny texts give no validation block)."""
+    no_validation = ["--validation_split_percentage", "0"] if script == "run_mlm.py" else []
+    return good_run(*no_validation, *extra)(script, tmp)
+
+
+# Faults of the run rather than of its arguments: id -> (where; given the script, a temporary folder and pytest's
+# monkeypatch, the arguments of the run once the fault is arranged, and the exit status it gets).
+
+
+def sigint_during_training(script: str, tmp: Path, monkeypatch) -> tuple[list[str], int]:
+    class CtrlC(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 1:
+                os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C during step 2
+
+    build_trainer = SCRIPTS[script].build_trainer
+    monkeypatch.setattr(
+        SCRIPTS[script], "build_trainer", lambda *a, **k: _with_callback(build_trainer(*a, **k), CtrlC())
+    )
+    return with_value(training_run(script, tmp), "--max_steps", "3"), 130
+
+
+def _with_callback(trainer, callback):
+    trainer.add_callback(callback)
+    return trainer
+
+
+def output_dir_in_use(script: str, tmp: Path, monkeypatch) -> tuple[list[str], int]:
+    lock = FolderLock(tmp / "out").acquire()  # held by this process, as another run would hold it
+    _HELD_LOCKS.append(lock)
+    return training_run(script, tmp), 1
+
+
+_HELD_LOCKS: list = []
+
+
+def full_disk_at_checkpoint(script: str, tmp: Path, monkeypatch) -> tuple[list[str], int]:
+    save = torch.save
+
+    def save_on_a_full_disk(content, path, *args, **kwargs):
+        if "checkpoint-" in str(path):
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return save(content, path, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", save_on_a_full_disk)
+    # without the progress bar, which the failed save leaves open (the message would follow it on its line)
+    return training_run(script, tmp, "--save_strategy", "steps", "--save_steps", "1", "--disable_tqdm", "true"), 1
+
+
+def full_disk_at_final_save(script: str, tmp: Path, monkeypatch) -> tuple[list[str], int]:
+    from safetensors import SafetensorError
+    from transformers import modeling_utils
+
+    save_file = modeling_utils.safe_save_file
+
+    def save_on_a_full_disk(tensors, filename, *args, **kwargs):
+        if ".partial-model-" in str(filename):
+            raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+        return save_file(tensors, filename, *args, **kwargs)
+
+    monkeypatch.setattr(modeling_utils, "safe_save_file", save_on_a_full_disk)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    return training_run(script, tmp), 1
+
+
+FAULT_CASES: dict[str, tuple[str, Callable[[str, Path, Any], tuple[list[str], int]]]] = {
+    "output_dir_in_use": (BOTH, output_dir_in_use),
+    "ctrl_c_during_training": (BOTH, sigint_during_training),
+    "full_disk_at_checkpoint": (BOTH, full_disk_at_checkpoint),
+    "full_disk_at_final_save": (BOTH, full_disk_at_final_save),
+}
+
 # id -> (where, a call that must raise ValueError)
 IDS = torch.tensor([[5, 6, 7], [8, 9, 10]])  # (batch_size 2, seq_len 3)
 
@@ -401,7 +482,8 @@ def expected_message(case: str) -> re.Pattern:
 
 def test_the_table_and_the_cases_name_the_same_bad_inputs():
     table = read_table()
-    cases = {case: where for case, (where, _) in {**SCRIPT_CASES, **LIBRARY_CASES, **CONVERT_CASES}.items()}
+    all_cases = {**SCRIPT_CASES, **FAULT_CASES, **LIBRARY_CASES, **CONVERT_CASES}
+    cases = {case: where for case, (where, _) in all_cases.items()}
     assert sorted(set(table) - set(cases)) == [], "rows of the table without a case in this file"
     assert sorted(set(cases) - set(table)) == [], f"cases without a row in {TABLE_FILE.name}"
     assert {case: where for case, (where, _) in table.items()} == cases
@@ -448,6 +530,34 @@ def test_bad_input_gets_one_line(case, script, tmp_path, capsys):
     message = run_in_process(script, make_arguments(script, tmp_path), capsys)
     pattern = expected_message(case)
     assert pattern.fullmatch(message), f"{script} {case}:\n  got      {message}\n  expected {pattern.pattern}"
+
+
+def fault_parameters() -> list:
+    return [
+        pytest.param(case, script, id=f"{case}-{script.removesuffix('.py')}")
+        for case in FAULT_CASES
+        for script in SCRIPTS
+    ]
+
+
+@pytest.mark.parametrize(("case", "script"), fault_parameters())
+def test_fault_gets_one_line(case, script, tmp_path, capsys, monkeypatch):
+    arguments, status = FAULT_CASES[case][1](script, tmp_path, monkeypatch)
+    capsys.readouterr()
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            run_script(lambda: SCRIPTS[script].main(arguments))
+    finally:
+        while _HELD_LOCKS:
+            _HELD_LOCKS.pop().release()
+    assert exit_info.value.code == status
+    # the training progress bar ends its lines with a carriage return
+    error_lines = [line for line in re.split(r"[\r\n]", capsys.readouterr().err) if line.startswith("error: ")]
+    assert len(error_lines) == 1
+    pattern = expected_message(case)
+    assert pattern.fullmatch(error_lines[0]), (
+        f"{script} {case}:\n  got      {error_lines[0]}\n  expected {pattern.pattern}"
+    )
 
 
 @pytest.mark.parametrize(

@@ -7,19 +7,34 @@ import errno
 import json
 import logging
 import os
+import re
+import shlex
 import subprocess
 import sys
+import tempfile
+import time
 from collections import namedtuple
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import torch
+from distributed_worker import files_sha256
 from safetensors.torch import load_file
+from transformers import Trainer, TrainingArguments
 
 import run_classification
 import run_mlm
-from roformer_hf import script_utils
-from roformer_hf.script_utils import ScriptError, find_resume_checkpoint, last_complete_checkpoint, run_script
+from roformer_hf import RoFormerConfig, RoFormerForMaskedLM, script_utils
+from roformer_hf.run_lock import LOCK_FILE_NAME, FolderLock, FolderLockedError
+from roformer_hf.script_utils import (
+    ScriptError,
+    find_resume_checkpoint,
+    is_complete_checkpoint,
+    last_complete_checkpoint,
+    run_script,
+    save_model_atomically,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WORKER = REPO_ROOT / "tests" / "distributed_worker.py"
@@ -128,9 +143,29 @@ def test_an_unwritable_output_dir_stops_before_training(tmp_path, news_file, cap
 def test_a_full_disk_stops_before_training(tmp_path, news_file, monkeypatch):
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(script_utils.shutil, "disk_usage", lambda path: usage(10**9, 10**9 - 10**5, 10**5))
-    with pytest.raises(ScriptError, match=r"has 0\.1 MiB free, but the final model and a checkpoint need about"):
+    with pytest.raises(ScriptError, match=r"has 0\.1 MiB free, but this run writes about") as error_info:
         run_mlm.main(mlm_arguments(news_file, tmp_path / "out"))
     assert not list((tmp_path / "out").rglob("checkpoint-*"))
+    # stages of 3 and 4 steps, a checkpoint every 2 steps and at the end of each stage: 2 + 2 checkpoints of weights
+    # and Adam's two moments, and the final model
+    needed, weights = re.search(
+        r"writes about ([\d.]+) MiB \(the final model, ([\d.]+) MiB", str(error_info.value)
+    ).groups()
+    assert "and 4 checkpoints of weights and optimizer state" in str(error_info.value)
+    assert float(needed) == pytest.approx(float(weights) * (1 + 4 * 3), rel=0.05)  # MiB rounded to 0.1
+
+
+def test_the_free_space_check_counts_the_checkpoints_kept(tmp_path):
+    """--save_total_limit 2 keeps 3 checkpoints at once (the oldest is deleted after the new one is written)."""
+    model = torch.nn.Linear(256, 256)  # 263,168 bytes of float32 weights
+    weights = sum(parameter.numel() * 4 for parameter in model.parameters())
+    arguments = script_utils.ScriptTrainingArguments(str(tmp_path), save_steps=10, save_total_limit=2, max_steps=100)
+    assert script_utils.bytes_to_write(arguments, model, [100])[0] == weights * (1 + 3 * 3)
+    assert script_utils.bytes_to_write(arguments, model, [100, 15])[0] == weights * (1 + 3 * 3 + 3 * 2)
+    arguments = script_utils.ScriptTrainingArguments(str(tmp_path), save_strategy="no")
+    assert script_utils.bytes_to_write(arguments, model)[0] == weights
+    (tmp_path / "model.safetensors").write_bytes(b"an earlier final model, kept until the new one is whole")
+    assert script_utils.bytes_to_write(arguments, model)[0] == 2 * weights
 
 
 # --- incomplete checkpoints ---
@@ -218,3 +253,209 @@ def test_run_classification_killed_while_checkpointing_resumes_to_the_same_weigh
     assert (output_dir / "checkpoint-4" / "model.safetensors").exists()
     run_classification.main([*arguments, "--resume_from_checkpoint", "true"])
     assert_same_weights(tmp_path / "straight", output_dir)
+
+
+# --- two runs into one folder ---
+
+
+def worker_command(script: str, arguments: list[str], record: Path) -> list[str]:
+    record.mkdir(exist_ok=True)
+    return [sys.executable, str(WORKER), str(record), str(REPO_ROOT / script), *arguments]
+
+
+def worker_environment(**variables: str) -> dict[str, str]:
+    # as many threads as this process, where the reference and the resumed runs train: the same float sums
+    threads = str(torch.get_num_threads())
+    return {**os.environ, "OMP_NUM_THREADS": threads, "PYTHONPATH": str(REPO_ROOT), **variables}
+
+
+@pytest.mark.slow
+def test_a_second_run_into_a_folder_in_use_is_refused_and_the_first_finishes_intact(
+    tmp_path, straight_mlm_run, capsys
+):
+    news_file, straight = straight_mlm_run
+    output_dir, gate = tmp_path / "out", tmp_path / "gate"
+    environment = worker_environment(KILL_AT=f"pause:stage-2:2:{gate}")
+    first = subprocess.Popen(
+        worker_command("run_mlm.py", mlm_arguments(news_file, output_dir), tmp_path / "record"),
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        while not gate.with_name("gate.reached").exists():
+            assert first.poll() is None, first.stderr.read()[-3000:]
+            time.sleep(0.2)
+        before = folder_bytes(output_dir)
+        for extra in ([], ["--overwrite_output_dir"], ["--resume_from_checkpoint", "true"]):
+            line = exit_line(run_mlm.main, mlm_arguments(news_file, output_dir, "--seed", "8", *extra), capsys)
+            assert line.startswith(
+                f"error: --output_dir {output_dir} is in use by another run (process {first.pid} on "
+            )
+            assert folder_bytes(output_dir) == before  # nothing written, nothing deleted
+    finally:
+        gate.touch()
+        first.wait(timeout=300)
+    assert first.returncode == 0, first.stderr[-3000:] if isinstance(first.stderr, str) else ""
+    assert_same_weights(straight, output_dir)
+    assert not (output_dir / LOCK_FILE_NAME).exists()
+
+
+def test_a_lock_left_by_a_killed_process_is_taken_over(tmp_path):
+    dead = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os, signal, sys; from roformer_hf.run_lock import FolderLock; "
+            "FolderLock(sys.argv[1]).acquire(); os.kill(os.getpid(), signal.SIGKILL)",
+            str(tmp_path),
+        ],
+        env=worker_environment(),
+        check=False,
+    )
+    assert dead.returncode == -9 and (tmp_path / LOCK_FILE_NAME).exists()  # the file stays, the lock does not
+    with FolderLock(tmp_path) as lock:
+        assert json.loads(lock.path.read_text())["pid"] == os.getpid()
+        with pytest.raises(FolderLockedError, match=f"in use by another run \\(process {os.getpid()} on "):
+            FolderLock(tmp_path).acquire()
+    assert not (tmp_path / LOCK_FILE_NAME).exists()
+
+
+def test_concurrent_atomic_saves_into_one_folder_do_not_collide(tmp_path):
+    config = RoFormerConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=2)
+    trainer = Trainer(model=RoFormerForMaskedLM(config), args=TrainingArguments(str(tmp_path), report_to="none"))
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        saves = [pool.submit(save_model_atomically, trainer, tmp_path) for _ in range(12)]
+    assert [save.exception() for save in saves] == [None] * 12
+    assert not [path.name for path in tmp_path.iterdir() if "partial" in path.name]
+    saved = load_file(tmp_path / "model.safetensors")
+    assert all(
+        torch.equal(saved[name], tensor) for name, tensor in trainer.model.state_dict().items() if name in saved
+    )
+
+
+# --- Ctrl-C and SIGTERM ---
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("signals", "at", "status", "checkpoint"),
+    [
+        # the signal comes during the next step (the hook sends it after this one): stops after it, with a checkpoint
+        ("SIGINT", "stage-2:2", 130, "stage-2/checkpoint-3"),
+        ("SIGTERM", "stage-1:1", 143, "stage-1/checkpoint-2"),
+        ("SIGINT+SIGINT", "stage-2:3", 130, None),  # the second Ctrl-C stops at once: resumes from checkpoint-2
+    ],
+)
+def test_a_signal_stops_at_a_step_boundary_and_resumes_to_the_same_weights(
+    tmp_path, straight_mlm_run, signals, at, status, checkpoint
+):
+    news_file, straight = straight_mlm_run
+    output_dir = tmp_path / "out"
+    environment = worker_environment(KILL_AT=f"signal:{at}:{signals}", SNAPSHOT_DIR=str(output_dir))
+    command = worker_command("run_mlm.py", mlm_arguments(news_file, output_dir), tmp_path / "record")
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=environment, check=False)
+    assert result.returncode == status, result.stderr[-3000:]
+    line = result.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in result.stderr
+    resume = f"resume with python run_mlm.py {shlex.join(mlm_arguments(news_file, output_dir))} --resume_from_checkpoint true"
+    if checkpoint is None:
+        newest = output_dir / "stage-2" / "checkpoint-2"
+        assert (
+            line
+            == f"error: interrupted (SIGINT) and stopped at once; the newest complete checkpoint is {newest}: {resume}"
+        )
+    else:
+        name = signals.split("+")[0]
+        step = checkpoint.rsplit("-")[-1]
+        assert (
+            line
+            == f"error: stopped by {name} after step {step}; the checkpoint {output_dir / checkpoint} is complete: {resume}"
+        )
+        assert is_complete_checkpoint(output_dir / checkpoint)
+    before = json.loads((tmp_path / "record" / "before-signal.json").read_text())
+    before.pop(LOCK_FILE_NAME)  # the run's own lock, deleted when it ends
+    assert before and {name: digest for name, digest in files_sha256(output_dir).items() if name in before} == before
+    assert not (output_dir / "model.safetensors").exists() and not (output_dir / LOCK_FILE_NAME).exists()
+    run_mlm.main(shlex.split(line.partition("resume with ")[2])[2:])
+    assert_same_weights(straight, output_dir)
+
+
+# --- a full disk (simulated: the writes of one file raise what a full disk raises) ---
+
+
+def files_of(folder: Path, names: list[str]) -> dict[str, bytes]:
+    return {name: (folder / name).read_bytes() for name in names}
+
+
+@pytest.mark.slow
+def test_a_full_disk_while_checkpointing_keeps_the_earlier_checkpoint_and_resumes(
+    tmp_path, classification_files, capsys, monkeypatch
+):
+    run_classification.main(classification_arguments(classification_files, tmp_path / "straight"))
+    output_dir = tmp_path / "out"
+    arguments = classification_arguments(classification_files, output_dir)
+    save, before = torch.save, {}
+
+    def save_on_a_full_disk(content, path, *args, **kwargs):
+        if "checkpoint-4" in str(path):
+            before.update(folder_bytes(output_dir / "checkpoint-2"))
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return save(content, path, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", save_on_a_full_disk)
+    line = exit_line(run_classification.main, arguments, capsys)
+    assert line == (
+        f"error: no space left on device while writing {output_dir / 'checkpoint-4' / 'training_args.bin'}: free some space; "
+        f"the newest complete checkpoint is {output_dir / 'checkpoint-2'}: resume with python run_classification.py "
+        f"{shlex.join(arguments)} --resume_from_checkpoint true"
+    )
+    assert before and folder_bytes(output_dir / "checkpoint-2") == before
+    assert not (output_dir / "model.safetensors").exists()
+    monkeypatch.setattr(torch, "save", save)  # space freed
+    run_classification.main([*arguments, "--resume_from_checkpoint", "true"])
+    assert_same_weights(tmp_path / "straight", output_dir)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("earlier_final_model", [False, True])
+def test_a_full_disk_at_the_final_save_loses_neither_the_trained_nor_the_earlier_model(
+    tmp_path, classification_files, capsys, monkeypatch, earlier_final_model
+):
+    from safetensors import SafetensorError
+    from transformers import modeling_utils
+
+    straight = tmp_path / "straight"
+    run_classification.main(classification_arguments(classification_files, straight, "--save_strategy", "no"))
+    output_dir = tmp_path / "out"
+    arguments = classification_arguments(classification_files, output_dir, "--save_strategy", "no")
+    if earlier_final_model:  # a finished run, resumed from its checkpoint-2: its final model is there
+        run_classification.main(classification_arguments(classification_files, output_dir))
+        arguments = classification_arguments(classification_files, output_dir, "--resume_from_checkpoint", "true")
+        arguments = [*arguments[:-2], "--resume_from_checkpoint", str(output_dir / "checkpoint-2")]
+    kept = ["model.safetensors", "config.json", "trainer_state.json", "all_results.json", "train_results.json"]
+    before = files_of(output_dir, kept) if earlier_final_model else {}
+    save_file = modeling_utils.safe_save_file
+
+    def save_on_a_full_disk(tensors, filename, *args, **kwargs):
+        if ".partial-model-" in str(filename):
+            raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+        return save_file(tensors, filename, *args, **kwargs)
+
+    monkeypatch.setattr(modeling_utils, "safe_save_file", save_on_a_full_disk)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "elsewhere"))
+    (tmp_path / "elsewhere").mkdir()
+    line = exit_line(run_classification.main, arguments, capsys)
+    rescued = next((tmp_path / "elsewhere").glob("roformer_hf-rescued-out-*"))
+    assert line == (
+        f"error: no space left on device while saving the final model to {output_dir} (Error while serializing: I/O "
+        f"error: No space left on device (os error 28)); the trained model was saved to {rescued} instead, and what "
+        f"{output_dir} held before is unchanged: free some space and copy it there."
+    )
+    assert_same_weights(straight, rescued)
+    if earlier_final_model:
+        assert files_of(output_dir, kept) == before
+    else:
+        assert not (output_dir / "model.safetensors").exists() and not (output_dir / "trainer_state.json").exists()
+    assert not list(output_dir.glob(".partial-model-*"))
