@@ -27,16 +27,10 @@ import time
 from pathlib import Path
 
 import torch
+from bench_model import BASE_SIZE  # the benchmarks' base size, beside this script
 
 from roformer_hf import RoFormerConfig, RoFormerForSequenceClassification
 
-BASE_SIZE = {
-    "vocab_size": 50000,
-    "hidden_size": 768,
-    "num_hidden_layers": 12,
-    "num_attention_heads": 12,
-    "intermediate_size": 3072,
-}
 DEFAULT_ROWS = "1x128,8x128,1x512,1x2048"
 INPUT_NAMES = ["input_ids", "attention_mask"]
 MAX_DIFFERENCE = 1e-3

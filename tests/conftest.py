@@ -89,6 +89,22 @@ def skip_unless_transformers_causal_lm_is_causal() -> None:
         pytest.skip(f"transformers {transformers.__version__}'s RoFormerForCausalLM sees later tokens: no reference")
 
 
+def fail_final_saves_on_a_full_disk(monkeypatch) -> None:
+    """Makes the scripts' final save (the weights written into a `.partial-model-*` staging folder) fail as a full
+    disk fails it in safetensors; checkpoints are saved as usual."""
+    from safetensors import SafetensorError
+    from transformers import modeling_utils
+
+    save_file = modeling_utils.safe_save_file
+
+    def save_on_a_full_disk(tensors, filename, *args, **kwargs):
+        if ".partial-model-" in str(filename):
+            raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+        return save_file(tensors, filename, *args, **kwargs)
+
+    monkeypatch.setattr(modeling_utils, "safe_save_file", save_on_a_full_disk)
+
+
 def enable_activation_checkpointing(model: torch.nn.Module) -> None:
     """transformers 5.23 renamed `gradient_checkpointing_enable` to `activation_checkpointing_enable` (5.24 deprecates
     the old name); the oldest supported release has only the old one."""

@@ -21,6 +21,7 @@ from typing import Any
 import huggingface_hub
 import pytest
 import torch
+from conftest import fail_final_saves_on_a_full_disk
 from transformers import TrainerCallback
 
 import run_classification
@@ -388,17 +389,7 @@ def full_disk_at_checkpoint(script: str, tmp: Path, monkeypatch) -> tuple[list[s
 
 
 def full_disk_at_final_save(script: str, tmp: Path, monkeypatch) -> tuple[list[str], int]:
-    from safetensors import SafetensorError
-    from transformers import modeling_utils
-
-    save_file = modeling_utils.safe_save_file
-
-    def save_on_a_full_disk(tensors, filename, *args, **kwargs):
-        if ".partial-model-" in str(filename):
-            raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
-        return save_file(tensors, filename, *args, **kwargs)
-
-    monkeypatch.setattr(modeling_utils, "safe_save_file", save_on_a_full_disk)
+    fail_final_saves_on_a_full_disk(monkeypatch)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))
     return training_run(script, tmp), 1
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import fail_final_saves_on_a_full_disk
 from distributed_worker import files_sha256
 from safetensors.torch import load_file
 from transformers import Trainer, TrainingArguments
@@ -423,9 +424,6 @@ def test_a_full_disk_while_checkpointing_keeps_the_earlier_checkpoint_and_resume
 def test_a_full_disk_at_the_final_save_loses_neither_the_trained_nor_the_earlier_model(
     tmp_path, classification_files, capsys, monkeypatch, earlier_final_model
 ):
-    from safetensors import SafetensorError
-    from transformers import modeling_utils
-
     straight = tmp_path / "straight"
     run_classification.main(classification_arguments(classification_files, straight, "--save_strategy", "no"))
     output_dir = tmp_path / "out"
@@ -436,14 +434,7 @@ def test_a_full_disk_at_the_final_save_loses_neither_the_trained_nor_the_earlier
         arguments = [*arguments[:-2], "--resume_from_checkpoint", str(output_dir / "checkpoint-2")]
     kept = ["model.safetensors", "config.json", "trainer_state.json", "all_results.json", "train_results.json"]
     before = files_of(output_dir, kept) if earlier_final_model else {}
-    save_file = modeling_utils.safe_save_file
-
-    def save_on_a_full_disk(tensors, filename, *args, **kwargs):
-        if ".partial-model-" in str(filename):
-            raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
-        return save_file(tensors, filename, *args, **kwargs)
-
-    monkeypatch.setattr(modeling_utils, "safe_save_file", save_on_a_full_disk)
+    fail_final_saves_on_a_full_disk(monkeypatch)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "elsewhere"))
     (tmp_path / "elsewhere").mkdir()
     line = exit_line(run_classification.main, arguments, capsys)
