@@ -35,6 +35,7 @@ from roformer_hf import (
     script_utils,
 )
 from roformer_hf.configuration import POSITIVE_FIELDS
+from roformer_hf.resume_check import RUN_SETTINGS_FILE
 from roformer_hf.run_lock import FolderLock
 from roformer_hf.script_utils import DEBUG_VARIABLE, ScriptError, find_utf8_error, run_script
 
@@ -242,6 +243,57 @@ def text_column_with_a_number(script: str, tmp: Path) -> list[str]:
     return tiny_run(script, tmp, write_jsonl(tmp / "train.jsonl", rows))
 
 
+def resumed_run(
+    change: Callable[[list[str], Path], list[str]], *first_options: str
+) -> Callable[[str, Path], list[str]]:
+    """
+    A tiny run trained for 2 steps, a checkpoint after each; the arguments of its resume to 3 steps, changed by
+    `change` (given them and the temporary folder).
+    """
+
+    def arguments(script: str, tmp: Path) -> list[str]:
+        first = training_run(
+            script, tmp, "--save_strategy", "steps", "--save_steps", "1", "--logging_steps", "1", *first_options
+        )
+        first = with_value(first, "--max_steps", "2")
+        SCRIPTS[script].main(first)
+        return change([*with_value(first, "--max_steps", "3"), "--resume_from_checkpoint", "true"], tmp)
+
+    return arguments
+
+
+def without_run_settings(arguments: list[str], tmp: Path) -> list[str]:
+    """The checkpoints as written before they recorded their run's settings: the model is still compared."""
+    for settings_file in (tmp / "out").rglob(RUN_SETTINGS_FILE):
+        settings_file.unlink()
+    return with_value(
+        arguments, "--config_overrides", TINY_MODEL.replace("num_hidden_layers=1", "num_hidden_layers=2")
+    )
+
+
+def swapped_vocabulary(arguments: list[str], tmp: Path) -> list[str]:
+    swap = lambda lines: [*lines[:2000], lines[2001], lines[2000], *lines[2002:]]  # noqa: E731
+    return with_value(arguments, "--tokenizer_name", vocab_file(swap)(tmp))
+
+
+def other_train_file(arguments: list[str], tmp: Path) -> list[str]:
+    return with_value(arguments, "--train_file", str(write_jsonl(tmp / "more.jsonl", ROWS[::-1])))
+
+
+def two_class_classifier(script: str, tmp: Path) -> list[str]:
+    """A classifier fine-tuned on the labels civil and criminal, given data of three labels."""
+    tokenizer = RoFormerJiebaTokenizer(vocab_file=str(DEMO_VOCAB))
+    labels = {"id2label": {0: "civil", 1: "criminal"}, "label2id": {"civil": 0, "criminal": 1}}
+    sizes = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64}
+    config = RoFormerConfig(vocab_size=len(tokenizer), problem_type="single_label_classification", **sizes, **labels)
+    RoFormerForSequenceClassification(config).save_pretrained(tmp / "classifier")
+    tokenizer.save_pretrained(tmp / "classifier")
+    rows = [*ROWS, {"text": "行政机关作出处罚决定。", "label": "administrative"}] * 2
+    return tiny_run(
+        script, tmp, write_jsonl(tmp / "train.jsonl", rows), "--model_name_or_path", str(tmp / "classifier")
+    )
+
+
 # id -> (where, as in the table's second column; the arguments of the run, given the script and a temporary folder)
 SCRIPT_CASES: dict[str, tuple[str, Callable[[str, Path], list[str]]]] = {
     "gbk_txt": ("run_mlm.py", gbk_file(".txt")),
@@ -297,6 +349,19 @@ SCRIPT_CASES: dict[str, tuple[str, Callable[[str, Path], list[str]]]] = {
     "utf16_jsonl": (BOTH, utf16_file),
     "parquet_named_csv": (BOTH, parquet_file),
     "cache_dir_not_writable": ("run_mlm.py", cache_dir_under_a_file),
+    "resume_other_model": (BOTH, resumed_run(without_run_settings)),
+    "resume_other_vocabulary": (BOTH, resumed_run(swapped_vocabulary)),
+    "resume_other_train_file": (BOTH, resumed_run(other_train_file)),
+    "resume_other_learning_rate": (BOTH, resumed_run(lambda arguments, tmp: [*arguments, "--learning_rate", "1e-3"])),
+    "resume_fewer_stages": (
+        "run_mlm.py",
+        resumed_run(lambda arguments, tmp: with_value(arguments, "--stages", "16:2:3"), "--stages", "16:2:2,16:2:2"),
+    ),
+    "resume_other_max_seq_length": (
+        "run_classification.py",
+        resumed_run(lambda arguments, tmp: with_value(arguments, "--max_seq_length", "32")),
+    ),
+    "classifier_of_other_labels": ("run_classification.py", two_class_classifier),
 }
 
 
@@ -649,3 +714,16 @@ def test_refused_float_labels_leave_the_problem_type_unset():
 def test_config_refuses_sizes_below_one(name, value):
     with pytest.raises(ValueError, match=f"{name} must be a whole number of at least 1, got {value}: set {name}"):
         RoFormerConfig(**{name: value})
+
+
+def test_a_classifier_of_other_labels_gets_a_new_head_with_ignore_mismatched_sizes(tmp_path, caplog):
+    """The documented way out of `classifier_of_other_labels`: the head is started afresh, with a warning."""
+    arguments = two_class_classifier("run_classification.py", tmp_path)
+    run_classification.main([*with_value(arguments, "--save_strategy", "no"), "--ignore_mismatched_sizes"])
+    warnings = [record.getMessage() for record in caplog.records if "is started afresh for" in record.getMessage()]
+    assert warnings == [
+        f"the classification head of {tmp_path / 'classifier'} (2 labels (civil, criminal)) is started afresh for 3 "
+        "labels (administrative, civil, criminal) (--ignore_mismatched_sizes); the encoder is kept."
+    ]
+    saved = json.loads((tmp_path / "out" / "config.json").read_text(encoding="utf-8"))
+    assert list(saved["id2label"].values()) == ["administrative", "civil", "criminal"]
