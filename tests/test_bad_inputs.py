@@ -21,6 +21,7 @@ from typing import Any
 import huggingface_hub
 import pytest
 import torch
+from safetensors.torch import load_file
 from transformers import TrainerCallback
 
 import run_classification
@@ -294,6 +295,27 @@ def two_class_classifier(script: str, tmp: Path) -> list[str]:
     )
 
 
+class RunsCode:
+    """Pickled, an object whose unpickling would run a shell command: one that leaves a file, to tell if it ran."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def poisoned(name: str) -> Callable[[list[str], Path], list[str]]:
+    """Replace the file `name` of every checkpoint with a pickle that would run code (the arguments unchanged)."""
+
+    def change(arguments: list[str], tmp: Path) -> list[str]:
+        for path in (tmp / "out").glob(f"checkpoint-*/{name}"):
+            torch.save({"state": RunsCode(tmp / "code-ran")}, path)
+        return arguments
+
+    return change
+
+
 # id -> (where, as in the table's second column; the arguments of the run, given the script and a temporary folder)
 SCRIPT_CASES: dict[str, tuple[str, Callable[[str, Path], list[str]]]] = {
     "gbk_txt": ("run_mlm.py", gbk_file(".txt")),
@@ -362,6 +384,8 @@ SCRIPT_CASES: dict[str, tuple[str, Callable[[str, Path], list[str]]]] = {
         resumed_run(lambda arguments, tmp: with_value(arguments, "--max_seq_length", "32")),
     ),
     "classifier_of_other_labels": ("run_classification.py", two_class_classifier),
+    # without the progress bar, which the refused load leaves open (the message would follow it on its line)
+    "resume_refused_pickle": (BOTH, resumed_run(poisoned("rng_state.pth"), "--disable_tqdm", "true")),
 }
 
 
@@ -395,10 +419,19 @@ def convert_with_a_repeated_vocab_line(tmp: Path) -> list[str]:
     return [str(source), str(tmp / "converted")]
 
 
+def convert_a_pickle_that_runs_code(tmp: Path) -> list[str]:
+    source = transformers_checkpoint(tmp)
+    weights = load_file(source / "model.safetensors")
+    (source / "model.safetensors").unlink()
+    torch.save({**weights, "extra": RunsCode(tmp / "code-ran")}, source / "pytorch_model.bin")
+    return [str(source), str(tmp / "converted")]
+
+
 # id -> (where; the command-line arguments of `python -m roformer_hf.convert`, given a temporary folder)
 CONVERT_CASES: dict[str, tuple[str, Callable[[Path], list[str]]]] = {
     "convert_overwrite_other_files": ("convert", convert_into_a_project),
     "convert_vocab_repeated_line": ("convert", convert_with_a_repeated_vocab_line),
+    "convert_refused_pickle": ("convert", convert_a_pickle_that_runs_code),
 }
 
 
@@ -593,6 +626,7 @@ def run_in_process(script: str, arguments: list[str], capsys) -> str:
 def test_bad_input_gets_one_line(case, script, tmp_path, capsys):
     _, make_arguments = SCRIPT_CASES[case]
     message = run_in_process(script, make_arguments(script, tmp_path), capsys)
+    assert not (tmp_path / "code-ran").exists()  # a refused pickle ran nothing
     pattern = expected_message(case)
     assert pattern.fullmatch(message), f"{script} {case}:\n  got      {message}\n  expected {pattern.pattern}"
 
@@ -682,6 +716,7 @@ def test_bad_conversion_gets_one_line(case, tmp_path, capsys):
     error_lines = capsys.readouterr().err.splitlines()
     assert len(error_lines) == 1 and expected_message(case).fullmatch(error_lines[0]), error_lines
     assert folder_bytes(tmp_path) == before  # the user's files byte-identical, nothing half converted left
+    assert not (tmp_path / "code-ran").exists()  # a refused pickle ran nothing
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import pytest
 import torch
 from distributed_worker import files_sha256
 from safetensors.torch import load_file
+from test_bad_inputs import RunsCode
 from transformers import Trainer, TrainingArguments
 
 import run_classification
@@ -491,3 +492,22 @@ def with_learning_rate(arguments: list[str], learning_rate: str) -> list[str]:
     arguments = list(arguments)
     arguments[arguments.index("--learning_rate") + 1] = learning_rate
     return arguments
+
+
+@pytest.mark.slow
+def test_a_checkpoint_whose_pickle_would_run_code_is_refused_and_nothing_saved_changes(
+    tmp_path, classification_files, capsys
+):
+    output_dir = tmp_path / "out"
+    arguments = classification_arguments(classification_files, output_dir)
+    run_classification.main(arguments)
+    straight = load_file(output_dir / "model.safetensors")
+    torch.save({"state": RunsCode(tmp_path / "code-ran")}, output_dir / "checkpoint-4" / "optimizer.pt")
+    before = files_sha256(output_dir)
+    line = exit_line(run_classification.main, [*arguments, "--resume_from_checkpoint", "true"], capsys)
+    assert line.startswith(f"error: {output_dir / 'checkpoint-4' / 'optimizer.pt'} is not a plain tensor file: ")
+    assert not (tmp_path / "code-ran").exists()
+    assert files_sha256(output_dir) == before
+    run_classification.main([*arguments, "--resume_from_checkpoint", str(output_dir / "checkpoint-2")])
+    resumed = load_file(output_dir / "model.safetensors")
+    assert all(torch.equal(resumed[name], weight) for name, weight in straight.items())
