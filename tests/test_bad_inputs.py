@@ -762,3 +762,13 @@ def test_a_classifier_of_other_labels_gets_a_new_head_with_ignore_mismatched_siz
     ]
     saved = json.loads((tmp_path / "out" / "config.json").read_text(encoding="utf-8"))
     assert list(saved["id2label"].values()) == ["administrative", "civil", "criminal"]
+
+
+@pytest.mark.parametrize("script", list(SCRIPTS))
+def test_a_resume_to_more_steps_is_applied_with_a_warning(script, tmp_path, caplog):
+    """--max_steps is the one setting a resume applies (tested against resume_check.APPLIED_SETTINGS)."""
+    arguments = resumed_run(lambda arguments, tmp: arguments)(script, tmp_path)  # trained 2 steps, resumed to 3
+    SCRIPTS[script].main(arguments)
+    checkpoint = tmp_path / "out" / "checkpoint-2"
+    assert f"--max_steps 3 differs from the 2 of {checkpoint}: applied" in caplog.text
+    assert json.loads((tmp_path / "out" / "trainer_state.json").read_text())["global_step"] == 3
