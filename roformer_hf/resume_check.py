@@ -17,7 +17,7 @@ from typing import Any
 
 from transformers import PreTrainedModel, Trainer
 
-from .script_utils import ScriptError
+from .script_utils import ScriptError, write_json_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -77,8 +77,6 @@ def record_run_settings(trainer: Trainer, settings: Mapping[str, Any]) -> None:
     def save_model_and_settings(output_dir: str | None = None, _internal_call: bool = False) -> None:
         save_model(output_dir, _internal_call=_internal_call)
         if _internal_call and output_dir is not None and trainer.args.should_save:
-            from .script_utils import write_json_atomically
-
             write_json_atomically(Path(output_dir) / RUN_SETTINGS_FILE, dict(settings), indent=2)
 
     trainer.save_model = save_model_and_settings
@@ -164,3 +162,6 @@ def check_same_vocabulary(checkpoint: Path, tokenizer: Any) -> None:
         f"cannot resume from {checkpoint}: its vocabulary has {difference}: resume with the checkpoint's tokenizer "
         f"(--tokenizer_name {checkpoint}), {NEW_RUN_ADVICE}."
     )
+
+
+__all__ = ["RUN_SETTINGS_FILE", "absolute_path", "check_resume", "record_run_settings", "run_settings"]
