@@ -50,6 +50,7 @@ from transformers import (
 from roformer_hf import RoFormerForSequenceClassification
 from roformer_hf.interrupts import StopAtStepBoundary, raise_if_stopped
 from roformer_hf.metrics import load as load_metric
+from roformer_hf.resume_check import absolute_path, check_resume, record_run_settings, run_settings
 from roformer_hf.run_guard import guard_run
 from roformer_hf.script_utils import (
     ModelArguments,
@@ -703,6 +704,8 @@ def build_tokenizer_and_model(
         label_config["label2id"] = label_info.label2id
     if model_args.model_name_or_path is None:
         label_config.update(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
+    else:
+        check_label_change(model_args, label_info)
     config = build_config(model_args, **label_config)
     if len(tokenizer) > config.vocab_size:
         raise ScriptError(
@@ -710,6 +713,35 @@ def build_tokenizer_and_model(
             "checkpoint's own tokenizer (leave out --tokenizer_name) or a larger vocab_size."
         )
     return tokenizer, build_model(model_args, config, RoFormerForSequenceClassification)
+
+
+def check_label_change(model_args: ModelArguments, label_info: LabelInfo) -> None:
+    """
+    A classifier fine-tuned on other labels than the data's: its head has another shape, so it is refused, or with
+    `--ignore_mismatched_sizes` started afresh for the new labels, with a warning naming both label sets. (A head of
+    as many labels is fine-tuned as it is: the label names are the data's.)
+    """
+    saved = build_config(model_args)
+    if saved.problem_type is None or saved.num_labels == label_info.num_labels:
+        return  # a pretrained encoder (no head yet), or a head of the right shape
+    old = describe_labels(saved.problem_type, [saved.id2label[index] for index in range(saved.num_labels)])
+    new = describe_labels(label_info.problem_type, label_info.label_names)
+    if not model_args.ignore_mismatched_sizes:
+        raise ScriptError(
+            f"--model_name_or_path {model_args.model_name_or_path} is a classifier of {old}, but the data has {new}: "
+            "add --ignore_mismatched_sizes to start a new classification head for these labels (the encoder is "
+            "kept), or give data of the checkpoint's labels."
+        )
+    logger.warning(
+        f"the classification head of {model_args.model_name_or_path} ({old}) is started afresh for {new} "
+        "(--ignore_mismatched_sizes); the encoder is kept."
+    )
+
+
+def describe_labels(problem_type: str, label_names: list[str]) -> str:
+    if problem_type == REGRESSION:
+        return "scores (regression)"
+    return f"{len(label_names)} labels ({', '.join(label_names)})"
 
 
 def resolve_input_settings(
@@ -930,7 +962,12 @@ def train_and_evaluate(
     """Train (resuming if asked), save the model, then evaluate on the validation data."""
     args, metrics = trainer.args, {}
     if args.do_train:
-        result = trainer.train(resume_from_checkpoint=find_resume_checkpoint(args))
+        checkpoint = find_resume_checkpoint(args)
+        settings = classification_run_settings(data_args, args)
+        if checkpoint is not None:
+            check_resume(checkpoint, trainer.model, trainer.processing_class, settings)
+        record_run_settings(trainer, settings)
+        result = trainer.train(resume_from_checkpoint=checkpoint)
         raise_if_stopped(trainer)
         save_model_atomically(trainer)
         metrics.update({**result.metrics, "train_samples": len(set(tokenized["train"]["document_index"]))})
@@ -942,6 +979,12 @@ def train_and_evaluate(
         report_split(trainer, logits, labels, eval_metrics, label_info, "eval")
         metrics.update(eval_metrics)
     return metrics
+
+
+def classification_run_settings(data_args: DataArguments, training_args: TrainingArguments) -> dict[str, Any]:
+    """The settings a checkpoint of this run records, and a resume must repeat (`resume_check`)."""
+    inputs = {name: getattr(data_args, name) for name in INPUT_SETTINGS}
+    return run_settings(training_args, train_file=absolute_path(data_args.train_file), **inputs)
 
 
 def prediction_records(logits: np.ndarray, label_info: LabelInfo) -> list[dict[str, Any]]:

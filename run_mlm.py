@@ -43,6 +43,7 @@ from transformers import (
 from roformer_hf import RoFormerForMaskedLM
 from roformer_hf.interrupts import StopAtStepBoundary, raise_if_stopped
 from roformer_hf.metrics import load as load_metric
+from roformer_hf.resume_check import absolute_path, check_resume, record_run_settings, run_settings
 from roformer_hf.run_guard import guard_run
 from roformer_hf.script_utils import (
     ModelArguments,
@@ -779,6 +780,9 @@ def train_and_evaluate(
     stage's trainer.
     """
     first_index, checkpoint = find_starting_point(training_args, stages)
+    settings = mlm_run_settings(data_args, masking_args, training_args)
+    if checkpoint is not None:
+        check_resume(checkpoint, model, tokenizer, settings)
     start_state = None
     stage_steps = stages[first_index].steps
     if checkpoint is not None and stage_steps is not None and checkpoint_step(checkpoint) >= stage_steps:
@@ -790,6 +794,7 @@ def train_and_evaluate(
         args = stage_training_args(training_args, stages, index)
         examples = preprocess(raw_datasets, tokenizer, stages[index].max_seq_length, data_args, training_args)
         trainer = build_trainer(model, tokenizer, examples, args, masking_args, schedule_steps, start_state)
+        record_run_settings(trainer, settings)
         final_model_dir = Path(training_args.output_dir) if index == len(stages) - 1 else None
         run_stage(trainer, stages, index, checkpoint, index == 0 and checkpoint is None, final_model_dir)
         start_state, checkpoint = stage_end_state(trainer) if args.do_train else None, None
@@ -799,6 +804,21 @@ def train_and_evaluate(
         trainer = build_trainer(model, tokenizer, examples, replace(args, do_train=False), masking_args)
         run_stage(trainer, stages, len(stages) - 1, None, False, Path(training_args.output_dir))
     return trainer
+
+
+def mlm_run_settings(
+    data_args: DataArguments, masking_args: MaskingArguments, training_args: TrainingArguments
+) -> dict[str, Any]:
+    """The settings a checkpoint of this run records, and a resume must repeat (`resume_check`)."""
+    return run_settings(
+        training_args,
+        train_file=absolute_path(data_args.train_file),
+        dataset_name=data_args.dataset_name,
+        max_seq_length=None if masking_args.stages else data_args.max_seq_length,
+        stages=masking_args.stages,
+        mlm_probability=masking_args.mlm_probability,
+        **({"max_steps": None, "num_train_epochs": None} if masking_args.stages else {}),  # the stages say instead
+    )
 
 
 def run_stage(

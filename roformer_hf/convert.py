@@ -35,6 +35,7 @@ Usage:
 import argparse
 import json
 import os
+import pickle
 import re
 import shutil
 import sys
@@ -52,6 +53,7 @@ from transformers.utils import logging
 from . import modeling
 from .configuration import RoFormerConfig
 from .model_card import write_model_card
+from .pickle_refusal import is_refused_pickle, refused_pickle_message
 from .tokenization import RoFormerJiebaTokenizer, load_vocab
 
 logger = logging.get_logger(__name__)
@@ -294,7 +296,7 @@ def read_transformers_weights(folder: Path) -> dict[str, torch.Tensor]:
         if shard.suffix == ".safetensors":
             state_dict.update(load_file(shard))
         else:
-            state_dict.update(torch.load(shard, map_location="cpu", weights_only=True))
+            state_dict.update(_load_pickled_weights(shard))
     return state_dict
 
 
@@ -560,6 +562,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="replace an earlier conversion in the output folder (a folder holding other files is refused)",
     )
     return parser.parse_args(argv)
+
+
+def _load_pickled_weights(path: Path) -> dict[str, torch.Tensor]:
+    """The tensors of a `pytorch_model.bin`; a file whose unpickling would run code is refused, with nothing run."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        if not is_refused_pickle(error):
+            raise
+        fix = "convert a checkpoint from a source you trust, or its .safetensors weights if it has them."
+        raise ConversionError(refused_pickle_message(error, path, fix)) from error
 
 
 def main(argv: list[str] | None = None) -> int:

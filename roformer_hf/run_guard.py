@@ -21,12 +21,16 @@ from .interrupts import (
     resume_command,
     stopped_at_once_message,
 )
+from .pickle_refusal import is_refused_pickle, refused_pickle_message
 from .run_lock import lock_output_dir
 from .script_utils import ScriptError, remove_stale_staging
 
 logger = logging.getLogger(__name__)
 
 DISK_FULL_ERRORS = (errno.ENOSPC, errno.EDQUOT)
+REFUSED_PICKLE_FIX = (
+    "resume from another checkpoint (--resume_from_checkpoint <folder>), or delete this one if you did not write it."
+)
 
 
 def is_disk_full(error: BaseException) -> bool:
@@ -58,6 +62,8 @@ def guard_run(training_args: TrainingArguments, script: str, argv: Sequence[str]
                 status = getattr(error, "exit_status", 128 + signal.SIGINT)
                 raise TrainingInterrupted(stopped_at_once_message(error), status - 128) from error
             except Exception as error:
+                if is_refused_pickle(error):  # a checkpoint's optimizer, scheduler or RNG state, on resume
+                    raise ScriptError(refused_pickle_message(error, fix=REFUSED_PICKLE_FIX)) from error
                 if not is_disk_full(error):
                     raise
                 where = getattr(error, "filename", None) or training_args.output_dir

@@ -22,6 +22,7 @@ import huggingface_hub
 import pytest
 import torch
 from conftest import fail_final_saves_on_a_full_disk
+from safetensors.torch import load_file
 from transformers import TrainerCallback
 
 import run_classification
@@ -36,6 +37,7 @@ from roformer_hf import (
     script_utils,
 )
 from roformer_hf.configuration import POSITIVE_FIELDS
+from roformer_hf.resume_check import RUN_SETTINGS_FILE
 from roformer_hf.run_lock import FolderLock
 from roformer_hf.script_utils import DEBUG_VARIABLE, ScriptError, find_utf8_error, run_script
 
@@ -243,6 +245,78 @@ def text_column_with_a_number(script: str, tmp: Path) -> list[str]:
     return tiny_run(script, tmp, write_jsonl(tmp / "train.jsonl", rows))
 
 
+def resumed_run(
+    change: Callable[[list[str], Path], list[str]], *first_options: str
+) -> Callable[[str, Path], list[str]]:
+    """
+    A tiny run trained for 2 steps, a checkpoint after each; the arguments of its resume to 3 steps, changed by
+    `change` (given them and the temporary folder).
+    """
+
+    def arguments(script: str, tmp: Path) -> list[str]:
+        first = training_run(
+            script, tmp, "--save_strategy", "steps", "--save_steps", "1", "--logging_steps", "1", *first_options
+        )
+        first = with_value(first, "--max_steps", "2")
+        SCRIPTS[script].main(first)
+        return change([*with_value(first, "--max_steps", "3"), "--resume_from_checkpoint", "true"], tmp)
+
+    return arguments
+
+
+def without_run_settings(arguments: list[str], tmp: Path) -> list[str]:
+    """The checkpoints as written before they recorded their run's settings: the model is still compared."""
+    for settings_file in (tmp / "out").rglob(RUN_SETTINGS_FILE):
+        settings_file.unlink()
+    return with_value(
+        arguments, "--config_overrides", TINY_MODEL.replace("num_hidden_layers=1", "num_hidden_layers=2")
+    )
+
+
+def swapped_vocabulary(arguments: list[str], tmp: Path) -> list[str]:
+    swap = lambda lines: [*lines[:2000], lines[2001], lines[2000], *lines[2002:]]  # noqa: E731
+    return with_value(arguments, "--tokenizer_name", vocab_file(swap)(tmp))
+
+
+def other_train_file(arguments: list[str], tmp: Path) -> list[str]:
+    return with_value(arguments, "--train_file", str(write_jsonl(tmp / "more.jsonl", ROWS[::-1])))
+
+
+def two_class_classifier(script: str, tmp: Path) -> list[str]:
+    """A classifier fine-tuned on the labels civil and criminal, given data of three labels."""
+    tokenizer = RoFormerJiebaTokenizer(vocab_file=str(DEMO_VOCAB))
+    labels = {"id2label": {0: "civil", 1: "criminal"}, "label2id": {"civil": 0, "criminal": 1}}
+    sizes = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64}
+    config = RoFormerConfig(vocab_size=len(tokenizer), problem_type="single_label_classification", **sizes, **labels)
+    RoFormerForSequenceClassification(config).save_pretrained(tmp / "classifier")
+    tokenizer.save_pretrained(tmp / "classifier")
+    rows = [*ROWS, {"text": "行政机关作出处罚决定。", "label": "administrative"}] * 2
+    return tiny_run(
+        script, tmp, write_jsonl(tmp / "train.jsonl", rows), "--model_name_or_path", str(tmp / "classifier")
+    )
+
+
+class RunsCode:
+    """Pickled, an object whose unpickling would run a shell command: one that leaves a file, to tell if it ran."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def poisoned(name: str) -> Callable[[list[str], Path], list[str]]:
+    """Replace the file `name` of every checkpoint with a pickle that would run code (the arguments unchanged)."""
+
+    def change(arguments: list[str], tmp: Path) -> list[str]:
+        for path in (tmp / "out").glob(f"checkpoint-*/{name}"):
+            torch.save({"state": RunsCode(tmp / "code-ran")}, path)
+        return arguments
+
+    return change
+
+
 # id -> (where, as in the table's second column; the arguments of the run, given the script and a temporary folder)
 SCRIPT_CASES: dict[str, tuple[str, Callable[[str, Path], list[str]]]] = {
     "gbk_txt": ("run_mlm.py", gbk_file(".txt")),
@@ -298,6 +372,21 @@ SCRIPT_CASES: dict[str, tuple[str, Callable[[str, Path], list[str]]]] = {
     "utf16_jsonl": (BOTH, utf16_file),
     "parquet_named_csv": (BOTH, parquet_file),
     "cache_dir_not_writable": ("run_mlm.py", cache_dir_under_a_file),
+    "resume_other_model": (BOTH, resumed_run(without_run_settings)),
+    "resume_other_vocabulary": (BOTH, resumed_run(swapped_vocabulary)),
+    "resume_other_train_file": (BOTH, resumed_run(other_train_file)),
+    "resume_other_learning_rate": (BOTH, resumed_run(lambda arguments, tmp: [*arguments, "--learning_rate", "1e-3"])),
+    "resume_fewer_stages": (
+        "run_mlm.py",
+        resumed_run(lambda arguments, tmp: with_value(arguments, "--stages", "16:2:3"), "--stages", "16:2:2,16:2:2"),
+    ),
+    "resume_other_max_seq_length": (
+        "run_classification.py",
+        resumed_run(lambda arguments, tmp: with_value(arguments, "--max_seq_length", "32")),
+    ),
+    "classifier_of_other_labels": ("run_classification.py", two_class_classifier),
+    # without the progress bar, which the refused load leaves open (the message would follow it on its line)
+    "resume_refused_pickle": (BOTH, resumed_run(poisoned("rng_state.pth"), "--disable_tqdm", "true")),
 }
 
 
@@ -331,10 +420,19 @@ def convert_with_a_repeated_vocab_line(tmp: Path) -> list[str]:
     return [str(source), str(tmp / "converted")]
 
 
+def convert_a_pickle_that_runs_code(tmp: Path) -> list[str]:
+    source = transformers_checkpoint(tmp)
+    weights = load_file(source / "model.safetensors")
+    (source / "model.safetensors").unlink()
+    torch.save({**weights, "extra": RunsCode(tmp / "code-ran")}, source / "pytorch_model.bin")
+    return [str(source), str(tmp / "converted")]
+
+
 # id -> (where; the command-line arguments of `python -m roformer_hf.convert`, given a temporary folder)
 CONVERT_CASES: dict[str, tuple[str, Callable[[Path], list[str]]]] = {
     "convert_overwrite_other_files": ("convert", convert_into_a_project),
     "convert_vocab_repeated_line": ("convert", convert_with_a_repeated_vocab_line),
+    "convert_refused_pickle": ("convert", convert_a_pickle_that_runs_code),
 }
 
 
@@ -519,6 +617,7 @@ def run_in_process(script: str, arguments: list[str], capsys) -> str:
 def test_bad_input_gets_one_line(case, script, tmp_path, capsys):
     _, make_arguments = SCRIPT_CASES[case]
     message = run_in_process(script, make_arguments(script, tmp_path), capsys)
+    assert not (tmp_path / "code-ran").exists()  # a refused pickle ran nothing
     pattern = expected_message(case)
     assert pattern.fullmatch(message), f"{script} {case}:\n  got      {message}\n  expected {pattern.pattern}"
 
@@ -608,6 +707,7 @@ def test_bad_conversion_gets_one_line(case, tmp_path, capsys):
     error_lines = capsys.readouterr().err.splitlines()
     assert len(error_lines) == 1 and expected_message(case).fullmatch(error_lines[0]), error_lines
     assert folder_bytes(tmp_path) == before  # the user's files byte-identical, nothing half converted left
+    assert not (tmp_path / "code-ran").exists()  # a refused pickle ran nothing
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -640,3 +740,26 @@ def test_refused_float_labels_leave_the_problem_type_unset():
 def test_config_refuses_sizes_below_one(name, value):
     with pytest.raises(ValueError, match=f"{name} must be a whole number of at least 1, got {value}: set {name}"):
         RoFormerConfig(**{name: value})
+
+
+def test_a_classifier_of_other_labels_gets_a_new_head_with_ignore_mismatched_sizes(tmp_path, caplog):
+    """The documented way out of `classifier_of_other_labels`: the head is started afresh, with a warning."""
+    arguments = two_class_classifier("run_classification.py", tmp_path)
+    run_classification.main([*with_value(arguments, "--save_strategy", "no"), "--ignore_mismatched_sizes"])
+    warnings = [record.getMessage() for record in caplog.records if "is started afresh for" in record.getMessage()]
+    assert warnings == [
+        f"the classification head of {tmp_path / 'classifier'} (2 labels (civil, criminal)) is started afresh for 3 "
+        "labels (administrative, civil, criminal) (--ignore_mismatched_sizes); the encoder is kept."
+    ]
+    saved = json.loads((tmp_path / "out" / "config.json").read_text(encoding="utf-8"))
+    assert list(saved["id2label"].values()) == ["administrative", "civil", "criminal"]
+
+
+@pytest.mark.parametrize("script", list(SCRIPTS))
+def test_a_resume_to_more_steps_is_applied_with_a_warning(script, tmp_path, caplog):
+    """--max_steps is the one setting a resume applies (tested against resume_check.APPLIED_SETTINGS)."""
+    arguments = resumed_run(lambda arguments, tmp: arguments)(script, tmp_path)  # trained 2 steps, resumed to 3
+    SCRIPTS[script].main(arguments)
+    checkpoint = tmp_path / "out" / "checkpoint-2"
+    assert f"--max_steps 3 differs from the 2 of {checkpoint}: applied" in caplog.text
+    assert json.loads((tmp_path / "out" / "trainer_state.json").read_text())["global_step"] == 3

@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,6 +23,7 @@ import torch
 from conftest import fail_final_saves_on_a_full_disk
 from distributed_worker import files_sha256
 from safetensors.torch import load_file
+from test_bad_inputs import RunsCode
 from transformers import Trainer, TrainingArguments
 
 import run_classification
@@ -450,3 +452,53 @@ def test_a_full_disk_at_the_final_save_loses_neither_the_trained_nor_the_earlier
     else:
         assert not (output_dir / "model.safetensors").exists() and not (output_dir / "trainer_state.json").exists()
     assert not list(output_dir.glob(".partial-model-*"))
+
+
+# --- a resume with other settings ---
+
+
+@pytest.mark.slow
+def test_a_resume_refused_for_its_settings_keeps_the_checkpoint_and_resumes_once_they_match(
+    tmp_path, classification_files, capsys
+):
+    output_dir = tmp_path / "out"
+    arguments = classification_arguments(classification_files, output_dir)
+    run_classification.main(arguments)
+    straight = load_file(output_dir / "model.safetensors")  # the uninterrupted run's weights
+    for path in (output_dir / "checkpoint-4", output_dir / "model.safetensors"):  # as if stopped after step 2
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    before = files_sha256(output_dir / "checkpoint-2")
+    resume = [*arguments, "--resume_from_checkpoint", "true"]
+    line = exit_line(run_classification.main, with_learning_rate(resume, "2e-3"), capsys)
+    assert line.startswith(f"error: cannot resume from {output_dir / 'checkpoint-2'}: it was trained with --learning")
+    assert files_sha256(output_dir / "checkpoint-2") == before
+    assert not (output_dir / "checkpoint-4").exists() and not (output_dir / "model.safetensors").exists()
+    run_classification.main(resume)
+    resumed = load_file(output_dir / "model.safetensors")
+    assert resumed.keys() == straight.keys()
+    assert all(torch.equal(resumed[name], weight) for name, weight in straight.items())
+
+
+def with_learning_rate(arguments: list[str], learning_rate: str) -> list[str]:
+    arguments = list(arguments)
+    arguments[arguments.index("--learning_rate") + 1] = learning_rate
+    return arguments
+
+
+@pytest.mark.slow
+def test_a_checkpoint_whose_pickle_would_run_code_is_refused_and_nothing_saved_changes(
+    tmp_path, classification_files, capsys
+):
+    output_dir = tmp_path / "out"
+    arguments = classification_arguments(classification_files, output_dir)
+    run_classification.main(arguments)
+    straight = load_file(output_dir / "model.safetensors")
+    torch.save({"state": RunsCode(tmp_path / "code-ran")}, output_dir / "checkpoint-4" / "optimizer.pt")
+    before = files_sha256(output_dir)
+    line = exit_line(run_classification.main, [*arguments, "--resume_from_checkpoint", "true"], capsys)
+    assert line.startswith(f"error: {output_dir / 'checkpoint-4' / 'optimizer.pt'} is not a plain tensor file: ")
+    assert not (tmp_path / "code-ran").exists()
+    assert files_sha256(output_dir) == before
+    run_classification.main([*arguments, "--resume_from_checkpoint", str(output_dir / "checkpoint-2")])
+    resumed = load_file(output_dir / "model.safetensors")
+    assert all(torch.equal(resumed[name], weight) for name, weight in straight.items())

@@ -1,0 +1,167 @@
+"""Resuming a run with other settings than its checkpoint was trained with: refused before any training, in one line
+naming the setting, its value in the checkpoint and in this run, and the fix.
+
+A resumed Trainer takes the weights, optimizer, schedule and data position from the checkpoint: a model of another
+shape cannot load them, a new `--learning_rate` would be ignored (the schedule is the checkpoint's), and a new
+`--train_file` would be skipped into by the number of batches already trained on. So every checkpoint the scripts
+write records the settings that decide its training (`RUN_SETTINGS_FILE`, written after the weights and before
+`trainer_state.json`, which marks a complete checkpoint), and a resume compares them with its own. The model (its
+config) and the vocabulary are compared for every checkpoint, also those written before the record existed.
+"""
+
+import json
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from transformers import PreTrainedModel, Trainer
+
+from .script_utils import ScriptError, write_json_atomically
+
+logger = logging.getLogger(__name__)
+
+RUN_SETTINGS_FILE = "run_settings.json"
+# TrainingArguments that decide what a resumed run trains, shared by both scripts.
+TRAINING_SETTINGS = (
+    "learning_rate",
+    "weight_decay",
+    "lr_scheduler_type",
+    "warmup_steps",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "seed",
+)
+# TrainingArguments a resume applies (as transformers does): they say where training ends, which is what a longer
+# resumed run changes; the learning-rate schedule then runs to the new end from the step reached.
+APPLIED_SETTINGS = ("max_steps", "num_train_epochs")
+# Config fields that do not describe the model's weights or computation (bookkeeping, or settings the scripts
+# derive and check on their own: `classification_inputs` is compared as the run's settings).
+IGNORED_CONFIG_FIELDS = {
+    "transformers_version",
+    "architectures",
+    "dtype",
+    "torch_dtype",
+    "problem_type",
+    "classification_inputs",
+    "output_attentions",
+    "output_hidden_states",
+    "return_dict",
+    "use_cache",
+}
+NEW_RUN_ADVICE = "or start a new run (another --output_dir, or --overwrite_output_dir)"
+
+
+def run_settings(training_args: Any, **script_settings: Any) -> dict[str, Any]:
+    """
+    The settings of this run a checkpoint records: `script_settings` (option name without dashes -> value; a data
+    file as its absolute path) and the `TRAINING_SETTINGS` of `training_args`, all as JSON values.
+    """
+    settings = {name: getattr(training_args, name, None) for name in (*TRAINING_SETTINGS, *APPLIED_SETTINGS)}
+    settings.update(script_settings)
+    return json.loads(json.dumps(settings, default=str))
+
+
+def absolute_path(path: str | None) -> str | None:
+    return None if path is None else str(Path(path).resolve())
+
+
+def record_run_settings(trainer: Trainer, settings: Mapping[str, Any]) -> None:
+    """
+    Make `trainer` write `settings` into every checkpoint it saves, as `RUN_SETTINGS_FILE`. The Trainer saves the
+    weights of a checkpoint first (`save_model(..., _internal_call=True)`) and `trainer_state.json` last, so the
+    file is written in between: a complete checkpoint always holds it.
+    """
+    save_model = trainer.save_model
+
+    def save_model_and_settings(output_dir: str | None = None, _internal_call: bool = False) -> None:
+        save_model(output_dir, _internal_call=_internal_call)
+        if _internal_call and output_dir is not None and trainer.args.should_save:
+            write_json_atomically(Path(output_dir) / RUN_SETTINGS_FILE, dict(settings), indent=2)
+
+    trainer.save_model = save_model_and_settings
+
+
+def check_resume(checkpoint: str | Path, model: PreTrainedModel, tokenizer: Any, settings: Mapping[str, Any]) -> None:
+    """
+    Raise `ScriptError` if this run differs from the one that wrote `checkpoint`: the model's config, the
+    vocabulary, or a recorded setting (`RUN_SETTINGS_FILE`; a checkpoint without one has only the first two checked).
+    """
+    checkpoint = Path(checkpoint)
+    check_same_model(checkpoint, model)
+    check_same_vocabulary(checkpoint, tokenizer)
+    settings_file = checkpoint / RUN_SETTINGS_FILE
+    if not settings_file.is_file():
+        logger.warning(
+            f"{checkpoint} records no run settings (older than {RUN_SETTINGS_FILE}): only the model is checked."
+        )
+        return
+    recorded = json.loads(settings_file.read_text(encoding="utf-8"))
+    changed = [name for name, value in settings.items() if name in recorded and recorded[name] != value]
+    for name in sorted(changed, key=lambda name: name in APPLIED_SETTINGS):  # refusals before the warnings
+        old, new = _shown(recorded[name]), _shown(settings[name])
+        if name not in APPLIED_SETTINGS:
+            raise ScriptError(
+                f"cannot resume from {checkpoint}: it was trained with --{name} {old}, this run gives --{name} {new}, "
+                "which a resumed run cannot apply (it continues the checkpoint's training): resume with "
+                f"--{name} {old}, or start a new run from its weights (--model_name_or_path {checkpoint}, another "
+                "--output_dir)."
+            )
+        logger.warning(
+            f"--{name} {new} differs from the {old} of {checkpoint}: applied, the run now ends (and its "
+            "learning-rate schedule with it) where this run's options say."
+        )
+
+
+def _shown(value: Any) -> str:
+    return "(none)" if value is None else str(value)
+
+
+def check_same_model(checkpoint: Path, model: PreTrainedModel) -> None:
+    """Refuse a checkpoint whose config.json describes another model than `model` (shapes, vocabulary, labels)."""
+    config_file = checkpoint / "config.json"
+    if not config_file.is_file():
+        return
+    # both read in full (config.json leaves out the defaults)
+    saved = _comparable(json.loads(type(model.config).from_pretrained(checkpoint).to_json_string(use_diff=False)))
+    current = _comparable(json.loads(model.config.to_json_string(use_diff=False)))
+    for name in sorted(set(saved) | set(current)):
+        if saved.get(name) != current.get(name):
+            raise ScriptError(
+                f"cannot resume from {checkpoint}: its model has {name} {_shown(saved.get(name))}, the model of "
+                f"this run {_shown(current.get(name))} (from --config_overrides, --model_name_or_path, the "
+                f"tokenizer or the labels): resume with the settings the checkpoint was trained with, {NEW_RUN_ADVICE}."
+            )
+
+
+def _comparable(config: dict[str, Any]) -> dict[str, Any]:
+    return {
+        key: value for key, value in config.items() if key not in IGNORED_CONFIG_FIELDS and not key.startswith("_")
+    }
+
+
+def check_same_vocabulary(checkpoint: Path, tokenizer: Any) -> None:
+    """Refuse a checkpoint whose saved vocab.txt is not the vocabulary of this run's tokenizer, token for token."""
+    vocab_file = checkpoint / "vocab.txt"
+    if not vocab_file.is_file() or not hasattr(tokenizer, "vocab"):
+        return
+    saved = vocab_file.read_text(encoding="utf-8-sig").split("\n")
+    saved = saved[:-1] if saved and saved[-1] == "" else saved
+    current = sorted(tokenizer.vocab, key=tokenizer.vocab.get)
+    if saved == current:
+        return
+    differing = next(
+        (index for index, pair in enumerate(zip(saved, current, strict=False)) if pair[0] != pair[1]), None
+    )
+    difference = (
+        f"{len(saved)} tokens where this run's tokenizer has {len(current)}"
+        if differing is None
+        else f"token {differing} {saved[differing]!r} where this run's tokenizer has {current[differing]!r}"
+    )
+    raise ScriptError(
+        f"cannot resume from {checkpoint}: its vocabulary has {difference}: resume with the checkpoint's tokenizer "
+        f"(--tokenizer_name {checkpoint}), {NEW_RUN_ADVICE}."
+    )
+
+
+__all__ = ["RUN_SETTINGS_FILE", "absolute_path", "check_resume", "record_run_settings", "run_settings"]
