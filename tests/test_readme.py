@@ -65,8 +65,13 @@ def python_blocks(paths) -> list[Block]:
 
 def readme_commands() -> list[str]:
     """The README's bash commands: continuation lines joined, `&&` chains split, comments kept on their command."""
+    return bash_commands(README)
+
+
+def bash_commands(path: Path) -> list[str]:
+    """The bash commands of a Markdown file, read as `readme_commands` reads the README's."""
     commands = []
-    for block in code_blocks(README):
+    for block in code_blocks(path):
         if block.lang != "bash":
             continue
         for line in block.code.replace("\\\n", " ").splitlines():
@@ -157,6 +162,26 @@ def test_every_readme_command_is_run_somewhere():
     assert not unaccounted, f"run these in a test or in .ci/run (RUN_BY_CI), or say why not ({NOT_RUN} ...)"
     exempted = [command for command in readme_commands() if NOT_RUN in command]
     assert all(command.split(NOT_RUN)[1].strip() for command in exempted), "an exempted command needs its reason"
+
+
+# Pages of docs/ whose commands without a reason are all run, as written, by a test: page -> that test.
+DOCS_RUN_BY_TESTS = {
+    "docs/distributed_training.md": "tests/test_distributed.py::test_documented_cpu_commands_run_as_written",
+}
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda path: str(path.relative_to(REPO_ROOT)))
+def test_every_docs_command_is_run_somewhere(path):
+    page = str(path.relative_to(REPO_ROOT))
+    commands = bash_commands(path)
+    exempted = [command for command in commands if NOT_RUN in command]
+    assert all(command.split(NOT_RUN)[1].strip() for command in exempted), "an exempted command needs its reason"
+    if page in DOCS_RUN_BY_TESTS:
+        test_file, test_name = DOCS_RUN_BY_TESTS[page].split("::")
+        assert f"def {test_name}(" in (REPO_ROOT / test_file).read_text(encoding="utf-8")
+        return
+    unaccounted = [command for command in commands if NOT_RUN not in command and command not in RUN_BY_CI]
+    assert not unaccounted, f"run these in a test (DOCS_RUN_BY_TESTS) or in .ci/run, or say why not ({NOT_RUN} ...)"
 
 
 @pytest.mark.parametrize("command", sorted(RUN_BY_CI))
