@@ -2,6 +2,7 @@
 test_distributed.py)."""
 
 import json
+import logging
 import math
 import subprocess
 import sys
@@ -453,3 +454,22 @@ def test_interrupted_run_resumes_to_the_same_weights(tmp_path, news_file, monkey
     resumed_weights = load_file(interrupted / "model.safetensors")
     for name, weight in straight_weights.items():
         assert torch.equal(weight, resumed_weights[name]), name
+
+
+def test_streamed_evaluation_is_bounded_by_default(tmp_path, news_file, tokenizer, monkeypatch, caplog):
+    """`--streaming` without `--max_eval_samples` evaluates the first STREAMING_MAX_EVAL_SAMPLES blocks, and says so."""
+    monkeypatch.setattr(run_mlm, "STREAMING_MAX_EVAL_SAMPLES", 3)
+    common = ["--train_file", str(news_file), "--tokenizer_name", str(DEMO_VOCAB), "--max_steps", "2"]
+    model_args, data_args, _, training_args = run_mlm.parse_args([*common, "--streaming"])
+    with caplog.at_level(logging.WARNING):
+        run_mlm.bound_streamed_evaluation(data_args)
+    assert data_args.max_eval_samples == 3
+    assert "--streaming: each evaluation reads the first 3 validation examples only" in caplog.text
+    examples = run_mlm.preprocess(
+        run_mlm.load_raw_datasets(data_args, model_args), tokenizer, 16, data_args, training_args
+    )
+    assert len(list(examples["validation"])) == 3
+    for given in (["--streaming", "--max_eval_samples", "5"], []):  # a given number, or no streaming: unchanged
+        data_args = run_mlm.parse_args([*common, *given])[1]
+        run_mlm.bound_streamed_evaluation(data_args)
+        assert data_args.max_eval_samples == (5 if given else None)
