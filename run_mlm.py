@@ -345,7 +345,19 @@ def plan_stages(
             )
         if stage.global_batch_size is not None:
             gradient_accumulation_steps(stage, index, training_args)
+    warn_if_no_training_loss_is_logged(stages, training_args)
     return stages
+
+
+def warn_if_no_training_loss_is_logged(stages: list[Stage], training_args: TrainingArguments) -> None:
+    """Warn when `--logging_steps` exceeds every stage: the Trainer would log no training loss, the curve no line."""
+    longest = max(stage.steps or training_args.max_steps for stage in stages)
+    logging_steps = training_args.logging_steps
+    if training_args.logging_strategy == "steps" and 1 <= longest < logging_steps and training_args.do_train:
+        logger.warning(
+            f"--logging_steps {logging_steps:g} is more than the {longest} steps of the longest stage: no training "
+            f"loss will be logged and the loss curve will show none; use e.g. --logging_steps {max(1, longest // 10)}."
+        )
 
 
 def gradient_accumulation_steps(stage: Stage, index: int, training_args: TrainingArguments) -> int:

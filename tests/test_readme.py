@@ -7,6 +7,7 @@ compiled; the README has no such block. Every command of the README's ```bash bl
 example commands), is run by CI (`.ci/run`), or says on its line why it is not (`# not run by the tests: why`).
 """
 
+import json
 import os
 import re
 import shlex
@@ -190,12 +191,20 @@ def test_ci_runs_the_readme_command(command):
     assert RUN_BY_CI[command] in CI_SCRIPT.read_text(encoding="utf-8"), f".ci/run does not run {RUN_BY_CI[command]!r}"
 
 
+def card_command(model_dir: Path) -> list[str]:
+    """The words of the command a model card says trained the model."""
+    card = (model_dir / "README.md").read_text(encoding="utf-8")
+    return shlex.split(re.search(r"^Command.*:\n\n```bash\n(.+)\n```", card, re.M)[1])
+
+
 @pytest.mark.slow
 def test_readme_script_commands_run(tmp_path):
-    """Pretrain, fine-tune and predict with the README's commands, as written, in one fresh folder."""
+    """Pretrain, fine-tune and predict with the README's commands, as written, in one fresh folder; each shows what
+    it learned, and says where its outputs went."""
     work = fresh_folder(tmp_path)
     commands = [command for command in readme_commands() if command.startswith(SCRIPTS)]
     assert len(commands) == 3
+    printed = []
     for command in commands:
         arguments = shlex.split(command)
         completed = subprocess.run(
@@ -207,11 +216,24 @@ def test_readme_script_commands_run(tmp_path):
             check=False,
         )
         assert completed.returncode == 0, f"{command}\nfailed:\n{completed.stderr[-3000:]}"
+        printed.append(completed.stdout)
 
     outputs = work / "outputs"
     assert (outputs / "my-roformer" / "model.safetensors").is_file()
-    assert (outputs / "my-classifier" / "model.safetensors").is_file()
-    predictions = (outputs / "my-predictions" / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
-    sample = (REPO_ROOT / "data" / "cail_sample.jsonl").read_text(encoding="utf-8").splitlines()
-    assert len(predictions) == len(sample)
-    assert {'"civil"', '"criminal"'} >= {re.search(r'"label": ("\w+")', line)[1] for line in predictions}
+    # the loss plot has a training line: training losses logged at several steps of the first stage
+    history = json.loads((outputs / "my-roformer" / "stage-1" / "trainer_state.json").read_text())["log_history"]
+    assert len([entry for entry in history if "loss" in entry]) >= 3
+    # the classifier learned: on its 60 held-out rows it beats always answering one label (the sample: 150 of each)
+    evaluation = json.loads((outputs / "my-classifier" / "eval_results.json").read_text())
+    assert evaluation["eval_samples"] == 60 and evaluation["eval_accuracy"] >= 0.8, evaluation
+    assert "validation accuracy: " in printed[1]
+    # the model cards name the commands that made them, as written
+    for command, folder in zip(commands[:2], ("my-roformer", "my-classifier"), strict=True):
+        assert card_command(outputs / folder) == shlex.split(command)
+    # a prediction row per sample document: its id, the prediction, the scores and the gold label
+    sample = [json.loads(line) for line in (REPO_ROOT / "data" / "cail_sample.jsonl").read_text().splitlines()]
+    predicted = (outputs / "my-predictions" / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
+    predictions = [json.loads(line) for line in predicted]
+    assert [(row["id"], row["label"]) for row in predictions] == [(row["id"], row["label"]) for row in sample]
+    assert {row["prediction"] for row in predictions} == {"civil", "criminal"}
+    assert printed[2].splitlines()[-1].startswith("predictions written to outputs/my-predictions/predictions.jsonl")

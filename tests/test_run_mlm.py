@@ -473,3 +473,16 @@ def test_streamed_evaluation_is_bounded_by_default(tmp_path, news_file, tokenize
         data_args = run_mlm.parse_args([*common, *given])[1]
         run_mlm.bound_streamed_evaluation(data_args)
         assert data_args.max_eval_samples == (5 if given else None)
+
+
+def test_a_run_shorter_than_logging_steps_is_told_its_curve_has_no_training_line(news_file, caplog):
+    common = ["--train_file", str(news_file), "--tokenizer_name", str(DEMO_VOCAB), "--stages", "32:8:30,64:8:10"]
+    for given, warned in (([], True), (["--logging_steps", "5"], False)):
+        _, data_args, masking_args, training_args = run_mlm.parse_args([*common, *given])
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            run_mlm.plan_stages(data_args, masking_args, training_args)
+        expected = (
+            "--logging_steps 500 is more than the 30 steps of the longest stage: no training loss will be logged"
+        )
+        assert (expected in caplog.text and "use e.g. --logging_steps 3." in caplog.text) is warned
