@@ -967,6 +967,21 @@ def show_fill_mask_examples(model: RoFormerForMaskedLM, tokenizer: PreTrainedTok
         print(f"fill-mask: {text} -> {guesses}")
 
 
+# Below this masked-token accuracy a model has learned how frequent tokens are, hardly yet what their context says.
+FREQUENT_TOKENS_ACCURACY = 0.15
+
+
+def fill_mask_expectation(accuracy: float | None) -> str | None:
+    """What the fill-mask guesses of a model this accurate show (a line to print under them), or None."""
+    if accuracy is None or accuracy >= FREQUENT_TOKENS_ACCURACY:
+        return None
+    return (
+        f"(masked-token accuracy {accuracy:.3f}: a model this briefly trained guesses the text's most frequent tokens, "
+        "such as ， 的 。, whatever the context; guesses that read the context take longer training on more text, "
+        "e.g. the 21-minute People's Daily run of docs/scripts.md)"
+    )
+
+
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     """Run the script; returns the results of every stage (empty on processes other than the main one)."""
     model_args, data_args, masking_args, training_args = parse_args(argv)
@@ -984,6 +999,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     if trainer.is_world_process_zero():
         print(format_stage_table(table))
         show_fill_mask_examples(model, tokenizer)
+        expectation = fill_mask_expectation(table[-1].get("eval_accuracy"))
+        if expectation:
+            print(expectation)
         print(loading_instructions(training_args.output_dir, RoFormerForMaskedLM))
     return table
 

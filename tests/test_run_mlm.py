@@ -486,3 +486,9 @@ def test_a_run_shorter_than_logging_steps_is_told_its_curve_has_no_training_line
             "--logging_steps 500 is more than the 30 steps of the longest stage: no training loss will be logged"
         )
         assert (expected in caplog.text and "use e.g. --logging_steps 3." in caplog.text) is warned
+
+
+def test_fill_mask_guesses_of_a_briefly_trained_model_come_with_what_to_expect():
+    line = run_mlm.fill_mask_expectation(0.0837)
+    assert line.startswith("(masked-token accuracy 0.084: a model this briefly trained guesses the text's most")
+    assert run_mlm.fill_mask_expectation(0.3) is None and run_mlm.fill_mask_expectation(None) is None
