@@ -194,6 +194,10 @@ SCRIPT_CASES: dict[str, tuple[str, Callable[[str, Path], list[str]]]] = {
     "output_dir_with_earlier_run": (BOTH, earlier_run),
     "output_dir_not_writable": (BOTH, output_dir_under_a_file),
     "incomplete_checkpoint_given": (BOTH, incomplete_checkpoint),
+    "unknown_option_in_arguments_file": (
+        BOTH,
+        arguments_file("args.yaml", "train_file: a.txt\nlearning_rat: 0.001\n"),
+    ),
 }
 
 # id -> (where, a call that must raise ValueError)
