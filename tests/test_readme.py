@@ -223,7 +223,7 @@ def test_readme_script_commands_run(tmp_path):
     # the loss plot has a training line: training losses logged at several steps of the first stage
     history = json.loads((outputs / "my-roformer" / "stage-1" / "trainer_state.json").read_text())["log_history"]
     assert len([entry for entry in history if "loss" in entry]) >= 3
-    # the classifier learned: on its 60 held-out rows it beats always answering one label (the sample: 150 of each)
+    # the classifier learned: always answering one label scores 0.583 on its 60 held-out rows (35 of one class)
     evaluation = json.loads((outputs / "my-classifier" / "eval_results.json").read_text())
     assert evaluation["eval_samples"] == 60 and evaluation["eval_accuracy"] >= 0.8, evaluation
     assert "validation accuracy: " in printed[1]
