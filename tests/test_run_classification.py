@@ -447,8 +447,8 @@ def test_multi_label(tmp_path, roformer_vocab, cail_rows):
     predictions = read_predictions(output_dir)
     assert len(predictions) == 5
     for prediction in predictions:
-        assert set(prediction["label"]) <= {"civil", "criminal", "long"}
-        assert set(prediction["label"]) == {name for name, score in prediction["scores"].items() if score > 0.5}
+        assert set(prediction["prediction"]) <= {"civil", "criminal", "long"} and isinstance(prediction["label"], list)
+        assert set(prediction["prediction"]) == {name for name, score in prediction["scores"].items() if score > 0.5}
 
 
 def test_regression(tmp_path, roformer_vocab, data_dir):
@@ -474,7 +474,8 @@ def test_regression(tmp_path, roformer_vocab, data_dir):
     assert metrics["eval_mse"] >= 0 and metrics["eval_mae"] >= 0 and "eval_pearson" in metrics
     assert json.loads((output_dir / "config.json").read_text())["problem_type"] == REGRESSION
     predictions = read_predictions(output_dir)
-    assert len(predictions) == 4 and all(isinstance(prediction["label"], float) for prediction in predictions)
+    assert len(predictions) == 4 and all(isinstance(prediction["prediction"], float) for prediction in predictions)
+    assert [prediction["label"] for prediction in predictions] == [row["score"] for row in rows[:4]]
 
 
 def test_sentence_pairs_from_csv(tmp_path, roformer_vocab, cail_rows):

@@ -229,7 +229,9 @@ def test_classification_run_names_validation_and_prints_how_to_load(tmp_path):
     stdout, output = run_script(
         "run_classification.py", [*CLASSIFICATION_ARGUMENTS, "--output_dir", str(tmp_path / "out")], tmp_path
     )
-    assert stdout.rstrip().splitlines()[-5] == f"model saved to {tmp_path / 'out'}; load it with:"
+    closing_lines = stdout.rstrip().splitlines()
+    assert closing_lines[-6] == f"model saved to {tmp_path / 'out'}; load it with:"
+    assert closing_lines[-1].startswith(f"predictions written to {tmp_path / 'out' / 'predictions.jsonl'}")
     assert "[INFO|" not in output and "***** eval metrics *****" in output and "***** test metrics *****" in output
     variables = loaded_by_printed_code(output)
     assert type(variables["model"]).__name__ == "RoFormerForSequenceClassification"
