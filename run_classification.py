@@ -932,6 +932,7 @@ def predicted_labels(scores: np.ndarray, label_info: LabelInfo) -> str | list[st
 
 
 def predictions_path(training_args: TrainingArguments) -> Path:
+    """Where `--do_predict` writes its predictions."""
     return Path(training_args.output_dir) / "predictions.jsonl"
 
 

@@ -4,7 +4,8 @@ Every ```python block of README.md and docs/*.md runs offline in a fresh folder 
 (a `print(...)  # -> value` line asserts that the print shows `value`). A docs block that needs what a test cannot
 have (the Hub, a GPU, a trained checkpoint) is marked `<!-- no-test: why -->` on the line before it and is only
 compiled; the README has no such block. Every command of the README's ```bash blocks is run here (the scripts'
-example commands), is run by CI (`.ci/run`), or says on its line why it is not (`# not run by the tests: why`).
+example commands), is run by CI (`.ci/run`), or says on its line why it is not (`# not run by the tests: why`); so is
+every command of docs/*.md, where a page's commands may also be run by another test (`DOCS_RUN_BY_TESTS`).
 """
 
 import json
