@@ -26,7 +26,6 @@ The data files are CSV or JSON lines with a text column and a label column. A la
 import json
 import logging
 import math
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -63,6 +62,7 @@ from roformer_hf.script_utils import (
     check_data_file,
     check_distributed_launch,
     check_output_dir,
+    command_line,
     data_file_error,
     demo_or_given_arguments,
     find_resume_checkpoint,
@@ -954,6 +954,24 @@ def report_split(
     if labels is not None and label_info.problem_type == SINGLE_LABEL and trainer.is_world_process_zero():
         path = Path(trainer.args.output_dir) / f"confusion_matrix_{split}.png"
         save_confusion_matrix(labels, np.argmax(logits, axis=-1), label_info.label_names, path)
+        print(accuracy_against_chance(labels, np.argmax(logits, axis=-1), split))
+
+
+SPLIT_NAMES = {"eval": "validation", "test": "test"}
+
+
+def accuracy_against_chance(labels: np.ndarray, predictions: np.ndarray, split: str) -> str:
+    """
+    One line that sets the accuracy beside what always answering the split's most frequent label scores, so that a
+    reader sees whether the classifier learned anything.
+    """
+    labels, predictions = np.asarray(labels), np.asarray(predictions)
+    accuracy = float((labels == predictions).mean())
+    chance = np.bincount(labels).max() / len(labels)
+    return (
+        f"{SPLIT_NAMES.get(split, split)} accuracy: {accuracy:.3f} on {len(labels)} documents (always answering "
+        f"their most frequent label: {chance:.3f})"
+    )
 
 
 def train_and_evaluate(
@@ -987,40 +1005,82 @@ def classification_run_settings(data_args: DataArguments, training_args: Trainin
     return run_settings(training_args, train_file=absolute_path(data_args.train_file), **inputs)
 
 
-def prediction_records(logits: np.ndarray, label_info: LabelInfo) -> list[dict[str, Any]]:
-    """One record per document: the predicted `label` (a name; a list of names for multi-label; the value for
-    regression) and, for classification, the probability of every label in `scores`."""
+def prediction_records(
+    logits: np.ndarray,
+    label_info: LabelInfo,
+    ids: Sequence[Any] | None = None,
+    gold_labels: Sequence[Any] | None = None,
+) -> list[dict[str, Any]]:
+    """
+    One record per document: its `id`, the `prediction` (a label name; a list of names for multi-label; the value
+    for regression), for classification the probability of every label in `scores`, and the gold `label` when the
+    data has one.
+
+    Args:
+        logits (`np.ndarray` of shape `(num_documents, num_labels)`): the document logits.
+        label_info (`LabelInfo`): the task and its label names.
+        ids (`Sequence`, *optional*): the documents' ids; `None` numbers them from 1, as the rows of their file.
+        gold_labels (`Sequence`, *optional*): the documents' labels as the data gives them.
+    """
     scores = logits_to_scores(logits, label_info.problem_type)
-    if label_info.problem_type == REGRESSION:
-        return [{"label": float(value)} for value in scores]
+    ids = range(1, len(scores) + 1) if ids is None else ids
     records = []
-    for row in scores:
-        if label_info.problem_type == MULTI_LABEL:
-            label = [name for name, score in zip(label_info.label_names, row, strict=True) if score > 0.5]
+    for row, (document_id, document_scores) in enumerate(zip(ids, scores, strict=True)):
+        record: dict[str, Any] = {"id": document_id}
+        if label_info.problem_type == REGRESSION:
+            record["prediction"] = float(document_scores)
         else:
-            label = label_info.label_names[int(np.argmax(row))]
-        records.append({"label": label, "scores": dict(zip(label_info.label_names, map(float, row), strict=True))})
+            record["prediction"] = predicted_labels(document_scores, label_info)
+            record["scores"] = dict(zip(label_info.label_names, map(float, document_scores), strict=True))
+        if gold_labels is not None:
+            record["label"] = gold_labels[row]
+        records.append(record)
     return records
 
 
+def predicted_labels(scores: np.ndarray, label_info: LabelInfo) -> str | list[str]:
+    """The label of highest probability, or for multi-label every label whose probability is above 0.5."""
+    if label_info.problem_type == MULTI_LABEL:
+        return [name for name, score in zip(label_info.label_names, scores, strict=True) if score > 0.5]
+    return label_info.label_names[int(np.argmax(scores))]
+
+
+def predictions_path(training_args: TrainingArguments) -> Path:
+    """Where `--do_predict` writes its predictions."""
+    return Path(training_args.output_dir) / "predictions.jsonl"
+
+
 def predict(
-    trainer: Trainer, tokenized: datasets.DatasetDict, label_info: LabelInfo, data_args: DataArguments
+    trainer: Trainer,
+    tokenized: datasets.DatasetDict,
+    test_rows: datasets.Dataset,
+    label_info: LabelInfo,
+    data_args: DataArguments,
 ) -> dict[str, float]:
-    """Write predictions.jsonl (one line per test document, in file order); metrics when the test data has labels."""
+    """
+    Write predictions.jsonl (one line per test document, in file order, with the document's `id` column or its row
+    number); metrics when the test data has labels.
+    """
     logits, labels, metrics = run_inference(trainer, tokenized["test"], label_info, data_args, "test")
     if trainer.is_world_process_zero():
-        path = Path(trainer.args.output_dir) / "predictions.jsonl"
+        ids = test_rows["id"] if "id" in test_rows.column_names else None
+        has_labels = data_args.label_column_name in test_rows.column_names
+        gold_labels = test_rows[data_args.label_column_name] if has_labels else None
+        path = predictions_path(trainer.args)
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(path) as temporary, temporary.open("w", encoding="utf-8") as file:
-            for record in prediction_records(logits, label_info):
+            for record in prediction_records(logits, label_info, ids, gold_labels):
                 file.write(json.dumps(record, ensure_ascii=False) + "\n")
-        logger.info(f"wrote {len(logits)} predictions to {path}")
     report_split(trainer, logits, labels, metrics, label_info, "test")
     return metrics
 
 
 def write_card_and_push(
-    trainer: Trainer, model_args: ModelArguments, data_args: DataArguments, metrics: dict[str, float]
+    trainer: Trainer,
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    metrics: dict[str, float],
+    argv: Sequence[str] | None = None,
 ) -> None:
     """Write the model card of the fine-tuned model and, with --push_to_hub, upload model, tokenizer and card."""
     from roformer_hf.model_card import TrainingSummary, write_model_card
@@ -1038,7 +1098,7 @@ def write_card_and_push(
             "truncation_side": data_args.truncation_side,
             "long_doc_strategy": data_args.long_doc_strategy,
         },
-        command=" ".join(["python", *sys.argv]),
+        command=command_line(__file__, argv),
     )
     if trainer.is_world_process_zero():
         write_model_card(args.output_dir, config=trainer.model.config, training_summary=summary)
@@ -1071,11 +1131,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
             prepare_output_dir(training_args, model)
         metrics = train_and_evaluate(trainer, tokenized, label_info, data_args)
         if training_args.do_predict:
-            metrics.update(predict(trainer, tokenized, label_info, data_args))
+            metrics.update(predict(trainer, tokenized, raw_datasets["test"], label_info, data_args))
         if training_args.do_train:
-            write_card_and_push(trainer, model_args, data_args, metrics)
+            write_card_and_push(trainer, model_args, data_args, metrics, argv)
     if training_args.do_train and trainer.is_world_process_zero():
         print(loading_instructions(training_args.output_dir, RoFormerForSequenceClassification))
+    if training_args.do_predict and trainer.is_world_process_zero():
+        print(f"predictions written to {predictions_path(training_args)} (a JSON line per test document)")
     return metrics
 
 

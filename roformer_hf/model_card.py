@@ -340,7 +340,10 @@ def _training_section(
         lines += ["", "| result | value |", "| --- | --- |"]
         lines += [f"| {name} | {_format_number(value)} |" for name, value in summary.results.items()]
     if summary.command:
-        lines += ["", "Command:", "", "```bash", _command_without_local_paths(summary.command), "```"]
+        command, shortened = _command_without_local_paths(summary.command)
+        lines += ["", "Command (run in the folder the training ran in):", "", "```bash", command, "```"]
+        if shortened:
+            lines += ["", "(Paths outside that folder are shown by their names only.)"]
     return "\n".join(lines)
 
 
@@ -349,12 +352,28 @@ def _lengths_text(lengths: list[int]) -> str:
     return " then ".join(f"{length:,}" for length in lengths)
 
 
-def _command_without_local_paths(command: str) -> str:
+def _command_without_local_paths(command: str) -> tuple[str, bool]:
+    """
+    The command as a card shows it, and whether a path was shortened. Relative paths stay, so the command re-runs as
+    written in the folder the training ran in; an absolute path inside that folder becomes relative to it, one
+    elsewhere is cut to its name (the machine's folders mean nothing on the Hub).
+    """
     try:
         words = shlex.split(command)
     except ValueError:  # unbalanced quotes: not a command line shlex can read, so shown as given
-        return command
-    return shlex.join(without_local_path(word) for word in words)
+        return command, False
+    outside = [Path(word).is_absolute() and not Path(word).is_relative_to(Path.cwd()) for word in words]
+    shown = [_path_relative_to_run(word) for word in words]
+    return shlex.join(shown), any(outside)
+
+
+def _path_relative_to_run(word: str) -> str:
+    path = Path(word)
+    if not path.is_absolute():
+        return word
+    if path.is_relative_to(Path.cwd()):
+        return str(path.relative_to(Path.cwd()))
+    return path.name
 
 
 def _format_number(value: Any) -> str:

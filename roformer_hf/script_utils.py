@@ -154,8 +154,10 @@ def parse_arguments(
     description: str | None = None,
 ) -> tuple:
     """
-    Parse command-line arguments, or a single `.json` / `.yaml` file of them, into the given dataclasses. `--help`
-    prints the short help (`short_help`) and `--help-all` every option; both then exit.
+    Parse command-line arguments into the given dataclasses. A first argument ending in `.json`, `.yaml` or `.yml` is
+    a file of arguments, which the options after it override (as in transformers' examples:
+    `python run_mlm.py args.yaml --ddp_backend gloo`). `--help` prints the short help (`short_help`) and
+    `--help-all` every option; both then exit.
 
     Args:
         dataclass_types (`Sequence[type]`):
@@ -173,23 +175,43 @@ def parse_arguments(
     argv = list(sys.argv[1:] if argv is None else argv)
     defaults = {**launch_defaults(), **(defaults or {})}
     parser = HfArgumentParser(dataclass_types)
-    reads_file = len(argv) == 1 and argv[0].endswith((".json", ".yaml", ".yml"))
-    if not reads_file and HELP_ALL_OPTION in argv:
-        parser.set_defaults(**defaults)
+    if is_arguments_file(argv[0] if argv else ""):
+        # the file's values replace the defaults; the options after it still win, as on any command line
+        defaults.update(_read_known_arguments(argv[0], dataclass_types))
+        argv = argv[1:]
+    parser.set_defaults(**defaults)
+    if HELP_ALL_OPTION in argv:
         parser.print_help()
         sys.exit(0)
-    if not reads_file and {"-h", "--help"} & set(argv):
+    if {"-h", "--help"} & set(argv):
         print(short_help(dataclass_types, defaults, description))
         sys.exit(0)
     try:
-        if reads_file:
-            arguments = parser.parse_dict({**defaults, **_read_arguments_file(argv[0])})
-        else:
-            parser.set_defaults(**defaults)
-            arguments = parser.parse_args_into_dataclasses(args=argv)
+        arguments = parser.parse_args_into_dataclasses(args=argv)
     except ValueError as error:  # raised by the dataclasses' own checks (e.g. TrainingArguments.__post_init__)
         raise ScriptError(f"invalid arguments: {error}") from error
     check_counts(arguments)
+    return arguments
+
+
+ARGUMENTS_FILE_SUFFIXES = (".json", ".yaml", ".yml")
+
+
+def is_arguments_file(argument: str) -> bool:
+    """Whether a command-line argument names a file of arguments (`args.json`, `args.yaml`) rather than an option."""
+    return argument.endswith(ARGUMENTS_FILE_SUFFIXES) and not argument.startswith("-")
+
+
+def _read_known_arguments(path: str, dataclass_types: Sequence[type]) -> dict[str, Any]:
+    """The arguments of a `.json` / `.yaml` file; a name no dataclass knows is refused (argparse would drop it)."""
+    arguments = _read_arguments_file(path)
+    known = {item.name for dataclass_type in dataclass_types for item in fields(dataclass_type) if item.init}
+    unknown = sorted(set(arguments) - known)
+    if unknown:
+        raise ScriptError(
+            f"the arguments file {path} names unknown options: {', '.join(unknown)}; fix or remove them "
+            f"({HELP_ALL_OPTION} lists every option)."
+        )
     return arguments
 
 
@@ -259,7 +281,7 @@ def short_help(
         description (`str`, *optional*): what the script does (its module docstring).
     """
     script = Path(sys.argv[0]).name
-    lines = [f"usage: python {script} [--option value ...]  |  python {script} args.json|args.yaml", ""]
+    lines = [f"usage: python {script} [args.json|args.yaml] [--option value ...]", ""]
     if description:
         lines += [*textwrap.wrap(" ".join(description.strip().split("\n\n")[0].split()), HELP_WIDTH), ""]
     for dataclass_type in dataclass_types:
@@ -355,11 +377,26 @@ class _OnceFilter(logging.Filter):
         return not repeated
 
 
+# Options that name what to train on or start from: given any of them, a script runs what the command line says;
+# given none, it runs its demo with the options given on top (`python run_mlm.py --overwrite_output_dir`).
+DATA_AND_MODEL_OPTIONS = (
+    "--train_file",
+    "--validation_file",
+    "--test_file",
+    "--dataset_name",
+    "--model_name_or_path",
+    "--config_name",
+    "--tokenizer_name",
+)
+
+
 def demo_or_given_arguments(
     argv: Sequence[str] | None, demo_arguments: Sequence[str], announce: bool = True
 ) -> list[str]:
     """
-    The command-line arguments (`sys.argv[1:]` for `None`), or the demo's when there are none; for the demo, prints
+    The command-line arguments (`sys.argv[1:]` for `None`), or the demo's when they name no data and no model (no
+    option of `DATA_AND_MODEL_OPTIONS`, no file of arguments, no `--help`): then the given options follow the demo's
+    and win over them, so `--overwrite_output_dir` or `--output_dir elsewhere` re-run the demo. For the demo, prints
     the equivalent command first (data paths relative to the current folder where they lie inside it).
 
     Args:
@@ -368,13 +405,35 @@ def demo_or_given_arguments(
         announce (`bool`, defaults to `True`): print the demo's command (`False`: only return the arguments).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv:
+    if not runs_the_demo(argv):
         return argv
     if announce and int(os.environ.get("RANK", "0")) == 0:
         shown = [_relative_if_inside(argument, Path.cwd()) for argument in demo_arguments]
-        command = shlex.join(["python", Path(sys.argv[0]).name, *shown])
-        print(f"No arguments: running the demo, i.e. {command}", flush=True)
-    return list(demo_arguments)
+        command = shlex.join(["python", Path(sys.argv[0]).name, *shown, *argv])
+        opening = "No arguments" if not argv else "No data or model given"
+        print(f"{opening}: running the demo, i.e. {command}", flush=True)
+    return [*demo_arguments, *argv]
+
+
+def runs_the_demo(argv: Sequence[str]) -> bool:
+    """Whether the arguments leave the data and the model to the demo (see `demo_or_given_arguments`)."""
+    if argv and is_arguments_file(argv[0]):
+        return False
+    names = {argument.split("=", 1)[0] for argument in argv if argument.startswith("-")}
+    return not names & {*DATA_AND_MODEL_OPTIONS, "-h", "--help", HELP_ALL_OPTION}
+
+
+def command_line(script_file: str | Path, argv: Sequence[str] | None) -> str:
+    """
+    The command that ran a script, as its model card shows it: `python <script> <arguments>`, quoted for a shell.
+
+    Args:
+        script_file (`str` or `Path`): the script's own file (`__file__`), named when `argv` was passed in.
+        argv (`Sequence[str]`, *optional*): the arguments `main` was given; `None`: those of `sys.argv`.
+    """
+    if argv is None:
+        return shlex.join(["python", *sys.argv])
+    return shlex.join(["python", Path(script_file).name, *argv])
 
 
 def _relative_if_inside(argument: str, folder: Path) -> str:

@@ -387,6 +387,10 @@ SCRIPT_CASES: dict[str, tuple[str, Callable[[str, Path], list[str]]]] = {
     "classifier_of_other_labels": ("run_classification.py", two_class_classifier),
     # without the progress bar, which the refused load leaves open (the message would follow it on its line)
     "resume_refused_pickle": (BOTH, resumed_run(poisoned("rng_state.pth"), "--disable_tqdm", "true")),
+    "unknown_option_in_arguments_file": (
+        BOTH,
+        arguments_file("args.yaml", "train_file: a.txt\nlearning_rat: 0.001\n"),
+    ),
 }
 
 

@@ -8,12 +8,15 @@ the same evaluation before training.
 
 import json
 import os
+import shlex
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from distributed_worker import record_run
 from safetensors.torch import load_file
 from transformers import TrainingArguments
@@ -173,3 +176,51 @@ def test_several_processes_without_distributed_training_are_refused(monkeypatch,
     training_args = TrainingArguments(output_dir=str(tmp_path), report_to="none")  # no process group: NOT_PARALLEL
     with pytest.raises(ScriptError, match=r"launched as 2 processes.*--use_cpu true"):
         check_distributed_launch(training_args)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_documented_cpu_commands_run_as_written(tmp_path):
+    """The torchrun and accelerate lines of docs/distributed_training.md that need no GPU, word for word, on a small
+    args.yaml: the file of arguments first, the options after it overriding it."""
+    from test_readme import NOT_RUN, bash_commands
+
+    commands = [
+        command for command in bash_commands(REPO_ROOT / "docs" / "distributed_training.md") if NOT_RUN not in command
+    ]
+    assert [command.split()[0] for command in commands] == ["torchrun", "accelerate"]
+    (tmp_path / "run_mlm.py").symlink_to(REPO_ROOT / "run_mlm.py")
+    arguments = {
+        "train_file": str(REPO_ROOT / "data" / "peoples_daily_sample.txt"),
+        "tokenizer_name": str(DEMO_VOCAB),
+        "config_overrides": NO_DROPOUT_MODEL,
+        "stages": "32:8:2",
+        "per_device_train_batch_size": 4,
+        "max_eval_samples": 8,
+        "ddp_backend": "nccl",  # what a GPU run would use; the command's --ddp_backend gloo must win
+        "disable_tqdm": True,
+    }
+    bin_folder = Path(sys.executable).parent  # torchrun and accelerate as installed beside this Python
+    for index, command in enumerate(commands):
+        output_dir = tmp_path / f"run-{index}"
+        (tmp_path / "args.yaml").write_text(yaml.safe_dump({**arguments, "output_dir": str(output_dir)}))
+        words = shlex.split(command)
+        # torchrun reads its port from PET_MASTER_PORT, so that parallel test runs do not meet on the default one
+        environment = {**ENVIRONMENT, "PET_MASTER_PORT": str(free_port())}
+        completed = subprocess.run(
+            [str(bin_folder / words[0]), *words[1:]],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=environment,
+            cwd=tmp_path,
+        )
+        assert completed.returncode == 0, f"{command}\n{completed.stdout[-2000:]}{completed.stderr[-3000:]}"
+        assert (output_dir / "model.safetensors").is_file()
+        state = json.loads((output_dir / "stage-1" / "trainer_state.json").read_text())
+        assert state["global_step"] == 2

@@ -1,5 +1,6 @@
 """examples/quickstart.ipynb runs top to bottom, offline."""
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -23,6 +24,7 @@ def test_quickstart_notebook_runs(tmp_path, monkeypatch, roformer_vocab):
     outputs = [output for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs]
     assert not [output for output in outputs if output.output_type == "error"]
     text = "".join(output.get("text", "") for output in outputs)
-    assert "eval_accuracy" in text
+    # the classifier learned: always answering one label scores 0.53 on the 32 held-out documents
+    assert float(re.search(r"'eval_accuracy': ([0-9.]+)", text)[1]) >= 0.8
     assert (tmp_path / "output" / "tiny-cail-classifier" / "README.md").is_file()
     assert (tmp_path / "output" / "tiny-cail-classifier" / "modeling.py").is_file()

@@ -5,6 +5,9 @@ import csv
 import itertools
 import json
 import logging
+import os
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -155,11 +158,33 @@ def test_compute_task_metrics_golden():
 def test_prediction_records():
     info = LabelInfo(SINGLE_LABEL, ["civil", "criminal"])
     records = prediction_records(np.array([[0.0, np.log(3.0)], [1.0, 0.0]]), info)
-    assert records[0]["label"] == "criminal" and records[1]["label"] == "civil"
+    assert records[0]["prediction"] == "criminal" and records[1]["prediction"] == "civil"
     assert records[0]["scores"] == pytest.approx({"civil": 0.25, "criminal": 0.75})
     multi = prediction_records(np.array([[2.0, -2.0, 1.0]]), LabelInfo(MULTI_LABEL, ["a", "b", "c"]))
-    assert multi[0]["label"] == ["a", "c"]
-    assert prediction_records(np.array([[0.5]]), LabelInfo(REGRESSION, [])) == [{"label": 0.5}]
+    assert multi[0]["prediction"] == ["a", "c"]
+    assert prediction_records(np.array([[0.5]]), LabelInfo(REGRESSION, [])) == [{"id": 1, "prediction": 0.5}]
+
+
+def test_accuracy_is_printed_beside_chance():
+    line = run_classification.accuracy_against_chance(np.array([0, 1, 1, 1]), np.array([0, 1, 1, 0]), "eval")
+    assert line == "validation accuracy: 0.750 on 4 documents (always answering their most frequent label: 0.750)"
+
+
+def test_prediction_records_carry_the_id_and_the_gold_label():
+    """The predicted label goes under `prediction`; `label` is the gold column's name, kept for the gold label."""
+    info = LabelInfo(SINGLE_LABEL, ["civil", "criminal"])
+    logits = np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 0.0]])
+    numbered = prediction_records(logits, info)
+    assert [list(record) for record in numbered] == [["id", "prediction", "scores"]] * 3
+    assert [record["id"] for record in numbered] == [1, 2, 3]  # rows of the file, from 1
+    with_gold = prediction_records(logits, info, ids=["a7", "b2", "c9"], gold_labels=["criminal", "criminal", "civil"])
+    assert [(r["id"], r["prediction"], r["label"]) for r in with_gold] == [
+        ("a7", "criminal", "criminal"),
+        ("b2", "civil", "criminal"),
+        ("c9", "civil", "civil"),
+    ]
+    regression = prediction_records(np.array([[0.5]]), LabelInfo(REGRESSION, []), ids=[4], gold_labels=[0.7])
+    assert regression == [{"id": 4, "prediction": 0.5, "label": 0.7}]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -310,7 +335,9 @@ def test_predictions_follow_the_test_file(single_label_run, tokenizer):
     expected = logits[:, 1] - logits[:, 0]
     assert np.ptp(expected) > 1e-2  # documents are told apart far beyond the tolerance below
     np.testing.assert_allclose([log_odds(prediction) for prediction in predictions], expected, atol=1e-4)
-    assert [prediction["label"] for prediction in predictions] == [["civil", "criminal"][i] for i in logits.argmax(-1)]
+    predicted = [["civil", "criminal"][i] for i in logits.argmax(-1)]
+    assert [prediction["prediction"] for prediction in predictions] == predicted
+    assert [(p["id"], p["label"]) for p in predictions] == [(row["id"], row["label"]) for row in test_rows]
 
 
 def test_predict_with_the_fine_tuned_checkpoint(single_label_run, tmp_path):
@@ -322,10 +349,28 @@ def test_predict_with_the_fine_tuned_checkpoint(single_label_run, tmp_path):
         ]
     )
     again, first = read_predictions(tmp_path), read_predictions(output_dir)
-    assert [record["label"] for record in again] == [record["label"] for record in first]
+    assert [record["prediction"] for record in again] == [record["prediction"] for record in first]
     for record_again, record_first in zip(again, first, strict=True):
         assert record_again["scores"] == pytest.approx(record_first["scores"], abs=1e-6)
     assert metrics["test_accuracy"] == pytest.approx(single_label_run[0]["test_accuracy"])
+
+
+def test_predict_run_says_where_predictions_went_and_numbers_rows(single_label_run, tmp_path, capsys):
+    """A test file without `id` and without labels: rows numbered from 1, no `label`, and the path printed last."""
+    _, output_dir, _, test_rows = single_label_run
+    unlabelled = write_jsonl(tmp_path / "new.jsonl", [{"text": row["text"]} for row in test_rows[:3]])
+    run_classification.main(
+        [
+            *("--model_name_or_path", str(output_dir), "--test_file", str(unlabelled), "--do_predict"),
+            *("--output_dir", str(tmp_path / "predicted"), "--report_to", "none", "--use_cpu", "true"),
+        ]
+    )
+    predictions = read_predictions(tmp_path / "predicted")
+    assert [(record["id"], sorted(record)) for record in predictions] == [
+        (row, ["id", "prediction", "scores"]) for row in (1, 2, 3)
+    ]
+    last_line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last_line.startswith(f"predictions written to {tmp_path / 'predicted' / 'predictions.jsonl'}")
 
 
 def test_refine_a_classifier_on_another_number_of_labels(single_label_run, tmp_path, cail_rows):
@@ -402,8 +447,8 @@ def test_multi_label(tmp_path, roformer_vocab, cail_rows):
     predictions = read_predictions(output_dir)
     assert len(predictions) == 5
     for prediction in predictions:
-        assert set(prediction["label"]) <= {"civil", "criminal", "long"}
-        assert set(prediction["label"]) == {name for name, score in prediction["scores"].items() if score > 0.5}
+        assert set(prediction["prediction"]) <= {"civil", "criminal", "long"} and isinstance(prediction["label"], list)
+        assert set(prediction["prediction"]) == {name for name, score in prediction["scores"].items() if score > 0.5}
 
 
 def test_regression(tmp_path, roformer_vocab, data_dir):
@@ -430,7 +475,8 @@ def test_regression(tmp_path, roformer_vocab, data_dir):
     assert metrics["eval_mse"] >= 0 and metrics["eval_mae"] >= 0 and "eval_pearson" in metrics
     assert json.loads((output_dir / "config.json").read_text())["problem_type"] == REGRESSION
     predictions = read_predictions(output_dir)
-    assert len(predictions) == 4 and all(isinstance(prediction["label"], float) for prediction in predictions)
+    assert len(predictions) == 4 and all(isinstance(prediction["prediction"], float) for prediction in predictions)
+    assert [prediction["label"] for prediction in predictions] == [row["score"] for row in rows[:4]]
 
 
 def test_csv_classes_named_like_missing_values_are_classes(tmp_path, roformer_vocab, cail_rows):
@@ -618,3 +664,35 @@ def test_saved_tokenizer_truncates_to_the_fine_tuned_length(single_label_run, ca
     tokenizer = transformers.AutoTokenizer.from_pretrained(output_dir)
     assert tokenizer.model_max_length == 64  # the run's --max_seq_length, not "no limit"
     assert len(tokenizer(cail_rows[0]["text"], truncation=True)["input_ids"]) == 64
+
+
+# --- The model card's command re-runs as written ---
+
+
+def card_command(output_dir: Path) -> str:
+    card = (output_dir / "README.md").read_text(encoding="utf-8")
+    return re.search(r"^Command.*:\n\n```bash\n(.+)\n```", card, re.M)[1]
+
+
+@pytest.mark.slow
+def test_model_card_command_reruns_as_written(tmp_path, monkeypatch):
+    """Train with relative paths, take the command from the card, and run it in a shell's way in the same folder."""
+    for name in ("data", "run_classification.py"):
+        (tmp_path / name).symlink_to(REPO_ROOT / name)
+    arguments = [
+        *("--train_file", "data/cail_sample.jsonl", "--tokenizer_name", "data/demo_vocab.txt"),
+        *("--config_overrides", TINY_MODEL, "--max_train_samples", "32", "--max_eval_samples", "16"),
+        *("--do_train", "--do_eval", "--max_steps", "2", "--max_seq_length", "64", "--output_dir", "outputs/first"),
+        *("--report_to", "none", "--use_cpu", "true", "--save_strategy", "no", "--seed", "5"),
+    ]
+    monkeypatch.chdir(tmp_path)
+    first = run_classification.main(arguments)
+    command = card_command(tmp_path / "outputs" / "first")
+    assert command == shlex.join(["python", "run_classification.py", *arguments])
+    (tmp_path / "outputs" / "first").rename(tmp_path / "outputs" / "earlier")
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT)}
+    words = shlex.split(command)
+    again = subprocess.run([sys.executable, *words[1:]], cwd=tmp_path, env=environment, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-3000:]
+    results = json.loads((tmp_path / "outputs" / "first" / "eval_results.json").read_text())
+    assert results["eval_loss"] == pytest.approx(first["eval_loss"], abs=1e-6)

@@ -2,6 +2,7 @@
 test_distributed.py)."""
 
 import json
+import logging
 import math
 import subprocess
 import sys
@@ -508,3 +509,41 @@ def test_interrupted_run_resumes_to_the_same_weights(tmp_path, news_file, monkey
     resumed_weights = load_file(interrupted / "model.safetensors")
     for name, weight in straight_weights.items():
         assert torch.equal(weight, resumed_weights[name]), name
+
+
+def test_streamed_evaluation_is_bounded_by_default(tmp_path, news_file, tokenizer, monkeypatch, caplog):
+    """`--streaming` without `--max_eval_samples` evaluates the first STREAMING_MAX_EVAL_SAMPLES blocks, and says so."""
+    monkeypatch.setattr(run_mlm, "STREAMING_MAX_EVAL_SAMPLES", 3)
+    common = ["--train_file", str(news_file), "--tokenizer_name", str(DEMO_VOCAB), "--max_steps", "2"]
+    model_args, data_args, _, training_args = run_mlm.parse_args([*common, "--streaming"])
+    with caplog.at_level(logging.WARNING):
+        run_mlm.bound_streamed_evaluation(data_args)
+    assert data_args.max_eval_samples == 3
+    assert "--streaming: each evaluation reads the first 3 validation examples only" in caplog.text
+    examples = run_mlm.preprocess(
+        run_mlm.load_raw_datasets(data_args, model_args), tokenizer, 16, data_args, training_args
+    )
+    assert len(list(examples["validation"])) == 3
+    for given in (["--streaming", "--max_eval_samples", "5"], []):  # a given number, or no streaming: unchanged
+        data_args = run_mlm.parse_args([*common, *given])[1]
+        run_mlm.bound_streamed_evaluation(data_args)
+        assert data_args.max_eval_samples == (5 if given else None)
+
+
+def test_a_run_shorter_than_logging_steps_is_told_its_curve_has_no_training_line(news_file, caplog):
+    common = ["--train_file", str(news_file), "--tokenizer_name", str(DEMO_VOCAB), "--stages", "32:8:30,64:8:10"]
+    for given, warned in (([], True), (["--logging_steps", "5"], False)):
+        _, data_args, masking_args, training_args = run_mlm.parse_args([*common, *given])
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            run_mlm.plan_stages(data_args, masking_args, training_args)
+        expected = (
+            "--logging_steps 500 is more than the 30 steps of the longest stage: no training loss will be logged"
+        )
+        assert (expected in caplog.text and "use e.g. --logging_steps 3." in caplog.text) is warned
+
+
+def test_fill_mask_guesses_of_a_briefly_trained_model_come_with_what_to_expect():
+    line = run_mlm.fill_mask_expectation(0.0837)
+    assert line.startswith("(masked-token accuracy 0.084: a model this briefly trained guesses the text's most")
+    assert run_mlm.fill_mask_expectation(0.3) is None and run_mlm.fill_mask_expectation(None) is None

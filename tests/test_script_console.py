@@ -16,12 +16,19 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from safetensors.torch import load_file
 from transformers import TrainingArguments
 
 import run_classification
 import run_mlm
-from roformer_hf.script_utils import BF16_ON_CPU_WARNING, COMMON_TRAINING_OPTIONS, ScriptTrainingArguments
+from roformer_hf.script_utils import (
+    BF16_ON_CPU_WARNING,
+    COMMON_TRAINING_OPTIONS,
+    ScriptError,
+    ScriptTrainingArguments,
+    check_output_dir,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA = REPO_ROOT / "data"
@@ -222,7 +229,9 @@ def test_classification_run_names_validation_and_prints_how_to_load(tmp_path):
     stdout, output = run_script(
         "run_classification.py", [*CLASSIFICATION_ARGUMENTS, "--output_dir", str(tmp_path / "out")], tmp_path
     )
-    assert stdout.rstrip().splitlines()[-5] == f"model saved to {tmp_path / 'out'}; load it with:"
+    closing_lines = stdout.rstrip().splitlines()
+    assert closing_lines[-6] == f"model saved to {tmp_path / 'out'}; load it with:"
+    assert closing_lines[-1].startswith(f"predictions written to {tmp_path / 'out' / 'predictions.jsonl'}")
     assert "[INFO|" not in output and "***** eval metrics *****" in output and "***** test metrics *****" in output
     variables = loaded_by_printed_code(output)
     assert type(variables["model"]).__name__ == "RoFormerForSequenceClassification"
@@ -238,3 +247,55 @@ def test_classification_run_names_validation_and_prints_how_to_load(tmp_path):
     )
     assert verbose.count("***** Running Evaluation on the validation data *****") == 1
     assert verbose.count("***** Running Prediction *****") == 1  # the test data's pass
+
+
+# --- a file of arguments followed by overrides; the demo with options on top ---
+
+
+@pytest.mark.parametrize("name", ["args.yaml", "args.json"])
+def test_arguments_file_followed_by_overrides(name, tmp_path):
+    """As in transformers' examples (`python run_mlm.py args.yaml --ddp_backend gloo`): the options after the file
+    win over it (the distributed run itself: test_distributed.py)."""
+    arguments = {"train_file": "corpus.txt", "stages": "32:8:2", "seed": 3, "learning_rate": "1e-3", "bf16": False}
+    (tmp_path / name).write_text(yaml.safe_dump(arguments) if name.endswith(".yaml") else json.dumps(arguments))
+    _, data_args, masking_args, training_args = run_mlm.parse_args(
+        [str(tmp_path / name), "--max_grad_norm", "0.5", "--seed", "9"]
+    )
+    assert (data_args.train_file, masking_args.stages, training_args.learning_rate) == ("corpus.txt", "32:8:2", 1e-3)
+    assert (training_args.max_grad_norm, training_args.seed, training_args.output_dir) == (0.5, 9, "outputs/run_mlm")
+
+
+def test_unknown_option_in_an_arguments_file_is_named(tmp_path):
+    (tmp_path / "args.yaml").write_text("train_file: corpus.txt\nlearning_rat: 0.001\n")
+    with pytest.raises(ScriptError, match=r"args.yaml names unknown options: learning_rat; fix or remove them"):
+        run_mlm.parse_args([str(tmp_path / "args.yaml"), "--seed", "1"])
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_demo_takes_options_on_top(script, monkeypatch, capsys):
+    """Options that name no data and no model run the demo with them (`python run_mlm.py --overwrite_output_dir`)."""
+    _, parse_args, _ = SCRIPTS[script]
+    monkeypatch.chdir(REPO_ROOT)
+    monkeypatch.setattr(sys, "argv", [script])
+    demo = parse_args([])
+    capsys.readouterr()
+    again = parse_args(["--overwrite_output_dir", "--output_dir", "outputs/again", "--seed", "3"])
+    printed = capsys.readouterr().out
+    assert printed.startswith(f"No data or model given: running the demo, i.e. python {script} --")
+    assert printed.strip().endswith("--overwrite_output_dir --output_dir outputs/again --seed 3")
+    assert (again[-1].overwrite_output_dir, again[-1].output_dir, again[-1].seed) == (True, "outputs/again", 3)
+    assert again[1].train_file == demo[1].train_file
+    with pytest.raises(ScriptError, match="no training data"):  # naming a model is no longer the demo
+        run_mlm.parse_args(["--model_name_or_path", "my-roformer"])
+
+
+def test_rerun_hint_names_a_command_that_works(tmp_path, monkeypatch):
+    """Re-running the demo stops on its earlier run; the option the message names, added to `python run_mlm.py`,
+    runs it again."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "outputs" / "run_mlm").mkdir(parents=True)
+    (tmp_path / "outputs" / "run_mlm" / "config.json").write_text("{}")
+    with pytest.raises(ScriptError, match="add --overwrite_output_dir to replace it") as error:
+        check_output_dir(run_mlm.parse_args([])[3])
+    assert "outputs/run_mlm" in str(error.value)
+    check_output_dir(run_mlm.parse_args(["--overwrite_output_dir"])[3])  # accepted
