@@ -280,3 +280,19 @@ def test_sigterm_under_torchrun_stops_both_processes_at_one_step_and_resumes(tmp
     assert straight.keys() == final.keys()
     for name, tensor in straight.items():
         assert torch.equal(tensor, final[name]), name
+
+
+def test_the_resume_command_launches_as_many_processes(monkeypatch):
+    from roformer_hf.interrupts import resume_command
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    arguments = ["--output_dir", "out dir", "--resume_from_checkpoint", "out dir/checkpoint-2"]
+    assert resume_command("run_mlm.py", arguments) == (
+        "python run_mlm.py --output_dir 'out dir' --resume_from_checkpoint true"
+    )
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")  # two machines of four processes each
+    assert resume_command("run_mlm.py", ["args.yaml"]) == (
+        "torchrun --nnodes 2 --nproc_per_node 4 --rdzv_endpoint <host:port> run_mlm.py args.yaml after setting "
+        "resume_from_checkpoint: true in args.yaml"
+    )
