@@ -136,6 +136,10 @@ def raise_if_stopped(trainer) -> None:
     rather than in a callback, so that the other callbacks, the progress bar's included, have ended the training).
     """
     if _state.signal_number is not None:
+        if trainer.args.world_size > 1 and torch.distributed.is_initialized():
+            # torchrun kills the other processes when the first exits: all leave once the checkpoint is complete
+            # (transformers' all-gather of the FLOP count at the end of train(), store_flos, orders that today; this keeps it so)
+            torch.distributed.barrier()
         step = trainer.state.global_step
         checkpoint = Path(trainer.args.output_dir) / f"checkpoint-{step}"
         message = interrupted_message(checkpoint, step)
