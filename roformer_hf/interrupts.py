@@ -11,11 +11,13 @@ Clusters send SIGTERM some time before they kill a job, and a user stops a run w
   `StoppedAtOnce`, a `KeyboardInterrupt`;
 - in `deferred_stops()` (the renames of a final save) a signal waits until the block ends.
 
-Under torchrun every process gets the signal; the processes agree on the step to stop at (an all-reduce of the stop
-request at every step), so they write one checkpoint together.
+Under torchrun the processes agree on the step to stop at (an all-reduce of the stop request at every step), so they
+write one checkpoint together whether one process or all got the signal; the first process prints the line, and the
+resume command starts torchrun with as many processes.
 """
 
 import logging
+import os
 import shlex
 import signal
 import threading
@@ -35,9 +37,10 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 class TrainingInterrupted(Exception):
     """Training stopped at a step boundary after a signal; the message says what was saved and how to resume."""
 
-    def __init__(self, message: str, signal_number: int):
+    def __init__(self, message: str, signal_number: int, announce: bool = True):
         super().__init__(message)
         self.exit_status = 128 + signal_number
+        self.announce = announce  # False on all processes of a distributed run but the first: one line, not one each
 
 
 class StoppedAtOnce(KeyboardInterrupt):
@@ -133,9 +136,14 @@ def raise_if_stopped(trainer) -> None:
     rather than in a callback, so that the other callbacks, the progress bar's included, have ended the training).
     """
     if _state.signal_number is not None:
+        if trainer.args.world_size > 1 and torch.distributed.is_initialized():
+            # torchrun kills the other processes when the first exits: all leave once the checkpoint is complete
+            # (transformers' all-gather of the FLOP count at the end of train(), store_flos, orders that today; this keeps it so)
+            torch.distributed.barrier()
         step = trainer.state.global_step
         checkpoint = Path(trainer.args.output_dir) / f"checkpoint-{step}"
-        raise TrainingInterrupted(interrupted_message(checkpoint, step), _state.signal_number)
+        message = interrupted_message(checkpoint, step)
+        raise TrainingInterrupted(message, _state.signal_number, announce=trainer.is_world_process_zero())
 
 
 def _stop_requested_anywhere(args) -> bool:
@@ -180,7 +188,9 @@ def stopped_at_once_message(error: KeyboardInterrupt) -> str:
 
 def resume_command(script: str, argv: Sequence[str]) -> str:
     """
-    The command that resumes a run started with `argv`: the same arguments with `--resume_from_checkpoint true`.
+    The command that resumes a run started with `argv`: the same arguments with `--resume_from_checkpoint true`,
+    launched as this run was (`python`, or `torchrun` with as many processes: a checkpoint of a data-parallel run
+    resumed in one process would go on with another global batch).
 
     Args:
         script (`str`): the script's file name, e.g. `"run_mlm.py"`.
@@ -188,11 +198,23 @@ def resume_command(script: str, argv: Sequence[str]) -> str:
     """
     argv = list(argv)
     if len(argv) == 1 and argv[0].endswith((".json", ".yaml", ".yml")):
-        return f"{shlex.join(['python', script, argv[0]])} after setting resume_from_checkpoint: true in {argv[0]}"
+        return f"{_launcher()} {shlex.join([script, argv[0]])} after setting resume_from_checkpoint: true in {argv[0]}"
     if "--resume_from_checkpoint" in argv:
         position = argv.index("--resume_from_checkpoint")
         del argv[position : position + 2]
-    return shlex.join(["python", script, *argv, "--resume_from_checkpoint", "true"])
+    return f"{_launcher()} {shlex.join([script, *argv, '--resume_from_checkpoint', 'true'])}"
+
+
+def _launcher() -> str:
+    """How this process was launched, as the start of a command: `python`, or the torchrun command of as many
+    processes (torchrun and `accelerate launch` set `WORLD_SIZE` and `LOCAL_WORLD_SIZE` in every process)."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size <= 1:
+        return "python"
+    per_node = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
+    if per_node == world_size:
+        return f"torchrun --standalone --nproc_per_node {per_node}"
+    return f"torchrun --nnodes {world_size // per_node} --nproc_per_node {per_node} --rdzv_endpoint <host:port>"
 
 
 __all__ = [

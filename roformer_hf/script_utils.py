@@ -74,6 +74,8 @@ def run_script(main: Callable[[], object]) -> None:
 
             if not isinstance(error, TrainingInterrupted):
                 raise
+            if not error.announce:
+                sys.exit(error.exit_status)
             _exit_with_message(str(error), error.exit_status)
     _leave_process_group()
 

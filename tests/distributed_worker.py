@@ -11,7 +11,8 @@ wrapped in DistributedDataParallel, and the fingerprints of the examples it trai
   and RNG states and before its trainer_state.json (which transformers writes last);
 - `signal:<folder>:<n>:<SIGNAL>[+<SIGNAL>...]`: sends itself the signal(s) (e.g. `SIGINT`, `SIGINT+SIGINT`, `SIGTERM`)
   after optimizer step n, as a user's Ctrl-C or a cluster's SIGTERM would, once it has written the SHA-256 of every
-  file of `SNAPSHOT_DIR` to `RECORD_DIR/before-signal.json`;
+  file of `SNAPSHOT_DIR` to `RECORD_DIR/before-signal.json`; with `SIGNAL_RANK` set, only the process of that rank
+  does (as when one node of a cluster job is told to stop first; the others learn it through the all-reduce);
 - `pause:<folder>:<n>:<gate>`: after optimizer step n, creates `<gate>.reached` and waits until `<gate>` exists;
 - `final-save`: while saving the final model, once its files are written into its staging folder and before they
   are moved into place.
@@ -138,6 +139,8 @@ def wait_at_gate(gate: Path) -> None:
 def install_kill_hook(kill_at: str, callbacks: list, record_dir: Path | None = None) -> None:
     """Arrange the SIGKILL (or signal, or pause) that `KILL_AT` asks for (see the module docstring)."""
     kind, _, where = kill_at.partition(":")
+    if kind == "signal" and os.environ.get("SIGNAL_RANK", os.environ.get("RANK", "0")) != os.environ.get("RANK", "0"):
+        return
     if kind in ("signal", "pause"):
         folder, step, argument = where.split(":", 2)
         action = (

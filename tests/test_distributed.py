@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from distributed_worker import record_run
+from distributed_worker import files_sha256, record_run
 from safetensors.torch import load_file
 from transformers import TrainingArguments
 
 import run_classification
 import run_mlm
-from roformer_hf.script_utils import ScriptError, check_distributed_launch
+from roformer_hf.script_utils import ScriptError, check_distributed_launch, is_complete_checkpoint
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WORKER = REPO_ROOT / "tests" / "distributed_worker.py"
@@ -224,3 +224,75 @@ def test_documented_cpu_commands_run_as_written(tmp_path):
         assert (output_dir / "model.safetensors").is_file()
         state = json.loads((output_dir / "stage-1" / "trainer_state.json").read_text())
         assert state["global_step"] == 2
+
+
+@pytest.mark.slow
+def test_sigterm_under_torchrun_stops_both_processes_at_one_step_and_resumes(tmp_path, data_dir):
+    """SIGTERM to rank 1 only, after its step 1: rank 0 learns it through the all-reduce of the stop request, both
+    stop after step 2 and write one checkpoint together; the printed command resumes to the uninterrupted run's
+    weights."""
+    with open(data_dir / "pretrain" / "peoples_daily_199801.txt", encoding="utf-8") as file:
+        (tmp_path / "news.txt").write_text("".join(next(file) for _ in range(150)), encoding="utf-8")
+
+    def arguments(output_dir: Path) -> list[str]:  # one stage, no checkpoint but the one the signal asks for
+        words = [*mlm_arguments(tmp_path / "news.txt", output_dir, 2, 8), "--ddp_backend", "gloo"]
+        return [*words, "--stages", "32:8:4", "--save_steps", "100", "--max_eval_samples", "8"]
+
+    run_two_processes(TORCHRUN, "run_mlm.py", arguments(tmp_path / "straight"), tmp_path / "straight-record")
+    output_dir, record_dir = tmp_path / "out", tmp_path / "record"
+    record_dir.mkdir()
+    environment = {**ENVIRONMENT, "KILL_AT": "signal:stage-1:1:SIGTERM", "SIGNAL_RANK": "1"}
+    command = [*TORCHRUN, str(WORKER), str(record_dir), str(REPO_ROOT / "run_mlm.py"), *arguments(output_dir)]
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=300, env={**environment, "SNAPSHOT_DIR": str(output_dir)}
+    )
+    # torchrun reports its workers' exit status 143 (128 + SIGTERM) as a failure: its own exit status is 1
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "failed (exitcode: 143)" in result.stderr
+    checkpoint = output_dir / "stage-1" / "checkpoint-2"
+    resume = f"torchrun --standalone --nproc_per_node 2 run_mlm.py {shlex.join(arguments(output_dir))} --resume_from_checkpoint true"
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert lines == [
+        f"error: stopped by SIGTERM after step 2; the checkpoint {checkpoint} is complete: resume with {resume}"
+    ]
+    assert is_complete_checkpoint(checkpoint) and sorted(output_dir.glob("**/checkpoint-*")) == [checkpoint]
+    assert json.loads((checkpoint / "trainer_state.json").read_text())["global_step"] == 2
+    before = files_sha256(checkpoint)
+    assert (
+        load_file(checkpoint / "model.safetensors").keys()
+        == load_file(tmp_path / "straight" / "model.safetensors").keys()
+    )
+
+    (tmp_path / "run_mlm.py").symlink_to(REPO_ROOT / "run_mlm.py")
+    words = shlex.split(resume)
+    bin_folder = Path(sys.executable).parent  # torchrun as installed beside this Python
+    resumed = subprocess.run(
+        [str(bin_folder / words[0]), *words[1:]],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=ENVIRONMENT,
+        cwd=tmp_path,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert files_sha256(checkpoint) == before
+    straight, final = (load_file(folder / "model.safetensors") for folder in (tmp_path / "straight", output_dir))
+    assert straight.keys() == final.keys()
+    for name, tensor in straight.items():
+        assert torch.equal(tensor, final[name]), name
+
+
+def test_the_resume_command_launches_as_many_processes(monkeypatch):
+    from roformer_hf.interrupts import resume_command
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    arguments = ["--output_dir", "out dir", "--resume_from_checkpoint", "out dir/checkpoint-2"]
+    assert resume_command("run_mlm.py", arguments) == (
+        "python run_mlm.py --output_dir 'out dir' --resume_from_checkpoint true"
+    )
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")  # two machines of four processes each
+    assert resume_command("run_mlm.py", ["args.yaml"]) == (
+        "torchrun --nnodes 2 --nproc_per_node 4 --rdzv_endpoint <host:port> run_mlm.py args.yaml after setting "
+        "resume_from_checkpoint: true in args.yaml"
+    )

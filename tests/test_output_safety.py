@@ -15,7 +15,9 @@ import sys
 import tempfile
 import time
 from collections import namedtuple
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -502,3 +504,58 @@ def test_a_checkpoint_whose_pickle_would_run_code_is_refused_and_nothing_saved_c
     run_classification.main([*arguments, "--resume_from_checkpoint", str(output_dir / "checkpoint-2")])
     resumed = load_file(output_dir / "model.safetensors")
     assert all(torch.equal(resumed[name], weight) for name, weight in straight.items())
+
+
+# --- a read-only checkpoint ---
+
+
+@contextmanager
+def read_only(folder: Path) -> Iterator[None]:
+    """`chmod -R a-w` the folder, and mount it read-only onto itself where this process may (root, whom permission
+    bits do not stop); skip the test when neither makes the folder read-only here."""
+    modes = {path: path.stat().st_mode for path in [folder, *folder.rglob("*")]}
+    for path, mode in modes.items():
+        path.chmod(mode & ~0o222)
+    mounted = False
+    if os.geteuid() == 0 and shutil.which("mount"):
+        mount = subprocess.run(["mount", "--bind", str(folder), str(folder)], capture_output=True, check=False)
+        mounted = mount.returncode == 0
+        if mounted:
+            subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], capture_output=True, check=False)
+    try:
+        try:
+            (folder / "probe").touch()
+        except OSError:
+            pass
+        else:
+            (folder / "probe").unlink()
+            pytest.skip("cannot make a folder read-only here (root, and mount is not allowed)")
+        yield
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(folder)], check=True)
+        for path, mode in modes.items():
+            path.chmod(mode)
+
+
+@pytest.mark.slow
+def test_a_resume_from_a_read_only_checkpoint_trains_and_leaves_it_unchanged(tmp_path, classification_files):
+    """A resume only reads its checkpoint: one given by path outside the output folder, or one of the output folder
+    (`--resume_from_checkpoint true`, with `--save_total_limit 1`, whose rotation would delete it) that cannot be
+    written; the run writes its new checkpoints and model beside it and ends with the uninterrupted run's weights."""
+    straight = tmp_path / "straight"
+    run_classification.main(classification_arguments(classification_files, straight))
+    elsewhere, inside = tmp_path / "archive" / "checkpoint-2", tmp_path / "in-folder" / "checkpoint-2"
+    for checkpoint in (elsewhere, inside):
+        shutil.copytree(straight / "checkpoint-2", checkpoint)
+    before = folder_bytes(elsewhere)
+    runs = [
+        (elsewhere, tmp_path / "out", ["--resume_from_checkpoint", str(elsewhere)]),
+        (inside, inside.parent, ["--resume_from_checkpoint", "true", "--save_total_limit", "1"]),
+    ]
+    for checkpoint, output_dir, extra in runs:
+        with read_only(checkpoint):
+            run_classification.main(classification_arguments(classification_files, output_dir, *extra))
+            assert folder_bytes(checkpoint) == before
+        assert_same_weights(straight, output_dir)
+        assert is_complete_checkpoint(output_dir / "checkpoint-4")
