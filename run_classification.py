@@ -52,6 +52,7 @@ from roformer_hf.metrics import load as load_metric
 from roformer_hf.resume_check import absolute_path, check_resume, record_run_settings, run_settings
 from roformer_hf.run_guard import guard_run
 from roformer_hf.script_utils import (
+    CSV_ONLY_EMPTY_CELLS_MISSING,
     ModelArguments,
     ScriptError,
     ScriptTrainingArguments,
@@ -413,9 +414,8 @@ def read_data_file(path: str, option: str, label_column: str = "label") -> datas
     if data_format is None:
         raise ScriptError(f"{option} {path}: use a .csv, .json or .jsonl file.")
     check_data_file(path, option)
-    # pandas reads the cells None, NA, null, NaN, n/a, ... as missing values; only an empty cell is missing here, so
-    # that a class named "NA" stays a class (numbers are then recognised by `read_csv_numbers`)
-    csv_options = {"keep_default_na": False, "na_values": [""]} if data_format == "csv" else {}
+    # a class named "NA" stays a class (numbers are then recognised by `read_csv_numbers`)
+    csv_options = CSV_ONLY_EMPTY_CELLS_MISSING if data_format == "csv" else {}
     try:
         dataset = datasets.load_dataset(data_format, data_files=str(path), split="train", **csv_options)
     except (datasets.exceptions.DatasetGenerationError, ValueError, OSError) as error:

@@ -44,6 +44,7 @@ from roformer_hf.metrics import load as load_metric
 from roformer_hf.resume_check import absolute_path, check_resume, record_run_settings, run_settings
 from roformer_hf.run_guard import guard_run
 from roformer_hf.script_utils import (
+    CSV_ONLY_EMPTY_CELLS_MISSING,
     ModelArguments,
     ScriptError,
     ScriptTrainingArguments,
@@ -464,8 +465,7 @@ def _load_text_files(data_args: DataArguments, model_args: ModelArguments) -> da
             f"data files must all be one of {', '.join(builders)}, got {', '.join(data_files.values())}."
         )
     builder = builders[suffixes.pop()]
-    # pandas would read a text "NA", "null", "None", ... as a missing value, which is then skipped
-    csv_options = {"keep_default_na": False, "na_values": [""]} if builder == "csv" else {}
+    csv_options = CSV_ONLY_EMPTY_CELLS_MISSING if builder == "csv" else {}  # a text "NA" stays a text
     try:
         return datasets.load_dataset(
             builder,

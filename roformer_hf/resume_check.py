@@ -18,6 +18,7 @@ from typing import Any
 from transformers import PreTrainedModel, Trainer
 
 from .script_utils import ScriptError, write_json_atomically
+from .tokenization import load_vocab
 
 logger = logging.getLogger(__name__)
 
@@ -145,8 +146,7 @@ def check_same_vocabulary(checkpoint: Path, tokenizer: Any) -> None:
     vocab_file = checkpoint / "vocab.txt"
     if not vocab_file.is_file() or not hasattr(tokenizer, "vocab"):
         return
-    saved = vocab_file.read_text(encoding="utf-8-sig").split("\n")
-    saved = saved[:-1] if saved and saved[-1] == "" else saved
+    saved = list(load_vocab(vocab_file))
     current = sorted(tokenizer.vocab, key=tokenizer.vocab.get)
     if saved == current:
         return

@@ -33,6 +33,7 @@ from transformers import HfArgumentParser, PreTrainedConfig, PreTrainedModel, Tr
 from transformers.training_args import ParallelMode
 
 from .configuration import RoFormerConfig
+from .interrupts import TrainingInterrupted, deferred_stops, stopped_at_once_message
 
 logger = logging.getLogger(__name__)
 
@@ -66,14 +67,8 @@ def run_script(main: Callable[[], object]) -> None:
         except USER_ERRORS as error:
             _exit_with_message(f"{error.strerror or error}: {error.filename}" if error.filename else str(error))
         except KeyboardInterrupt as error:  # Ctrl-C outside training, or a second one: stopped at once
-            from .interrupts import stopped_at_once_message
-
             _exit_with_message(stopped_at_once_message(error), getattr(error, "exit_status", 130))
-        except Exception as error:
-            from .interrupts import TrainingInterrupted
-
-            if not isinstance(error, TrainingInterrupted):
-                raise
+        except TrainingInterrupted as error:
             if not error.announce:
                 sys.exit(error.exit_status)
             _exit_with_message(str(error), error.exit_status)
@@ -802,6 +797,10 @@ def check_data_file(path: str, option: str) -> None:
         raise not_utf8_error(path, option, *place)
 
 
+# pandas reads the cells None, NA, null, NaN, n/a, ... of a CSV file as missing values; with these options of
+# `datasets.load_dataset("csv", ...)` only an empty cell is missing, so that a text or a class named "NA" stays.
+CSV_ONLY_EMPTY_CELLS_MISSING = {"keep_default_na": False, "na_values": [""]}
+
 # Why writing `datasets`' cache can fail: no space, a read-only file system, no permission, a disk quota, a file
 # where a folder should be.
 CACHE_WRITE_ERRORS = (errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.ENOTDIR)
@@ -1198,8 +1197,7 @@ def save_model_atomically(trainer: Trainer, output_dir: str | Path | None = None
     full the model is saved elsewhere (`run_guard.rescue_final_model`) and a `ScriptError` says where. Every process
     calls it, as `save_model` needs.
     """
-    from .interrupts import deferred_stops
-    from .run_guard import final_save_failed_error, is_disk_full, rescue_final_model
+    from .run_guard import final_save_failed_error, is_disk_full, rescue_final_model  # run_guard imports this module
 
     output_dir = Path(output_dir or trainer.args.output_dir)
     staging = output_dir / f"{STAGING_PREFIX}{_shared_unique_name()}"
@@ -1265,6 +1263,7 @@ def last_complete_checkpoint(folder: str | Path) -> str | None:
 
 
 __all__ = [
+    "CSV_ONLY_EMPTY_CELLS_MISSING",
     "ModelArguments",
     "ScriptError",
     "ScriptTrainingArguments",

@@ -205,25 +205,25 @@ def test_documented_cpu_commands_run_as_written(tmp_path):
         "ddp_backend": "nccl",  # what a GPU run would use; the command's --ddp_backend gloo must win
         "disable_tqdm": True,
     }
-    bin_folder = Path(sys.executable).parent  # torchrun and accelerate as installed beside this Python
     for index, command in enumerate(commands):
         output_dir = tmp_path / f"run-{index}"
         (tmp_path / "args.yaml").write_text(yaml.safe_dump({**arguments, "output_dir": str(output_dir)}))
-        words = shlex.split(command)
         # torchrun reads its port from PET_MASTER_PORT, so that parallel test runs do not meet on the default one
-        environment = {**ENVIRONMENT, "PET_MASTER_PORT": str(free_port())}
-        completed = subprocess.run(
-            [str(bin_folder / words[0]), *words[1:]],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=environment,
-            cwd=tmp_path,
-        )
+        completed = run_as_written(command, tmp_path, {**ENVIRONMENT, "PET_MASTER_PORT": str(free_port())})
         assert completed.returncode == 0, f"{command}\n{completed.stdout[-2000:]}{completed.stderr[-3000:]}"
         assert (output_dir / "model.safetensors").is_file()
         state = json.loads((output_dir / "stage-1" / "trainer_state.json").read_text())
         assert state["global_step"] == 2
+
+
+def run_as_written(command: str, cwd: Path, environment: dict[str, str]) -> subprocess.CompletedProcess:
+    """A documented or printed command, word for word, with its launcher (torchrun, accelerate) installed beside this
+    Python."""
+    words = shlex.split(command)
+    launcher = Path(sys.executable).parent / words[0]
+    return subprocess.run(
+        [str(launcher), *words[1:]], capture_output=True, text=True, timeout=300, env=environment, cwd=cwd
+    )
 
 
 @pytest.mark.slow
@@ -264,16 +264,7 @@ def test_sigterm_under_torchrun_stops_both_processes_at_one_step_and_resumes(tmp
     )
 
     (tmp_path / "run_mlm.py").symlink_to(REPO_ROOT / "run_mlm.py")
-    words = shlex.split(resume)
-    bin_folder = Path(sys.executable).parent  # torchrun as installed beside this Python
-    resumed = subprocess.run(
-        [str(bin_folder / words[0]), *words[1:]],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=ENVIRONMENT,
-        cwd=tmp_path,
-    )
+    resumed = run_as_written(resume, tmp_path, ENVIRONMENT)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert files_sha256(checkpoint) == before
     straight, final = (load_file(folder / "model.safetensors") for folder in (tmp_path / "straight", output_dir))
