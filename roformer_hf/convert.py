@@ -23,7 +23,8 @@ weights; for RoFormer-Sim, a checkpoint with a pooler and an LM head, `RoFormerF
 `RoFormerJiebaTokenizer` for the word-level vocabularies, transformers' `BertTokenizer` for the char-level ones. It
 is written to a temporary folder beside the output and
 moved into place when whole; an existing output folder is only replaced with `--overwrite`, and only when it holds
-an earlier conversion and nothing else (a user's other files are never deleted).
+an earlier conversion and nothing else (a user's other files are never deleted). A second conversion into the same
+folder while one runs is refused (`lock_output`).
 
 Usage:
 
@@ -54,6 +55,7 @@ from . import modeling
 from .configuration import RoFormerConfig
 from .model_card import write_model_card
 from .pickle_refusal import is_refused_pickle, refused_pickle_message
+from .run_lock import LOCK_FILE_NAME, FolderLock, FolderLockedError
 from .tokenization import RoFormerJiebaTokenizer, load_vocab
 
 logger = logging.get_logger(__name__)
@@ -468,25 +470,38 @@ def convert(source: str | Path, output: str | Path, *, revision: str | None = No
     kind = detect_source(source)
     if output == source or output in source.parents:
         raise ConversionError(f"The output {output} would replace the source {source}: choose another folder.")
-    if output.exists() and not overwrite:
-        raise ConversionError(f"{output} exists: choose another output folder or pass --overwrite to replace it.")
-    check_only_conversion_files(output)
-    reader = read_transformers_checkpoint if kind == "transformers" else read_bert4keras_checkpoint
-    config, state_dict = reader(source)
-    model = build_model(config, state_dict)
-    tokenizer = build_tokenizer(source, config)
-    if config.is_decoder and config.eos_token_id is None:  # a decoder (RoFormer-Sim) generates up to [SEP]
-        model.config.eos_token_id = model.generation_config.eos_token_id = tokenizer.sep_token_id
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
-    try:
-        model.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
-        write_model_card(staging, config=model.config, base_model=hub_id, converted_from=source_name)
-        replace_folder(output, staging)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with lock_output(output):
+        if output.exists() and not overwrite:
+            raise ConversionError(f"{output} exists: choose another output folder or pass --overwrite to replace it.")
+        check_only_conversion_files(output)
+        reader = read_transformers_checkpoint if kind == "transformers" else read_bert4keras_checkpoint
+        config, state_dict = reader(source)
+        model = build_model(config, state_dict)
+        tokenizer = build_tokenizer(source, config)
+        if config.is_decoder and config.eos_token_id is None:  # a decoder (RoFormer-Sim) generates up to [SEP]
+            model.config.eos_token_id = model.generation_config.eos_token_id = tokenizer.sep_token_id
+        staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
+        try:
+            model.save_pretrained(staging)
+            tokenizer.save_pretrained(staging)
+            write_model_card(staging, config=model.config, base_model=hub_id, converted_from=source_name)
+            replace_folder(output, staging)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     return output
+
+
+def lock_output(output: Path) -> FolderLock:
+    """
+    The lock of the output folder (see `run_lock`), taken until the conversion ends, so that a second conversion into
+    the same folder is refused instead of mixing its files with the first's. The lock file lies beside the folder,
+    `.<name>.roformer_hf.lock`: the folder may not exist yet, and holds only what a conversion writes.
+    """
+    lock = FolderLock(output, "output folder", lock_file=output.with_name(f".{output.name}{LOCK_FILE_NAME}"))
+    try:
+        return lock.acquire()
+    except FolderLockedError as error:
+        raise ConversionError(str(error)) from None
 
 
 # What a conversion writes besides the model code (the `.py` modules of roformer_hf, for `trust_remote_code=True`).

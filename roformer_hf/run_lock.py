@@ -39,18 +39,21 @@ class FolderLock:
             The folder to lock; created if missing.
         option (`str`, defaults to `"--output_dir"`):
             How the folder was named to the user, for the refusal message.
+        lock_file (`str` or `Path`, *optional*):
+            The lock file; `<folder>/.roformer_hf.lock` by default. One beside the folder locks a folder that need not
+            exist yet (the converter's output).
     """
 
-    def __init__(self, folder: str | Path, option: str = "--output_dir"):
+    def __init__(self, folder: str | Path, option: str = "--output_dir", lock_file: str | Path | None = None):
         self.folder, self.option = Path(folder), option
-        self.path = self.folder / LOCK_FILE_NAME
+        self.path = Path(lock_file) if lock_file is not None else self.folder / LOCK_FILE_NAME
         self._file = None
 
     def acquire(self) -> "FolderLock":
         """Take the lock, or raise `FolderLockedError` naming the process that holds it."""
         import fcntl
 
-        self.folder.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         while self._file is None:
             lock_file = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 (held open while locked)
             try:

@@ -38,7 +38,7 @@ from roformer_hf import (
 )
 from roformer_hf.configuration import POSITIVE_FIELDS
 from roformer_hf.resume_check import RUN_SETTINGS_FILE
-from roformer_hf.run_lock import FolderLock
+from roformer_hf.run_lock import LOCK_FILE_NAME, FolderLock
 from roformer_hf.script_utils import DEBUG_VARIABLE, ScriptError, find_utf8_error, run_script
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -432,9 +432,17 @@ def convert_a_pickle_that_runs_code(tmp: Path) -> list[str]:
     return [str(source), str(tmp / "converted")]
 
 
+def convert_into_a_folder_in_use(tmp: Path) -> list[str]:
+    source = transformers_checkpoint(tmp)
+    lock_file = tmp / f".converted{LOCK_FILE_NAME}"  # beside the output, as another conversion into it holds it
+    _HELD_LOCKS.append(FolderLock(tmp / "converted", "output folder", lock_file=lock_file).acquire())
+    return [str(source), str(tmp / "converted")]
+
+
 # id -> (where; the command-line arguments of `python -m roformer_hf.convert`, given a temporary folder)
 CONVERT_CASES: dict[str, tuple[str, Callable[[Path], list[str]]]] = {
     "convert_overwrite_other_files": ("convert", convert_into_a_project),
+    "convert_output_in_use": ("convert", convert_into_a_folder_in_use),
     "convert_vocab_repeated_line": ("convert", convert_with_a_repeated_vocab_line),
     "convert_refused_pickle": ("convert", convert_a_pickle_that_runs_code),
 }
