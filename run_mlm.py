@@ -39,37 +39,38 @@ from transformers import (
 )
 
 from roformer_hf import RoFormerForMaskedLM
-from roformer_hf.interrupts import StopAtStepBoundary, raise_if_stopped
 from roformer_hf.metrics import load as load_metric
-from roformer_hf.resume_check import absolute_path, check_resume, record_run_settings, run_settings
-from roformer_hf.run_guard import guard_run
-from roformer_hf.script_utils import (
-    CSV_ONLY_EMPTY_CELLS_MISSING,
+from roformer_hf.training.building import build_config, build_model, build_tokenizer
+from roformer_hf.training.cli import (
     ModelArguments,
-    ScriptError,
     ScriptTrainingArguments,
-    atomic_path,
-    build_config,
-    build_model,
-    build_tokenizer,
-    check_data_file,
-    check_distributed_launch,
-    check_output_dir,
     command_line,
-    data_file_error,
     demo_or_given_arguments,
+    parse_arguments,
+)
+from roformer_hf.training.console import loading_instructions, setup_logging
+from roformer_hf.training.data_files import CSV_ONLY_EMPTY_CELLS_MISSING, check_data_file, data_file_error
+from roformer_hf.training.errors import ScriptError
+from roformer_hf.training.interrupts import StopAtStepBoundary, raise_if_stopped
+from roformer_hf.training.launch import check_distributed_launch
+from roformer_hf.training.resume import (
+    absolute_path,
+    check_resume,
     find_resume_checkpoint,
     last_complete_checkpoint,
-    loading_instructions,
-    parse_arguments,
+    record_run_settings,
+    run_settings,
+)
+from roformer_hf.training.run_outputs import (
+    atomic_path,
+    check_output_dir,
     prepare_output_dir,
-    run_script,
     save_metrics,
     save_model_atomically,
     save_state,
-    setup_logging,
     write_json_atomically,
 )
+from roformer_hf.training.script_runner import guard_run, run_script
 
 logger = logging.getLogger(__name__)
 
@@ -840,7 +841,7 @@ def train_and_evaluate(
 def mlm_run_settings(
     data_args: DataArguments, masking_args: MaskingArguments, training_args: TrainingArguments
 ) -> dict[str, Any]:
-    """The settings a checkpoint of this run records, and a resume must repeat (`resume_check`)."""
+    """The settings a checkpoint of this run records, and a resume must repeat (`training.resume`)."""
     return run_settings(
         training_args,
         train_file=absolute_path(data_args.train_file),

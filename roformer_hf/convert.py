@@ -54,9 +54,9 @@ from transformers.utils import logging
 from . import modeling
 from .configuration import RoFormerConfig
 from .model_card import write_model_card
-from .pickle_refusal import is_refused_pickle, refused_pickle_message
-from .run_lock import LOCK_FILE_NAME, FolderLock, FolderLockedError
 from .tokenization import RoFormerJiebaTokenizer, load_vocab
+from .training.locks import LOCK_FILE_NAME, FolderLock, FolderLockedError
+from .training.pickle_refusal import is_refused_pickle, refused_pickle_message
 
 logger = logging.get_logger(__name__)
 
@@ -493,7 +493,7 @@ def convert(source: str | Path, output: str | Path, *, revision: str | None = No
 
 def lock_output(output: Path) -> FolderLock:
     """
-    The lock of the output folder (see `run_lock`), taken until the conversion ends, so that a second conversion into
+    The lock of the output folder (see `training.locks`), taken until the conversion ends, so that a second conversion into
     the same folder is refused instead of mixing its files with the first's. The lock file lies beside the folder,
     `.<name>.roformer_hf.lock`: the folder may not exist yet, and holds only what a conversion writes.
     """

@@ -31,7 +31,7 @@ import torch
 from safetensors.torch import save_file
 from transformers import Trainer, TrainerCallback, TrainerState
 
-from roformer_hf.script_utils import run_script
+from roformer_hf.training.script_runner import run_script
 
 
 def weights_checksum(model: torch.nn.Module) -> str:

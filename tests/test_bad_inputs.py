@@ -34,12 +34,14 @@ from roformer_hf import (
     RoFormerForSequenceClassification,
     RoFormerJiebaTokenizer,
     RoFormerModel,
-    script_utils,
 )
 from roformer_hf.configuration import POSITIVE_FIELDS
-from roformer_hf.resume_check import RUN_SETTINGS_FILE
-from roformer_hf.run_lock import LOCK_FILE_NAME, FolderLock
-from roformer_hf.script_utils import DEBUG_VARIABLE, ScriptError, find_utf8_error, run_script
+from roformer_hf.training import data_files
+from roformer_hf.training.data_files import find_utf8_error
+from roformer_hf.training.errors import ScriptError
+from roformer_hf.training.locks import LOCK_FILE_NAME, FolderLock
+from roformer_hf.training.resume import RUN_SETTINGS_FILE
+from roformer_hf.training.script_runner import DEBUG_VARIABLE, run_script
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TABLE_FILE = REPO_ROOT / "docs" / "bad_inputs.md"
@@ -690,7 +692,7 @@ def test_debug_variable_keeps_the_traceback(tmp_path, monkeypatch):
 @pytest.mark.parametrize("chunk_size", [1, 2, 3, 7, 1 << 20])
 def test_utf8_check_finds_the_line_whatever_the_chunks(tmp_path, monkeypatch, chunk_size):
     """Characters cut by a chunk boundary are not errors; the line of the first GBK byte is found in any chunk."""
-    monkeypatch.setattr(script_utils, "UTF8_CHECK_BYTES", chunk_size)
+    monkeypatch.setattr(data_files, "UTF8_CHECK_BYTES", chunk_size)
     utf8_lines = ("人民日报\n" * 5).encode("utf-8")
     (tmp_path / "good.txt").write_bytes(utf8_lines)
     (tmp_path / "bad.txt").write_bytes(utf8_lines + "新华社\n".encode("gbk"))
@@ -769,7 +771,7 @@ def test_a_classifier_of_other_labels_gets_a_new_head_with_ignore_mismatched_siz
 
 @pytest.mark.parametrize("script", list(SCRIPTS))
 def test_a_resume_to_more_steps_is_applied_with_a_warning(script, tmp_path, caplog):
-    """--max_steps is the one setting a resume applies (tested against resume_check.APPLIED_SETTINGS)."""
+    """--max_steps is the one setting a resume applies (tested against resume.APPLIED_SETTINGS)."""
     arguments = resumed_run(lambda arguments, tmp: arguments)(script, tmp_path)  # trained 2 steps, resumed to 3
     SCRIPTS[script].main(arguments)
     checkpoint = tmp_path / "out" / "checkpoint-2"

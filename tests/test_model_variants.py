@@ -20,7 +20,9 @@ from roformer_hf import (
 )
 from roformer_hf.blockwise_attention import blockwise_attention_forward
 from roformer_hf.modeling import RoFormerRMSNorm
-from roformer_hf.script_utils import ModelArguments, ScriptError, build_model
+from roformer_hf.training.building import build_model
+from roformer_hf.training.cli import ModelArguments
+from roformer_hf.training.errors import ScriptError
 
 V2 = {"norm_type": "rms_norm", "use_bias": False, "hidden_act": "relu"}
 V1_SETTINGS = {"norm_type": "layer_norm", "use_bias": True}

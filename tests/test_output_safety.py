@@ -30,16 +30,14 @@ from transformers import Trainer, TrainingArguments
 
 import run_classification
 import run_mlm
-from roformer_hf import RoFormerConfig, RoFormerForMaskedLM, script_utils
-from roformer_hf.run_lock import LOCK_FILE_NAME, FolderLock, FolderLockedError
-from roformer_hf.script_utils import (
-    ScriptError,
-    find_resume_checkpoint,
-    is_complete_checkpoint,
-    last_complete_checkpoint,
-    run_script,
-    save_model_atomically,
-)
+from roformer_hf import RoFormerConfig, RoFormerForMaskedLM
+from roformer_hf.training import run_outputs
+from roformer_hf.training.cli import ScriptTrainingArguments
+from roformer_hf.training.errors import ScriptError
+from roformer_hf.training.locks import LOCK_FILE_NAME, FolderLock, FolderLockedError
+from roformer_hf.training.resume import find_resume_checkpoint, is_complete_checkpoint, last_complete_checkpoint
+from roformer_hf.training.run_outputs import save_model_atomically
+from roformer_hf.training.script_runner import run_script
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WORKER = REPO_ROOT / "tests" / "distributed_worker.py"
@@ -139,7 +137,7 @@ def test_an_unwritable_output_dir_stops_before_training(tmp_path, news_file, cap
     def read_only(*args, **kwargs):
         raise OSError(errno.EROFS, "Read-only file system")
 
-    monkeypatch.setattr(script_utils.tempfile, "TemporaryFile", read_only)
+    monkeypatch.setattr(run_outputs.tempfile, "TemporaryFile", read_only)
     arguments = classification_arguments(tmp_path, tmp_path / "cls", "--train_file", str(tmp_path / "missing.jsonl"))
     line = exit_line(run_classification.main, arguments, capsys)  # before the data is even read
     assert "Read-only file system" in line and "choose a folder you can write to" in line
@@ -147,7 +145,7 @@ def test_an_unwritable_output_dir_stops_before_training(tmp_path, news_file, cap
 
 def test_a_full_disk_stops_before_training(tmp_path, news_file, monkeypatch):
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr(script_utils.shutil, "disk_usage", lambda path: usage(10**9, 10**9 - 10**5, 10**5))
+    monkeypatch.setattr(run_outputs.shutil, "disk_usage", lambda path: usage(10**9, 10**9 - 10**5, 10**5))
     with pytest.raises(ScriptError, match=r"has 0\.1 MiB free, but this run writes about") as error_info:
         run_mlm.main(mlm_arguments(news_file, tmp_path / "out"))
     assert not list((tmp_path / "out").rglob("checkpoint-*"))
@@ -164,13 +162,13 @@ def test_the_free_space_check_counts_the_checkpoints_kept(tmp_path):
     """--save_total_limit 2 keeps 3 checkpoints at once (the oldest is deleted after the new one is written)."""
     model = torch.nn.Linear(256, 256)  # 263,168 bytes of float32 weights
     weights = sum(parameter.numel() * 4 for parameter in model.parameters())
-    arguments = script_utils.ScriptTrainingArguments(str(tmp_path), save_steps=10, save_total_limit=2, max_steps=100)
-    assert script_utils.bytes_to_write(arguments, model, [100])[0] == weights * (1 + 3 * 3)
-    assert script_utils.bytes_to_write(arguments, model, [100, 15])[0] == weights * (1 + 3 * 3 + 3 * 2)
-    arguments = script_utils.ScriptTrainingArguments(str(tmp_path), save_strategy="no")
-    assert script_utils.bytes_to_write(arguments, model)[0] == weights
+    arguments = ScriptTrainingArguments(str(tmp_path), save_steps=10, save_total_limit=2, max_steps=100)
+    assert run_outputs.bytes_to_write(arguments, model, [100])[0] == weights * (1 + 3 * 3)
+    assert run_outputs.bytes_to_write(arguments, model, [100, 15])[0] == weights * (1 + 3 * 3 + 3 * 2)
+    arguments = ScriptTrainingArguments(str(tmp_path), save_strategy="no")
+    assert run_outputs.bytes_to_write(arguments, model)[0] == weights
     (tmp_path / "model.safetensors").write_bytes(b"an earlier final model, kept until the new one is whole")
-    assert script_utils.bytes_to_write(arguments, model)[0] == 2 * weights
+    assert run_outputs.bytes_to_write(arguments, model)[0] == 2 * weights
 
 
 # --- incomplete checkpoints ---
@@ -312,7 +310,7 @@ def test_a_lock_left_by_a_killed_process_is_taken_over(tmp_path):
         [
             sys.executable,
             "-c",
-            "import os, signal, sys; from roformer_hf.run_lock import FolderLock; "
+            "import os, signal, sys; from roformer_hf.training.locks import FolderLock; "
             "FolderLock(sys.argv[1]).acquire(); os.kill(os.getpid(), signal.SIGKILL)",
             str(tmp_path),
         ],

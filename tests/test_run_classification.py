@@ -19,7 +19,7 @@ import transformers
 from conftest import TINY
 
 import run_classification
-from roformer_hf.script_utils import ScriptError
+from roformer_hf.training.errors import ScriptError
 from run_classification import (
     MULTI_LABEL,
     REGRESSION,

@@ -16,7 +16,9 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, TrainerCallback
 
 import run_mlm
 from roformer_hf import RoFormerConfig, RoFormerJiebaTokenizer
-from roformer_hf.script_utils import ModelArguments, ScriptError, build_config, parse_config_overrides
+from roformer_hf.training.building import build_config, parse_config_overrides
+from roformer_hf.training.cli import ModelArguments
+from roformer_hf.training.errors import ScriptError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO_VOCAB = REPO_ROOT / "data" / "demo_vocab.txt"

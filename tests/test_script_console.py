@@ -22,13 +22,10 @@ from transformers import TrainingArguments
 
 import run_classification
 import run_mlm
-from roformer_hf.script_utils import (
-    BF16_ON_CPU_WARNING,
-    COMMON_TRAINING_OPTIONS,
-    ScriptError,
-    ScriptTrainingArguments,
-    check_output_dir,
-)
+from roformer_hf.training.cli import COMMON_TRAINING_OPTIONS, ScriptTrainingArguments
+from roformer_hf.training.errors import ScriptError
+from roformer_hf.training.launch import BF16_ON_CPU_WARNING
+from roformer_hf.training.run_outputs import check_output_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA = REPO_ROOT / "data"
@@ -168,7 +165,7 @@ def test_demo_prints_an_equivalent_command(script, monkeypatch, capsys):
 def test_bf16_on_a_cpu_trains_in_float32_with_a_warning(extra, caplog):
     if not extra and torch.accelerator.is_available():
         pytest.skip("the machine has an accelerator, where --bf16 is kept")
-    with caplog.at_level(logging.WARNING, logger="roformer_hf.script_utils"):
+    with caplog.at_level(logging.WARNING, logger="roformer_hf.training.cli"):
         training_args = run_classification.parse_args([*CLASSIFICATION_ARGUMENTS, "--bf16", *extra])[2]
     assert training_args.bf16 is False and training_args.bf16_full_eval is False
     assert BF16_ON_CPU_WARNING in caplog.messages

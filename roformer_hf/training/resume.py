@@ -11,16 +11,73 @@ config) and the vocabulary are compared for every checkpoint, also those written
 
 import json
 import logging
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from transformers import PreTrainedModel, Trainer
+from transformers import PreTrainedModel, Trainer, TrainingArguments
 
-from .script_utils import ScriptError, write_json_atomically
-from .tokenization import load_vocab
+from ..tokenization import load_vocab
+from .errors import ScriptError
+from .run_outputs import write_json_atomically
 
 logger = logging.getLogger(__name__)
+
+
+def find_resume_checkpoint(training_args: TrainingArguments) -> str | None:
+    """
+    The checkpoint that `--resume_from_checkpoint` names: a path, or for `True` the newest complete one in output_dir
+    (`last_complete_checkpoint`).
+
+    Raises `ScriptError` when the path does not exist or output_dir holds no checkpoint.
+    """
+    resume = training_args.resume_from_checkpoint
+    if resume is None or str(resume).lower() == "false":
+        return None
+    if str(resume).lower() == "true":
+        last = last_complete_checkpoint(training_args.output_dir)
+        if last is None:
+            raise ScriptError(
+                f"--resume_from_checkpoint True, but {training_args.output_dir} holds no complete checkpoint-* "
+                "folder: give the checkpoint's path or leave the option out."
+            )
+        return last
+    if not Path(resume).is_dir():
+        raise ScriptError(f"--resume_from_checkpoint {resume}: no such folder.")
+    if not is_complete_checkpoint(resume):
+        raise ScriptError(
+            f"--resume_from_checkpoint {resume} is incomplete (no trainer_state.json: the run stopped while saving "
+            "it): give an earlier checkpoint, or True for the newest complete one."
+        )
+    return str(resume)
+
+
+def is_complete_checkpoint(checkpoint: str | Path) -> bool:
+    """
+    Whether a checkpoint folder was written to the end: transformers' `Trainer._save_checkpoint` writes the weights,
+    optimizer, scheduler and RNG states first and `trainer_state.json` last (none of them atomically), so a
+    checkpoint whose `trainer_state.json` is missing or truncated was cut off while being written.
+    """
+    try:
+        return "global_step" in json.loads((Path(checkpoint) / "trainer_state.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+
+
+def last_complete_checkpoint(folder: str | Path) -> str | None:
+    """The newest complete `checkpoint-<step>` folder in `folder`; newer incomplete ones are skipped with a warning."""
+    folder = Path(folder)
+    checkpoints = [path for path in folder.glob("checkpoint-*") if re.fullmatch(r"checkpoint-\d+", path.name)]
+    for checkpoint in sorted(checkpoints, key=lambda path: int(path.name.split("-")[1]), reverse=True):
+        if checkpoint.is_dir() and is_complete_checkpoint(checkpoint):
+            return str(checkpoint)
+        logger.warning(
+            f"skipping the incomplete checkpoint {checkpoint} (its trainer_state.json, written last, is missing or "
+            "truncated: the run stopped while saving it)"
+        )
+    return None
+
 
 RUN_SETTINGS_FILE = "run_settings.json"
 # TrainingArguments that decide what a resumed run trains, shared by both scripts.

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from .script_utils import ScriptError
+from .errors import ScriptError
 
 LOCK_FILE_NAME = ".roformer_hf.lock"
 

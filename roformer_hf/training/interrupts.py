@@ -160,7 +160,7 @@ def _stop_requested_anywhere(args) -> bool:
 
 def interrupted_message(checkpoint: Path, step: int) -> str:
     """The line that closes a run stopped at a step boundary: the checkpoint written and the resume command."""
-    from .script_utils import is_complete_checkpoint
+    from .resume import is_complete_checkpoint
 
     name = signal.Signals(_state.signal_number).name
     if is_complete_checkpoint(checkpoint):
@@ -170,7 +170,7 @@ def interrupted_message(checkpoint: Path, step: int) -> str:
 
 def resume_advice() -> str:
     """Whether the run can be resumed, from which checkpoint and with which command."""
-    from .script_utils import last_complete_checkpoint
+    from .resume import last_complete_checkpoint
 
     if _state.output_dir is None:
         return "start the run again."

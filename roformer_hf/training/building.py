@@ -1,0 +1,246 @@
+"""Config (with `--config_overrides`), tokenizer and model from the model arguments, refusing sources that cannot be
+loaded with a message that names the fix."""
+
+import inspect
+import logging
+import re
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+from transformers import PreTrainedConfig, PreTrainedModel
+
+from ..configuration import RoFormerConfig
+from .cli import ModelArguments
+from .errors import ScriptError
+
+logger = logging.getLogger(__name__)
+
+
+def parse_config_overrides(overrides: str | None, config: PreTrainedConfig) -> dict[str, Any]:
+    """
+    Parse `"key=value,key=value"` into config keyword arguments, each converted to the type of the field.
+
+    Args:
+        overrides (`str`, *optional*):
+            The text of `--config_overrides`. `"a.b=value"` sets key `b` of the dict field `a`.
+        config (`PreTrainedConfig`):
+            A config of the target class, whose fields name the allowed keys and their types.
+
+    Returns:
+        `dict`: the keyword arguments (dict fields merged with their current value).
+    """
+    kwargs: dict[str, Any] = {}
+    for item in (overrides or "").split(","):
+        if not item.strip():
+            continue
+        key, separator, text = (part.strip() for part in item.partition("="))
+        if not separator or not key:
+            raise ScriptError(f"--config_overrides: {item!r} is not 'key=value'; separate pairs with commas.")
+        field_name, _, sub_key = key.partition(".")
+        if not hasattr(config, field_name):
+            raise ScriptError(f"--config_overrides: {type(config).__name__} has no field {field_name!r}.")
+        if sub_key:
+            current = kwargs.get(field_name, getattr(config, field_name))
+            if not isinstance(current, dict):
+                raise ScriptError(f"--config_overrides: {field_name!r} is not a dict field, so {key!r} is invalid.")
+            value = _convert_value(key, text, current[sub_key], ()) if sub_key in current else _guess_value(text)
+            kwargs[field_name] = {**current, sub_key: value}
+        else:
+            kwargs[key] = _convert_value(key, text, getattr(config, key), _field_types(type(config), key))
+    return kwargs
+
+
+def _field_types(config_class: type, key: str) -> tuple[type, ...]:
+    for klass in config_class.__mro__:
+        annotation = inspect.get_annotations(klass).get(key)
+        if annotation is not None:
+            if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+                return tuple(typing.get_origin(arg) or arg for arg in typing.get_args(annotation))
+            return (typing.get_origin(annotation) or annotation,)
+    return ()
+
+
+def _convert_value(key: str, text: str, current: Any, field_types: tuple[type, ...]) -> Any:
+    allowed = field_types or (type(current),)
+    if text.lower() in ("none", "null"):
+        if type(None) in allowed or current is None:
+            return None
+        raise ScriptError(f"--config_overrides: {key} cannot be None.")
+    for kind in allowed:  # bool before int: bool is a subclass of int
+        if kind is bool and text.lower() in ("true", "false"):
+            return text.lower() == "true"
+        if kind in (int, float):
+            try:
+                return kind(text)
+            except ValueError:
+                continue
+        if kind is str:
+            return text
+        if kind in (dict, list):
+            raise ScriptError(f"--config_overrides: set the keys of {key} one by one ('{key}.name=value').")
+    names = " or ".join(kind.__name__ for kind in allowed if kind is not type(None))
+    raise ScriptError(f"--config_overrides: {key}={text!r} is not a valid {names}.")
+
+
+def _guess_value(text: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False, "none": None, "null": None}.get(text.lower(), text)
+
+
+def build_config(
+    model_args: ModelArguments, config_class: type[PreTrainedConfig] = RoFormerConfig, **defaults: Any
+) -> PreTrainedConfig:
+    """
+    Build the model config: `--config_name` or the checkpoint's config (else the class defaults), then `defaults`
+    (e.g. `vocab_size`, `num_labels`), then `--config_overrides`; the config's own checks run on the result.
+
+    Args:
+        model_args (`ModelArguments`):
+            The parsed model arguments.
+        config_class (`type`, defaults to `RoFormerConfig`):
+            The config class (also for original RoFormer checkpoints, whose field names it shares).
+        defaults:
+            Values the script derives (from the tokenizer, the labels...), applied before the user's overrides.
+    """
+    source = model_args.config_name or model_args.model_name_or_path
+    if source is not None:
+        option = "--config_name" if model_args.config_name else "--model_name_or_path"
+        check_model_source(source, option, "config.json", model_args)
+    try:
+        if source is None:
+            config_dict = {}
+        else:
+            config_dict, _ = config_class.get_config_dict(source, **model_args.hub_kwargs())
+        overrides = parse_config_overrides(model_args.config_overrides, config_class(**config_dict))
+        if "hidden_size" in overrides and config_dict.get("embedding_size") == config_dict.get("hidden_size"):
+            config_dict["embedding_size"] = None  # an embedding size that followed the hidden size keeps following it
+        config_dict.pop("model_type", None)  # original checkpoints say "roformer"
+        return config_class(**{**config_dict, **defaults, **overrides})
+    except (OSError, ValueError, TypeError) as error:
+        origin = " + ".join(
+            filter(None, [source or "the defaults", model_args.config_overrides and "--config_overrides"])
+        )
+        raise ScriptError(f"cannot build the model config from {origin}: {error}") from error
+
+
+def build_tokenizer(model_args: ModelArguments):
+    """
+    Load the `RoFormerJiebaTokenizer` of `--tokenizer_name` (a folder, a vocab.txt or a Hub id) or of the checkpoint.
+    """
+    from ..tokenization import RoFormerJiebaTokenizer
+
+    source = model_args.tokenizer_name or model_args.model_name_or_path
+    if source is None:
+        raise ScriptError(
+            "no tokenizer: give --tokenizer_name (a tokenizer folder or a vocab.txt) or --model_name_or_path."
+        )
+    option = "--tokenizer_name" if model_args.tokenizer_name else "--model_name_or_path"
+    if source.endswith(".txt") and not Path(source).is_file():
+        raise ScriptError(f"{option} {source}: no such file.")
+    check_model_source(source, option, "vocab.txt", model_args)
+    if Path(source).is_dir() and not (Path(source) / "vocab.txt").is_file():
+        raise ScriptError(
+            f"{option} {source} holds no vocab.txt, so it is not a tokenizer folder: give the folder a tokenizer "
+            "was saved in, or a vocab.txt."
+        )
+    try:
+        if Path(source).is_file():
+            return RoFormerJiebaTokenizer(vocab_file=source)
+        return RoFormerJiebaTokenizer.from_pretrained(source, **model_args.hub_kwargs())
+    except (OSError, ValueError) as error:
+        raise ScriptError(f"cannot load a tokenizer from {source}: {error}") from error
+
+
+def build_model(
+    model_args: ModelArguments, config: PreTrainedConfig, model_class: type[PreTrainedModel]
+) -> PreTrainedModel:
+    """
+    Load `model_class` from `--model_name_or_path` with `config`, or initialise it from scratch when there is none.
+    """
+    if model_args.model_name_or_path is None:
+        model = model_class(config)
+        if model_args.attn_implementation is not None:
+            model.set_attn_implementation(model_args.attn_implementation)
+        return model
+    from safetensors import SafetensorError
+
+    check_model_source(model_args.model_name_or_path, "--model_name_or_path", "config.json", model_args)
+    try:
+        return model_class.from_pretrained(
+            model_args.model_name_or_path,
+            config=config,
+            attn_implementation=model_args.attn_implementation,
+            dtype=model_args.dtype,
+            ignore_mismatched_sizes=model_args.ignore_mismatched_sizes,
+            **model_args.hub_kwargs(),
+        )
+    except SafetensorError as error:
+        raise damaged_weights_error(model_args.model_name_or_path, error) from error
+    except OSError as error:
+        raise ScriptError(f"cannot load a model from {model_args.model_name_or_path}: {error}") from error
+    except ValueError as error:  # e.g. a config that does not describe the checkpoint's encoder
+        raise ScriptError(f"cannot load {model_args.model_name_or_path}: {error}") from error
+    except RuntimeError as error:
+        if "ignore_mismatched_sizes" not in str(error):
+            raise
+        raise ScriptError(
+            f"some weights of {model_args.model_name_or_path} do not fit the model (the load report above names "
+            "them; e.g. a classifier fine-tuned on another number of labels): add --ignore_mismatched_sizes to "
+            "start those weights afresh."
+        ) from error
+
+
+# "name" or "namespace/name": what the Hub accepts as a repository id.
+HUB_ID_PATTERN = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
+
+
+def check_model_source(source: str, option: str, filename: str, model_args: ModelArguments) -> None:
+    """
+    Check that `source` is a local folder or file, or a Hub id that can be loaded: refuse a missing local path and,
+    when the Hub is offline, a Hub id that is not in the cache (transformers' own messages for both are misleading).
+
+    Args:
+        source (`str`): the folder, file or Hub id given.
+        option (`str`): the argument that named it, for the message.
+        filename (`str`): a file every such source holds (`"vocab.txt"`, `"config.json"`), looked up in the cache.
+        model_args (`ModelArguments`): for the cache folder and revision.
+    """
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    if Path(source).exists():
+        return
+    if not HUB_ID_PATTERN.fullmatch(source) or source.startswith("."):
+        raise ScriptError(f"{option} {source}: no such folder or file.")
+    if not constants.HF_HUB_OFFLINE:
+        return
+    cached = try_to_load_from_cache(
+        source, filename, cache_dir=model_args.cache_dir, revision=model_args.model_revision
+    )
+    if not isinstance(cached, str):
+        raise ScriptError(
+            f"{option} {source}: there is no such local folder, and the Hub model {source} is not in the cache while "
+            "the Hub is offline (HF_HUB_OFFLINE=1): give a local folder, or download it once with the network on."
+        )
+
+
+def damaged_weights_error(source: str, error: Exception) -> ScriptError:
+    """The error for a checkpoint whose `.safetensors` file cannot be read (cut short by a failed copy or save)."""
+    from safetensors import SafetensorError, safe_open
+
+    damaged = []
+    for weights_file in sorted(Path(source).glob("*.safetensors")):
+        try:
+            with safe_open(str(weights_file), framework="pt"):
+                pass
+        except (SafetensorError, OSError):
+            damaged.append(str(weights_file))
+    named = ", ".join(damaged) or f"a weights file of {source}"
+    return ScriptError(
+        f"{named} is damaged or incomplete ({error}): download it again, or save the model again from where it came."
+    )

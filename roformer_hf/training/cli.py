@@ -1,0 +1,393 @@
+"""The command line of the scripts: the model arguments, transformers' `TrainingArguments` as the scripts use them,
+files of arguments (`.json`, `.yaml`), the short `--help`, and the demo run when no data or model is named."""
+
+import json
+import logging
+import os
+import shlex
+import sys
+import textwrap
+from collections.abc import Sequence
+from dataclasses import MISSING, Field, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from transformers import HfArgumentParser, TrainingArguments
+
+from .data_files import read_utf8_text
+from .errors import ScriptError
+from .launch import BF16_ON_CPU_WARNING, launch_defaults, trains_on_cpu
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ModelArguments:
+    """Which model, config and tokenizer to start from (shared by every script of the project)."""
+
+    model_name_or_path: str | None = field(
+        default=None,
+        metadata={
+            "help": "A checkpoint to start from: a folder or Hub id of a roformer_hf model or of an original RoFormer "
+            "checkpoint. Leave unset to train from scratch with --config_name / --config_overrides."
+        },
+    )
+    config_name: str | None = field(
+        default=None,
+        metadata={"help": "A config folder, config.json or Hub id, if not the one of --model_name_or_path."},
+    )
+    config_overrides: str | None = field(
+        default=None,
+        metadata={
+            "help": "Config fields to change, as 'key=value,key=value' (e.g. 'hidden_size=256,num_hidden_layers=4'); "
+            "'rope_parameters.rope_theta=20000' sets a key inside a dict field, 'none' sets None."
+        },
+    )
+    tokenizer_name: str | None = field(
+        default=None,
+        metadata={"help": "A tokenizer folder, a vocab.txt or a Hub id, if not the one of --model_name_or_path."},
+    )
+    attn_implementation: str | None = field(
+        default=None,
+        metadata={"help": "Attention backend: 'eager', 'sdpa', 'flash_attention_2', ... (default: the model's)."},
+    )
+    dtype: str | None = field(
+        default=None,
+        metadata={
+            "help": "dtype to load the weights in ('auto', 'float32', 'bfloat16', 'float16'); for mixed-precision "
+            "training use --bf16 / --fp16 instead.",
+            "choices": ["auto", "float32", "bfloat16", "float16"],
+        },
+    )
+    ignore_mismatched_sizes: bool = field(
+        default=False,
+        metadata={
+            "help": "Start new weights where the checkpoint's have another shape, e.g. a classifier fine-tuned on a "
+            "different number of labels (its head is then trained afresh)."
+        },
+    )
+    cache_dir: str | None = field(
+        default=None, metadata={"help": "Where to store models, tokenizers and datasets fetched from the Hub."}
+    )
+    model_revision: str = field(default="main", metadata={"help": "Branch, tag or commit of a Hub checkpoint."})
+    token: str | None = field(default=None, metadata={"help": "Hub token, for private checkpoints."})
+
+    def hub_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments every `from_pretrained` call of the scripts passes on."""
+        return {"cache_dir": self.cache_dir, "revision": self.model_revision, "token": self.token}
+
+
+def parse_arguments(
+    dataclass_types: Sequence[type],
+    argv: Sequence[str] | None = None,
+    defaults: dict[str, Any] | None = None,
+    description: str | None = None,
+) -> tuple:
+    """
+    Parse command-line arguments into the given dataclasses. A first argument ending in `.json`, `.yaml` or `.yml` is
+    a file of arguments, which the options after it override (as in transformers' examples:
+    `python run_mlm.py args.yaml --ddp_backend gloo`). `--help` prints the short help (`short_help`) and
+    `--help-all` every option; both then exit.
+
+    Args:
+        dataclass_types (`Sequence[type]`):
+            The argument dataclasses, e.g. `(ModelArguments, DataArguments, TrainingArguments)`.
+        argv (`Sequence[str]`, *optional*):
+            The arguments without the program name; `None` reads `sys.argv[1:]`.
+        defaults (`dict`, *optional*):
+            Script-specific defaults that replace the dataclasses' own (e.g. `output_dir`); the user's values win.
+        description (`str`, *optional*):
+            What the script does (its module docstring), whose first paragraph opens the short help.
+
+    Returns:
+        `tuple`: one instance per dataclass.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    defaults = {**launch_defaults(), **(defaults or {})}
+    parser = HfArgumentParser(dataclass_types)
+    if is_arguments_file(argv[0] if argv else ""):
+        # the file's values replace the defaults; the options after it still win, as on any command line
+        defaults.update(_read_known_arguments(argv[0], dataclass_types))
+        argv = argv[1:]
+    parser.set_defaults(**defaults)
+    if HELP_ALL_OPTION in argv:
+        parser.print_help()
+        sys.exit(0)
+    if {"-h", "--help"} & set(argv):
+        print(short_help(dataclass_types, defaults, description))
+        sys.exit(0)
+    try:
+        arguments = parser.parse_args_into_dataclasses(args=argv)
+    except ValueError as error:  # raised by the dataclasses' own checks (e.g. TrainingArguments.__post_init__)
+        raise ScriptError(f"invalid arguments: {error}") from error
+    check_counts(arguments)
+    return arguments
+
+
+ARGUMENTS_FILE_SUFFIXES = (".json", ".yaml", ".yml")
+
+
+def is_arguments_file(argument: str) -> bool:
+    """Whether a command-line argument names a file of arguments (`args.json`, `args.yaml`) rather than an option."""
+    return argument.endswith(ARGUMENTS_FILE_SUFFIXES) and not argument.startswith("-")
+
+
+def _read_known_arguments(path: str, dataclass_types: Sequence[type]) -> dict[str, Any]:
+    """The arguments of a `.json` / `.yaml` file; a name no dataclass knows is refused (argparse would drop it)."""
+    arguments = _read_arguments_file(path)
+    known = {item.name for dataclass_type in dataclass_types for item in fields(dataclass_type) if item.init}
+    unknown = sorted(set(arguments) - known)
+    if unknown:
+        raise ScriptError(
+            f"the arguments file {path} names unknown options: {', '.join(unknown)}; fix or remove them "
+            f"({HELP_ALL_OPTION} lists every option)."
+        )
+    return arguments
+
+
+def _read_arguments_file(path: str) -> dict[str, Any]:
+    import yaml
+
+    text = read_utf8_text(path, "the arguments file")
+    try:
+        arguments = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+    except json.JSONDecodeError as error:
+        raise ScriptError(
+            f"the arguments file {path} is not valid JSON ({error.msg} at line {error.lineno}, column "
+            f"{error.colno}): fix the file."
+        ) from error
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ScriptError(f"the arguments file {path} is not valid YAML ({problem}{where}): fix the file.") from error
+    if not isinstance(arguments, dict):
+        raise ScriptError(f"{path} must hold a mapping of argument names to values, not {type(arguments).__name__}.")
+    return arguments
+
+
+HELP_ALL_OPTION = "--help-all"
+
+
+# The TrainingArguments options shown by --help (every other one is accepted too, and listed by --help-all), with a
+# help text short enough for one line.
+COMMON_TRAINING_OPTIONS = {
+    "output_dir": "Where the model, checkpoints and results are written.",
+    "overwrite_output_dir": "Replace an earlier run in output_dir (else such a folder stops the script).",
+    "do_train": "Train.",
+    "do_eval": "Evaluate on the validation data.",
+    "do_predict": "Predict on the test data.",
+    "num_train_epochs": "Epochs to train (ignored when --max_steps is given).",
+    "max_steps": "Optimizer steps to train; overrides --num_train_epochs.",
+    "per_device_train_batch_size": "Training examples per step on each device.",
+    "per_device_eval_batch_size": "Evaluation examples per step on each device.",
+    "gradient_accumulation_steps": "Steps whose gradients are summed before each optimizer update.",
+    "learning_rate": "Peak learning rate (AdamW).",
+    "warmup_steps": "Steps of linear warm-up (a float below 1: a share of all steps).",
+    "eval_strategy": "When to evaluate during training: 'no', 'steps' or 'epoch'.",
+    "eval_steps": "Steps between evaluations with --eval_strategy steps.",
+    "save_strategy": "When to save a checkpoint: 'no', 'steps', 'epoch' or 'best'.",
+    "save_steps": "Steps between checkpoints with --save_strategy steps.",
+    "logging_steps": "Steps between loss reports.",
+    "bf16": "bfloat16 mixed precision on a GPU (on a CPU, where it is slow, the run trains in float32).",
+    "seed": "Random seed of initialisation, masking and data order.",
+    "resume_from_checkpoint": "A checkpoint folder to continue from, or True for the newest in output_dir.",
+    "log_level": "Console verbosity: 'warning' shows warnings and results, 'info' also transformers' progress.",
+}
+
+
+HELP_WIDTH = 110
+
+
+HELP_INDENT = 30  # the column where help texts start, as in argparse
+
+
+def short_help(
+    dataclass_types: Sequence[type], defaults: dict[str, Any] | None = None, description: str | None = None
+) -> str:
+    """
+    The `--help` text: the first paragraph of `description`, then the script's own options under one heading per
+    argument dataclass, then the `TrainingArguments` options of `COMMON_TRAINING_OPTIONS` (`--help-all` lists all).
+
+    Args:
+        dataclass_types (`Sequence[type]`): the argument dataclasses, as given to `parse_arguments`.
+        defaults (`dict`, *optional*): the script's defaults, shown instead of the dataclasses' own.
+        description (`str`, *optional*): what the script does (its module docstring).
+    """
+    script = Path(sys.argv[0]).name
+    lines = [f"usage: python {script} [args.json|args.yaml] [--option value ...]", ""]
+    if description:
+        lines += [*textwrap.wrap(" ".join(description.strip().split("\n\n")[0].split()), HELP_WIDTH), ""]
+    for dataclass_type in dataclass_types:
+        if issubclass(dataclass_type, TrainingArguments):
+            shown = [item for item in fields(dataclass_type) if item.name in COMMON_TRAINING_OPTIONS]
+            shown.sort(key=lambda item: list(COMMON_TRAINING_OPTIONS).index(item.name))
+            total = len(fields(dataclass_type))
+            heading = f"training options - the {len(shown)} most used of the {total} of TrainingArguments"
+        else:
+            heading = f"{dataclass_type.__name__.removesuffix('Arguments').lower()} options"
+            summary = (dataclass_type.__doc__ or "").strip().split("\n")[0].rstrip(".")
+            heading = f"{heading} - {summary[0].lower()}{summary[1:]}" if summary else heading
+            shown = [item for item in fields(dataclass_type) if item.init]
+        lines += [heading, *(line for item in shown for line in _option_help(item, defaults or {})), ""]
+    lines.append(f"{HELP_ALL_OPTION} lists every option (all of TrainingArguments' are accepted).")
+    lines.append("Without arguments the script runs its demo.")
+    return "\n".join(lines)
+
+
+def _option_help(item: Field, defaults: dict[str, Any]) -> list[str]:
+    """The lines of one option: `--name VALUE`, then its help text and default, wrapped at `HELP_INDENT`."""
+    help_text = COMMON_TRAINING_OPTIONS.get(item.name) or item.metadata.get("help", "")
+    choices = item.metadata.get("choices")
+    default = defaults.get(item.name, None if item.default is MISSING else item.default)
+    if choices:
+        value = "{" + ",".join(map(str, choices)) + "}"
+    else:
+        value = "" if item.type in (bool, "bool") else {int: "INT", float: "FLOAT"}.get(item.type, "VALUE")
+    if default is True and f"--no_{item.name}" in help_text:
+        help_text += " (default: True)"
+    elif default is True:
+        help_text += f" (default: True; --no_{item.name} turns it off)"
+    elif default is not None and default is not False and default != "":
+        help_text += f" (default: {getattr(default, 'value', default)})"  # an enum's value, e.g. 'steps'
+    option = f"  --{item.name} {value}".rstrip()
+    wrapped = textwrap.wrap(help_text, HELP_WIDTH - HELP_INDENT, break_long_words=False, break_on_hyphens=False)
+    wrapped = wrapped or [""]
+    if len(option) < HELP_INDENT - 1:
+        return [option.ljust(HELP_INDENT) + wrapped[0], *(" " * HELP_INDENT + line for line in wrapped[1:])]
+    return [option, *(" " * HELP_INDENT + line for line in wrapped)]
+
+
+# Options that name what to train on or start from: given any of them, a script runs what the command line says;
+# given none, it runs its demo with the options given on top (`python run_mlm.py --overwrite_output_dir`).
+DATA_AND_MODEL_OPTIONS = (
+    "--train_file",
+    "--validation_file",
+    "--test_file",
+    "--dataset_name",
+    "--model_name_or_path",
+    "--config_name",
+    "--tokenizer_name",
+)
+
+
+def demo_or_given_arguments(
+    argv: Sequence[str] | None, demo_arguments: Sequence[str], announce: bool = True
+) -> list[str]:
+    """
+    The command-line arguments (`sys.argv[1:]` for `None`), or the demo's when they name no data and no model (no
+    option of `DATA_AND_MODEL_OPTIONS`, no file of arguments, no `--help`): then the given options follow the demo's
+    and win over them, so `--overwrite_output_dir` or `--output_dir elsewhere` re-run the demo. For the demo, prints
+    the equivalent command first (data paths relative to the current folder where they lie inside it).
+
+    Args:
+        argv (`Sequence[str]`, *optional*): the arguments without the program name.
+        demo_arguments (`Sequence[str]`): the arguments of the script's demo.
+        announce (`bool`, defaults to `True`): print the demo's command (`False`: only return the arguments).
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not runs_the_demo(argv):
+        return argv
+    if announce and int(os.environ.get("RANK", "0")) == 0:
+        shown = [_relative_if_inside(argument, Path.cwd()) for argument in demo_arguments]
+        command = shlex.join(["python", Path(sys.argv[0]).name, *shown, *argv])
+        opening = "No arguments" if not argv else "No data or model given"
+        print(f"{opening}: running the demo, i.e. {command}", flush=True)
+    return [*demo_arguments, *argv]
+
+
+def runs_the_demo(argv: Sequence[str]) -> bool:
+    """Whether the arguments leave the data and the model to the demo (see `demo_or_given_arguments`)."""
+    if argv and is_arguments_file(argv[0]):
+        return False
+    names = {argument.split("=", 1)[0] for argument in argv if argument.startswith("-")}
+    return not names & {*DATA_AND_MODEL_OPTIONS, "-h", "--help", HELP_ALL_OPTION}
+
+
+def command_line(script_file: str | Path, argv: Sequence[str] | None) -> str:
+    """
+    The command that ran a script, as its model card shows it: `python <script> <arguments>`, quoted for a shell.
+
+    Args:
+        script_file (`str` or `Path`): the script's own file (`__file__`), named when `argv` was passed in.
+        argv (`Sequence[str]`, *optional*): the arguments `main` was given; `None`: those of `sys.argv`.
+    """
+    if argv is None:
+        return shlex.join(["python", *sys.argv])
+    return shlex.join(["python", Path(script_file).name, *argv])
+
+
+def _relative_if_inside(argument: str, folder: Path) -> str:
+    path = Path(argument)
+    if path.is_absolute() and path.exists() and path.is_relative_to(folder):
+        return str(path.relative_to(folder))
+    return argument
+
+
+# The smallest value each count argument accepts (arguments a script does not have are skipped).
+MIN_COUNTS = {
+    "per_device_train_batch_size": 1,
+    "per_device_eval_batch_size": 1,
+    "gradient_accumulation_steps": 1,
+    "eval_accumulation_steps": 1,
+    "dataloader_num_workers": 0,
+    "preprocessing_num_workers": 1,
+    "max_train_samples": 1,
+    "max_eval_samples": 1,
+    "max_predict_samples": 1,
+    "early_stopping_patience": 1,
+}
+
+
+def check_counts(arguments: Sequence[Any]) -> None:
+    """
+    Refuse counts below their minimum (`MIN_COUNTS`: batch sizes, accumulation steps, sample limits, workers) and
+    training for no epochs, which transformers would meet with a traceback or a run that does nothing.
+
+    Args:
+        arguments (`Sequence`): the parsed argument dataclasses.
+    """
+    for instance in arguments:
+        for name, minimum in MIN_COUNTS.items():
+            value = getattr(instance, name, None)
+            if value is not None and value < minimum:
+                raise ScriptError(f"--{name} must be at least {minimum}, got {value}.")
+        training = isinstance(instance, TrainingArguments) and instance.do_train and instance.max_steps <= 0
+        if training and instance.num_train_epochs <= 0:
+            raise ScriptError(
+                f"--num_train_epochs must be above 0, got {instance.num_train_epochs} (or give --max_steps)."
+            )
+
+
+@dataclass
+class ScriptTrainingArguments(TrainingArguments):
+    """
+    `TrainingArguments` with the option transformers 5 dropped (whether a run may replace an earlier one), a quiet
+    console by default, and `--bf16` on a CPU mapped to float32 (see `__post_init__`).
+    """
+
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={
+            "help": "Replace an earlier run in output_dir: its checkpoints, stage folders, model and results are "
+            "deleted when training starts. Without it such a folder stops the script before training."
+        },
+    )
+    log_level: str = field(
+        default="warning",
+        metadata={
+            "help": "Console verbosity of the main process: 'warning' shows warnings, the progress bar and the "
+            "results; 'info' (or 'passive') adds transformers' and datasets' progress reports.",
+            "choices": ["debug", "info", "warning", "error", "critical", "passive"],
+        },
+    )
+
+    def __post_init__(self):
+        # bf16 on a CPU: transformers refuses it without --use_cpu, and with it trains much slower than float32 for
+        # the same accuracy (docs/scripts.md). So a command written for a GPU runs unchanged on a CPU, in float32,
+        # with a warning.
+        if (self.bf16 or self.bf16_full_eval) and trains_on_cpu(self.use_cpu):
+            if int(os.environ.get("RANK", "0")) == 0:
+                logger.warning(BF16_ON_CPU_WARNING)
+            self.bf16 = self.bf16_full_eval = False
+        super().__post_init__()

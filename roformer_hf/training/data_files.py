@@ -1,0 +1,197 @@
+"""Reading data files and saying what is wrong with one that cannot be read: missing, empty, not UTF-8 (GBK, UTF-16,
+a binary format), not JSON; the cache `datasets` cannot write."""
+
+import codecs
+import errno
+import json
+import logging
+from pathlib import Path
+
+from .errors import ScriptError
+
+logger = logging.getLogger(__name__)
+
+
+# How much of a data file is checked for UTF-8 before loading; the rest is checked if loading fails.
+UTF8_CHECK_BYTES = 1 << 20
+
+
+def find_utf8_error(path: str | Path, limit: int | None = None) -> tuple[int, int] | None:
+    """
+    Where a file stops being UTF-8: `(line, byte)`, the 1-based line number and the value of the first byte that
+    cannot be decoded, or `None` when the file (or its first `limit` bytes) is UTF-8.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    line, remaining = 1, limit
+    with open(path, "rb") as file:
+        while remaining is None or remaining > 0:
+            chunk = file.read(UTF8_CHECK_BYTES if remaining is None else min(remaining, UTF8_CHECK_BYTES))
+            try:
+                decoder.decode(chunk, final=not chunk)
+            except UnicodeDecodeError as error:
+                pending = len(decoder.getstate()[0])  # bytes of a character begun in the previous chunk
+                return line + chunk[: max(error.start - pending, 0)].count(b"\n"), error.object[error.start]
+            if not chunk:
+                return None
+            line += chunk.count(b"\n")
+            remaining = None if remaining is None else remaining - len(chunk)
+    return None
+
+
+# The first bytes of files that are not text at all, or text that iconv -f gbk would garble.
+FILE_SIGNATURES = {
+    b"PAR1": "a Parquet file",
+    b"\x1f\x8b": "a gzip-compressed file",
+    b"PK\x03\x04": "a zip archive (or an .xlsx workbook)",
+    b"\xff\xfe\x00\x00": "UTF-32 text",
+    b"\xff\xfe": "UTF-16 text",
+    b"\xfe\xff": "UTF-16 text",
+}
+
+
+def not_utf8_error(path: str | Path, what: str, line: int, byte: int) -> ScriptError:
+    """The error for a file that is not UTF-8, naming the place and what converts it: iconv for text in another
+    encoding (GBK, the usual one for Chinese, or UTF-16), an export to a text format for a binary file."""
+    path = Path(path)
+    with open(path, "rb") as file:
+        head = file.read(UTF8_CHECK_BYTES)
+    kind = next((name for signature, name in FILE_SIGNATURES.items() if head.startswith(signature)), None)
+    if kind is None and head.count(b"\x00") > len(head) // 4:  # every other byte 0: UTF-16 without a byte-order mark
+        kind = "UTF-16 text"
+    converted = path.with_name(f"{path.stem}.utf8{path.suffix}")
+    if kind is not None and kind.startswith("UTF-"):
+        encoding = kind.split()[0].lower()
+        return ScriptError(
+            f"{what} {path} is {kind}, not UTF-8: convert it, e.g. iconv -f {encoding} -t utf-8 {path} > {converted}"
+        )
+    if kind is not None:
+        return ScriptError(
+            f"{what} {path} is {kind}, not text: give a .txt, .jsonl or .csv file (e.g. export a Parquet file with "
+            "pandas: read_parquet(...).to_json(..., orient='records', lines=True, force_ascii=False))."
+        )
+    return ScriptError(
+        f"{what} {path} is not UTF-8 text (byte 0x{byte:02x} on line {line}); Chinese text in another encoding is "
+        f"usually GBK: convert it, e.g. iconv -f gbk -t utf-8 {path} > {converted}"
+    )
+
+
+def read_utf8_text(path: str | Path, what: str) -> str:
+    """The text of a small file, with a `ScriptError` naming the fix when it is not UTF-8."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise not_utf8_error(path, what, line, data[error.start]) from error
+
+
+def check_data_file(path: str, option: str) -> None:
+    """
+    Check a data file before loading it: it exists, is not empty, and (as far as `UTF8_CHECK_BYTES`) is UTF-8.
+
+    Args:
+        path (`str`): the file.
+        option (`str`): the argument that named it (e.g. `"--train_file"`), for the message.
+    """
+    if not Path(path).is_file():
+        raise ScriptError(f"{option} {path}: no such file.")
+    if Path(path).stat().st_size == 0:
+        raise ScriptError(f"{option} {path} is empty: give a file with text.")
+    # pyarrow's JSON reader loads bytes that are not UTF-8 without a word, and a later step fails on them with a
+    # traceback naming no file: JSON is checked whole (the other formats fail while loading, see data_file_error)
+    whole = Path(path).suffix.lower() in (".json", ".jsonl")
+    place = find_utf8_error(path, limit=None if whole else UTF8_CHECK_BYTES)
+    if place is not None:
+        raise not_utf8_error(path, option, *place)
+
+
+# pandas reads the cells None, NA, null, NaN, n/a, ... of a CSV file as missing values; with these options of
+# `datasets.load_dataset("csv", ...)` only an empty cell is missing, so that a text or a class named "NA" stays.
+CSV_ONLY_EMPTY_CELLS_MISSING = {"keep_default_na": False, "na_values": [""]}
+
+
+# Why writing `datasets`' cache can fail: no space, a read-only file system, no permission, a disk quota, a file
+# where a folder should be.
+CACHE_WRITE_ERRORS = (errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.ENOTDIR)
+
+
+def data_file_error(files: dict[str, str], error: Exception, cache_dir: str | None = None) -> ScriptError:
+    """
+    The `ScriptError` for data files that `datasets` failed to load: a cache that cannot be written, else what is
+    wrong with one of the files (see `diagnose_data_file`) when that can be found, else the loader's own message.
+
+    Args:
+        files (`dict[str, str]`): the files, by the argument that named each (e.g. `{"--train_file": "a.jsonl"}`).
+        error (`Exception`): what the loader raised.
+        cache_dir (`str`, *optional*): the `--cache_dir` given to the loader (`None`: datasets' default cache).
+    """
+    write_error = cache_write_error(error)
+    data_files = {Path(path).resolve() for path in files.values()}
+    if write_error is not None and (
+        write_error.filename is None or Path(write_error.filename).resolve() not in data_files
+    ):
+        import datasets
+
+        cache = f"--cache_dir {cache_dir}" if cache_dir else f"the datasets cache {datasets.config.HF_DATASETS_CACHE}"
+        return ScriptError(
+            f"cannot write {cache} ({write_error.strerror or write_error}) while loading the data: give --cache_dir "
+            "a folder you can write to, on a disk with free space."
+        )
+    for option, path in files.items():
+        found = diagnose_data_file(path, option)
+        if found is not None:
+            return found
+    cause = str(error.__cause__ or error).strip().splitlines() or [type(error).__name__]
+    return ScriptError(f"cannot read {', '.join(map(str, files.values()))}: {cause[0]}")
+
+
+def cache_write_error(error: BaseException) -> OSError | None:
+    """The OSError of a failed write (`CACHE_WRITE_ERRORS`) among `error` and its causes, or `None`."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, OSError) and error.errno in CACHE_WRITE_ERRORS:
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def diagnose_data_file(path: str, option: str) -> ScriptError | None:
+    """What makes a data file unreadable: not UTF-8, only blank lines, or a line that is not JSON; else `None`."""
+    place = find_utf8_error(path)
+    if place is not None:
+        return not_utf8_error(path, option, *place)
+    with open(path, encoding="utf-8") as file:
+        if not any(line.strip() for line in file):
+            return ScriptError(f"{option} {path} holds only blank lines: give a file with data.")
+    if Path(path).suffix.lower() in (".json", ".jsonl"):
+        json_error = find_json_error(path)
+        if json_error is not None:
+            return ScriptError(f"{option} {path}: {json_error}")
+    return None
+
+
+def find_json_error(path: str | Path) -> str | None:
+    """What makes a JSON document or JSON-lines file unreadable, with its line, or `None` when it parses."""
+    with open(path, encoding="utf-8") as file:
+        if file.read(4096).lstrip().startswith("["):  # one JSON array rather than JSON lines: parse it whole
+            file.seek(0)
+            try:
+                json.load(file)
+            except json.JSONDecodeError as error:
+                return f"not valid JSON at line {error.lineno}, column {error.colno} ({error.msg}): fix the file."
+            return None
+        file.seek(0)
+        for number, line in enumerate(file, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                return (
+                    f"line {number} is not valid JSON ({error.msg} at column {error.colno}): JSON lines need one "
+                    "complete object a line; fix or remove the line."
+                )
+            if not isinstance(record, dict):
+                return f"line {number} holds a {type(record).__name__}, not a JSON object: give one object a line."
+    return None

@@ -1,0 +1,68 @@
+"""Distributed launches (torchrun, `accelerate launch`): the defaults that follow from the machine, and the refusal of
+a launch whose processes would each train a model of their own."""
+
+import logging
+import os
+from typing import Any
+
+import torch
+from transformers import TrainingArguments
+from transformers.training_args import ParallelMode
+
+from .errors import ScriptError
+
+logger = logging.getLogger(__name__)
+
+
+MPI_WORLD_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
+
+
+def launch_defaults() -> dict[str, Any]:
+    """
+    `TrainingArguments` defaults that follow from the machine and how the script was launched. Without an
+    accelerator: no pinned memory (torch warns at every data loader that it cannot pin), and `use_cpu` for a
+    multi-process launch (torchrun, `accelerate launch --multi_gpu`); without it transformers sets up the process
+    group but not distributed training, and every process trains its own model.
+    """
+    if torch.accelerator.is_available():
+        return {}
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        return {"use_cpu": True, "dataloader_pin_memory": False}
+    return {"dataloader_pin_memory": False}
+
+
+def check_distributed_launch(training_args: TrainingArguments) -> None:
+    """
+    Refuse a launch that asked for several processes but trains in one, or in several unconnected ones.
+
+    Raises `ScriptError` naming the command that starts the processes.
+    """
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size > 1 and training_args.parallel_mode != ParallelMode.DISTRIBUTED:
+        raise ScriptError(
+            f"launched as {world_size} processes, but transformers set up {training_args.parallel_mode.value} "
+            "training, so each process would train its own model: on a machine without a GPU add --use_cpu true."
+        )
+    # accelerate's plain launcher (no --multi_gpu) runs the script once; it sets MASTER_ADDR only when asked for
+    # several processes or machines, which it then expects mpirun to start.
+    launched_by_accelerate = "ACCELERATE_USE_CPU" in os.environ and "MASTER_ADDR" in os.environ
+    started_alone = not any(name in os.environ for name in ("WORLD_SIZE", *MPI_WORLD_SIZE_VARIABLES))
+    if launched_by_accelerate and started_alone:
+        raise ScriptError(
+            "accelerate launch was asked for several processes but started only this one (without a GPU it starts "
+            "them through mpirun, given --mpirun_hostfile): use 'accelerate launch --multi_gpu --num_processes N' "
+            "(it starts them like torchrun, with or without a GPU) or torchrun."
+        )
+
+
+BF16_ON_CPU_WARNING = (
+    "--bf16 on a CPU is much slower than float32 for the same accuracy: training in float32 instead (leave out "
+    "--bf16 on a machine without a GPU)."
+)
+
+
+def trains_on_cpu(use_cpu: bool) -> bool:
+    """Whether training runs on the CPU: `--use_cpu`, or no accelerator (GPU, XPU, MPS...) and no TPU."""
+    from transformers.utils import is_torch_xla_available
+
+    return use_cpu or not (torch.accelerator.is_available() or is_torch_xla_available())

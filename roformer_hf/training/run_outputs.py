@@ -1,0 +1,268 @@
+"""What a run writes into its output folder, and how it keeps a user's earlier work whole: the refusal to mix with an
+earlier run, the free-space check, files written atomically, and a final model that replaces the old one file by file."""
+
+import errno
+import json
+import logging
+import math
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import Trainer, TrainingArguments
+
+from .errors import ScriptError
+from .interrupts import deferred_stops
+
+logger = logging.getLogger(__name__)
+
+
+# What a run of the scripts leaves in its output_dir (model, checkpoints, stage folders, results).
+RUN_OUTPUT_PATTERNS = (
+    *("checkpoint-*", "stage-*", "*.safetensors", "model.safetensors.index.json", "config.json"),
+    *("trainer_state.json", "training_args.bin", "*_results.json", "predictions.jsonl"),
+)
+
+
+def earlier_run_outputs(output_dir: str | Path) -> list[Path]:
+    """The files and folders of an earlier run in `output_dir` (empty when it does not exist)."""
+    output_dir = Path(output_dir)
+    if not output_dir.is_dir():
+        return []
+    return sorted({path for pattern in RUN_OUTPUT_PATTERNS for path in output_dir.glob(pattern)})
+
+
+def is_resuming(training_args: TrainingArguments) -> bool:
+    """Whether `--resume_from_checkpoint` asks to continue a run."""
+    resume = training_args.resume_from_checkpoint
+    return resume is not None and str(resume).lower() != "false"
+
+
+def check_output_dir(training_args: TrainingArguments) -> None:
+    """
+    Before anything is loaded or written: refuse an output_dir that holds an earlier run (unless
+    `--overwrite_output_dir` or `--resume_from_checkpoint`), and check that the folder can be written.
+
+    Raises `ScriptError` naming the options that allow it, or the reason the folder cannot be written.
+    """
+    output_dir = Path(training_args.output_dir)
+    earlier = earlier_run_outputs(output_dir)
+    if earlier and not getattr(training_args, "overwrite_output_dir", False) and not is_resuming(training_args):
+        names = ", ".join(path.name for path in earlier[:3]) + (", ..." if len(earlier) > 3 else "")
+        raise ScriptError(
+            f"--output_dir {output_dir} holds an earlier run ({names}): add --overwrite_output_dir to replace it, "
+            "--resume_from_checkpoint true to continue it, or choose another --output_dir."
+        )
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=output_dir, prefix=".write-test-"):
+            pass
+    except OSError as error:
+        raise ScriptError(
+            f"cannot write to --output_dir {output_dir}: {error.strerror or error}; choose a folder you can write to."
+        ) from error
+
+
+def prepare_output_dir(
+    training_args: TrainingArguments, model: torch.nn.Module, steps_per_folder: Sequence[int | None] | None = None
+) -> None:
+    """
+    Right before training: with `--overwrite_output_dir`, delete the earlier run's outputs (so that no old checkpoint
+    is resumed from or rotated later); then check the free space (`check_free_space`, given `steps_per_folder`, by
+    default `--max_steps` in output_dir).
+    """
+    with training_args.main_process_first(local=False, desc="clearing output_dir"):
+        overwrite = getattr(training_args, "overwrite_output_dir", False)
+        if overwrite and training_args.should_save and not is_resuming(training_args):
+            for path in earlier_run_outputs(training_args.output_dir):
+                logger.warning(f"--overwrite_output_dir: deleting {path}")
+                if path.is_dir():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+    if steps_per_folder is None:
+        steps_per_folder = [training_args.max_steps if training_args.max_steps > 0 else None]
+    check_free_space(training_args, model, steps_per_folder)
+
+
+def check_free_space(
+    training_args: TrainingArguments, model: torch.nn.Module, steps_per_folder: Sequence[int | None] = (None,)
+) -> None:
+    """
+    Refuse to train when output_dir's disk cannot hold what the run writes (see `bytes_to_write`).
+
+    Args:
+        training_args (`TrainingArguments`): the run's arguments (save strategy, steps and limit).
+        model (`torch.nn.Module`): the model to train.
+        steps_per_folder (`Sequence`): the optimizer steps of each folder that keeps its own checkpoints (one per
+            stage of run_mlm.py), `None` where unknown (epochs).
+    """
+    needed, parts = bytes_to_write(training_args, model, steps_per_folder)
+    free = shutil.disk_usage(training_args.output_dir).free
+    if free < needed:
+        raise ScriptError(
+            f"--output_dir {training_args.output_dir} has {free / 2**20:.1f} MiB free, but this run writes about "
+            f"{needed / 2**20:.1f} MiB ({parts}): free some space, lower --save_total_limit or choose another "
+            "--output_dir."
+        )
+
+
+def bytes_to_write(
+    training_args: TrainingArguments, model: torch.nn.Module, steps_per_folder: Sequence[int | None] = (None,)
+) -> tuple[int, str]:
+    """
+    The bytes a run writes at its peak and what they are, in words: the final model (twice while it replaces an earlier
+    one), and every checkpoint kept at once, each the weights and Adam's two moments (3 x the parameter bytes):
+    `--save_total_limit` per folder plus the one being written before the oldest is deleted, or every checkpoint
+    without a limit (one where the number of steps is unknown: then it is a lower bound).
+    """
+    weights = sum(parameter.numel() * parameter.element_size() for parameter in model.parameters())
+    final_copies = 2 if (Path(training_args.output_dir) / "model.safetensors").exists() else 1
+    checkpoints = 0
+    if training_args.save_strategy != "no":
+        limit = training_args.save_total_limit
+        for steps in steps_per_folder:
+            saves = 1 if steps is None or steps <= 0 else math.ceil(steps / max(training_args.save_steps, 1))
+            checkpoints += min(saves, limit + 1) if limit else saves
+    needed = weights * (final_copies + 3 * checkpoints)
+    parts = f"the final model, {weights / 2**20:.1f} MiB" + (
+        " twice while it replaces the earlier one" * (final_copies > 1)
+    )
+    if checkpoints:
+        parts += f", and {checkpoints} checkpoint{'s' * (checkpoints > 1)} of weights and optimizer state kept at once"
+    return needed, parts
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """
+    A temporary path beside `path` (same folder, same suffix) to write to; it is renamed onto `path` when the block
+    ends without error. So a reader, or a process killed while writing, sees the old file or the new one, never half
+    of one.
+    """
+    path = Path(path)
+    # a name of its own, so that two writers of the same file (two processes, two threads) never share one
+    handle, name = tempfile.mkstemp(prefix=f".{path.stem}.partial-", suffix=path.suffix, dir=path.parent)
+    os.close(handle)
+    temporary = Path(name)
+    try:
+        yield temporary
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def write_json_atomically(path: str | Path, content: Any, **dump_options: Any) -> None:
+    """Write `content` as JSON (UTF-8, `ensure_ascii=False`) through `atomic_path`."""
+    with atomic_path(path) as temporary:
+        temporary.write_text(json.dumps(content, ensure_ascii=False, **dump_options) + "\n", encoding="utf-8")
+
+
+def save_metrics(trainer: Trainer, split: str, metrics: dict[str, Any], combined: bool = True) -> None:
+    """`Trainer.save_metrics` with every file written through `atomic_path` (on the main process only)."""
+    if not trainer.is_world_process_zero():
+        return
+    output_dir = Path(trainer.args.output_dir)
+    write_json_atomically(output_dir / f"{split}_results.json", metrics, indent=4, sort_keys=True)
+    if combined:
+        all_results = output_dir / "all_results.json"
+        earlier = json.loads(all_results.read_text(encoding="utf-8")) if all_results.is_file() else {}
+        write_json_atomically(all_results, {**earlier, **metrics}, indent=4, sort_keys=True)
+
+
+def save_state(trainer: Trainer) -> None:
+    """`Trainer.save_state` (trainer_state.json, with the log history) written through `atomic_path`."""
+    if trainer.is_world_process_zero():
+        with atomic_path(Path(trainer.args.output_dir) / "trainer_state.json") as temporary:
+            trainer.state.save_to_json(str(temporary))
+
+
+def save_model_atomically(trainer: Trainer, output_dir: str | Path | None = None) -> None:
+    """
+    `trainer.save_model` into a staging folder of its own inside `output_dir` (`.partial-model-<unique>`), whose files
+    are then renamed into place one by one, weights last (each is the old or the new one, never half written); a
+    stop signal waits until the renames are done. The staging folder is deleted whatever happens; when the disk is
+    full the model is saved elsewhere (`rescue_final_model`) and a `ScriptError` says where. Every process
+    calls it, as `save_model` needs.
+    """
+    output_dir = Path(output_dir or trainer.args.output_dir)
+    staging = output_dir / f"{STAGING_PREFIX}{_shared_unique_name()}"
+    try:
+        try:
+            trainer.save_model(str(staging))
+        except Exception as error:
+            if not is_disk_full(error):
+                raise
+            shutil.rmtree(staging, ignore_errors=True)  # frees the space of what was written
+            raise final_save_failed_error(output_dir, rescue_final_model(trainer, output_dir), error) from error
+        if trainer.args.should_save:
+            with deferred_stops():
+                for path in sorted(staging.iterdir(), key=lambda path: path.suffix == ".safetensors"):
+                    os.replace(path, output_dir / path.name)
+    finally:
+        if trainer.args.should_save:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+# Staging folders of the final model; one left by a killed process is deleted by the next run holding the lock.
+STAGING_PREFIX = ".partial-model-"
+
+
+def _shared_unique_name() -> str:
+    """A name unique to this save, the same on every process of a distributed run (they save into one folder)."""
+    names = [f"{os.getpid()}-{os.urandom(4).hex()}"]
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.broadcast_object_list(names, src=0)
+    return names[0]
+
+
+def remove_stale_staging(output_dir: str | Path) -> None:
+    """Delete staging folders that killed runs left in `output_dir` (call it only while holding its lock)."""
+    for staging in Path(output_dir).glob(f"{STAGING_PREFIX}*"):
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+DISK_FULL_ERRORS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """Whether `error` says the disk (or the user's quota) is full; safetensors reports it in its message only."""
+    if isinstance(error, OSError) and error.errno in DISK_FULL_ERRORS:
+        return True
+    return type(error).__name__ == "SafetensorError" and "No space left on device" in str(error)
+
+
+def rescue_final_model(trainer: Trainer, output_dir: Path) -> Path | None:
+    """
+    Save the final model into a folder of the temporary directory (`TMPDIR`), else of the home folder, when
+    `output_dir` is full: with `--save_strategy no` it is the only copy of the training. Returns the folder, or `None`
+    when neither could hold it (or the run is distributed, whose processes would all have to join the save).
+    """
+    if trainer.args.world_size > 1:
+        return None
+    name = f"roformer_hf-rescued-{output_dir.resolve().name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    for parent in (Path(tempfile.gettempdir()), Path.home()):
+        try:
+            trainer.save_model(str(parent / name))
+            return parent / name
+        except Exception as error:
+            logger.warning(f"could not save the final model to {parent / name} either: {error}")
+    return None
+
+
+def final_save_failed_error(output_dir: Path, rescued: Path | None, error: BaseException) -> ScriptError:
+    """The one line for a final save that ran out of space; what was in output_dir before is unchanged."""
+    if rescued is not None:
+        saved = f"the trained model was saved to {rescued} instead"
+    else:
+        saved = "the trained model could not be saved anywhere else either"
+    return ScriptError(
+        f"no space left on device while saving the final model to {output_dir} ({error}); {saved}, and what "
+        f"{output_dir} held before is unchanged: free some space and copy it there."
+    )

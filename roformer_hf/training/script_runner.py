@@ -1,0 +1,113 @@
+"""How a script runs and ends: `run_script` turns a user's mistake into one line on stderr and a non-zero exit (no
+traceback unless `ROFORMER_HF_DEBUG=1`), and `guard_run` holds the output folder's lock and the stop-signal handling
+around the work."""
+
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+import torch
+from transformers import TrainingArguments
+
+from .errors import ScriptError
+from .interrupts import (
+    TrainingInterrupted,
+    handle_stop_signals,
+    resume_advice,
+    resume_command,
+    stopped_at_once_message,
+)
+from .locks import lock_output_dir
+from .pickle_refusal import is_refused_pickle, refused_pickle_message
+from .run_outputs import is_disk_full, remove_stale_staging
+
+logger = logging.getLogger(__name__)
+
+
+# Errors caused by what the user asked for; anything else is a bug and keeps its traceback.
+USER_ERRORS = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
+
+
+# Set to 1 to see the traceback of a user error instead of the one-line message.
+DEBUG_VARIABLE = "ROFORMER_HF_DEBUG"
+
+
+def run_script(main: Callable[[], object]) -> None:
+    """
+    Run a script's `main()`; a `ScriptError` or a missing file becomes one line on stderr and exit status 1, a stop
+    signal (`interrupts`) one line and 128 + the signal (130 for Ctrl-C). With the environment variable
+    `ROFORMER_HF_DEBUG=1` the error keeps its traceback.
+
+    Args:
+        main (`Callable`):
+            The script's entry point, called without arguments (it reads `sys.argv`).
+    """
+    if os.environ.get(DEBUG_VARIABLE, "").lower() not in ("", "0", "false"):
+        main()
+    else:
+        try:
+            main()
+        except ScriptError as error:
+            _exit_with_message(str(error))
+        except USER_ERRORS as error:
+            _exit_with_message(f"{error.strerror or error}: {error.filename}" if error.filename else str(error))
+        except KeyboardInterrupt as error:  # Ctrl-C outside training, or a second one: stopped at once
+            _exit_with_message(stopped_at_once_message(error), getattr(error, "exit_status", 130))
+        except TrainingInterrupted as error:
+            if not error.announce:
+                sys.exit(error.exit_status)
+            _exit_with_message(str(error), error.exit_status)
+    _leave_process_group()
+
+
+def _leave_process_group() -> None:
+    """Close torch.distributed at the end of a run. Left to interpreter exit, the gloo group's threads were seen to
+    abort a rank ("terminate called without an active exception"), which torchrun reports as a failed run."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+
+
+def _exit_with_message(message: str, status: int = 1) -> None:
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(status)
+
+
+REFUSED_PICKLE_FIX = (
+    "resume from another checkpoint (--resume_from_checkpoint <folder>), or delete this one if you did not write it."
+)
+
+
+@contextmanager
+def guard_run(training_args: TrainingArguments, script: str, argv: Sequence[str]) -> Iterator[None]:
+    """
+    Hold the lock of `--output_dir` (deleting the staging folders of killed runs), turn SIGINT/SIGTERM into a stop at
+    a step boundary, and a full disk into a `ScriptError` naming the newest complete checkpoint and the resume
+    command.
+
+    Args:
+        training_args (`TrainingArguments`): the run's arguments.
+        script (`str`): the script's file name, for the resume command.
+        argv (`Sequence[str]`): the run's arguments without the program name, for the resume command.
+    """
+    with lock_output_dir(training_args):
+        if training_args.should_save:
+            remove_stale_staging(training_args.output_dir)
+        with handle_stop_signals(training_args.output_dir, resume_command(script, argv)):
+            try:
+                yield
+            except KeyboardInterrupt as error:  # stopped at once: say what is left while the run's folder is known
+                status = getattr(error, "exit_status", 128 + signal.SIGINT)
+                raise TrainingInterrupted(stopped_at_once_message(error), status - 128) from error
+            except Exception as error:
+                if is_refused_pickle(error):  # a checkpoint's optimizer, scheduler or RNG state, on resume
+                    raise ScriptError(refused_pickle_message(error, fix=REFUSED_PICKLE_FIX)) from error
+                if not is_disk_full(error):
+                    raise
+                where = getattr(error, "filename", None) or training_args.output_dir
+                raise ScriptError(
+                    f"no space left on device while writing {where}: free some space; {resume_advice()}"
+                ) from error
