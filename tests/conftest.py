@@ -72,6 +72,14 @@ def roformer_vocab(data_dir) -> Path:
     return ROFORMER_VOCAB
 
 
+@pytest.fixture(scope="module")  # a module's tests may change it (added tokens, lengths): one per test file
+def tokenizer(roformer_vocab):
+    """The word-level tokenizer of the original 50k RoFormer vocab."""
+    from roformer_hf import RoFormerJiebaTokenizer
+
+    return RoFormerJiebaTokenizer(vocab_file=str(roformer_vocab))
+
+
 def skip_unless_transformers_causal_lm_is_causal() -> None:
     """Skips a comparison with transformers' own RoFormerForCausalLM where it is no reference: before transformers
     5.18 it attends to later tokens (its first token's logits change with the last token)."""

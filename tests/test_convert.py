@@ -81,11 +81,6 @@ def logits_of(model, tokenizer) -> torch.Tensor:
     return logits * batch["attention_mask"][..., None]
 
 
-@pytest.fixture(scope="module")
-def tokenizer(roformer_vocab):
-    return roformer_hf.RoFormerJiebaTokenizer(vocab_file=str(roformer_vocab))
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # Names
 # ----------------------------------------------------------------------------------------------------------------

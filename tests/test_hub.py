@@ -103,11 +103,6 @@ def tiny_config(architecture: str) -> roformer_hf.RoFormerConfig:
 
 
 @pytest.fixture(scope="module")
-def tokenizer(roformer_vocab):
-    return roformer_hf.RoFormerJiebaTokenizer(vocab_file=str(roformer_vocab))
-
-
-@pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory, tokenizer):
     """Every head saved with the tokenizer, and its output on TEXTS."""
     root = tmp_path_factory.mktemp("checkpoints")

@@ -21,11 +21,6 @@ PUNCTUATION = "。，、；：？！"  # one token per character
 
 
 @pytest.fixture(scope="module")
-def tokenizer(roformer_vocab):
-    return RoFormerJiebaTokenizer(str(roformer_vocab))
-
-
-@pytest.fixture(scope="module")
 def left_tokenizer(roformer_vocab):
     return RoFormerJiebaTokenizer(str(roformer_vocab), truncation_side="left")
 

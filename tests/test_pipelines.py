@@ -30,11 +30,6 @@ def tiny_model(architecture: str, **settings):
     return getattr(roformer_hf, architecture)(config).eval()
 
 
-@pytest.fixture(scope="module")
-def tokenizer(roformer_vocab):
-    return roformer_hf.RoFormerJiebaTokenizer(vocab_file=str(roformer_vocab))
-
-
 def test_fill_mask(tokenizer):
     model = tiny_model("RoFormerForMaskedLM")
     fill_mask = pipeline("fill-mask", model=model, tokenizer=tokenizer)

@@ -193,13 +193,6 @@ def test_prediction_records_carry_the_id_and_the_gold_label():
 
 
 @pytest.fixture(scope="module")
-def tokenizer(roformer_vocab):
-    from roformer_hf import RoFormerJiebaTokenizer
-
-    return RoFormerJiebaTokenizer(vocab_file=str(roformer_vocab))
-
-
-@pytest.fixture(scope="module")
 def cail_rows(data_dir) -> list[dict]:
     lines = (data_dir / "cls" / "cail2019_domain.jsonl").read_text(encoding="utf-8").splitlines()
     rows = [json.loads(line) for line in lines]

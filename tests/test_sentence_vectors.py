@@ -18,11 +18,6 @@ def tiny_config(**settings) -> roformer_hf.RoFormerConfig:
     )
 
 
-@pytest.fixture(scope="module")
-def tokenizer(roformer_vocab):
-    return roformer_hf.RoFormerJiebaTokenizer(vocab_file=str(roformer_vocab))
-
-
 # What a pooled checkpoint can be: a bare encoder with a tanh pooler, and RoFormer-Sim (a causal LM with a linear
 # pooler, saved under the base model prefix `roformer.`, which sentence-transformers loads with AutoModel).
 POOLED = {

@@ -27,11 +27,6 @@ STRATEGIES = ["simple", "first", "average", "max"]
 
 
 @pytest.fixture(scope="module")
-def tokenizer(roformer_vocab):
-    return RoFormerJiebaTokenizer(str(roformer_vocab))
-
-
-@pytest.fixture(scope="module")
 def bert_tokenizer(data_dir):
     return BertTokenizerFast(vocab=load_vocab(BERT_VOCAB))
 

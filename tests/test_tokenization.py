@@ -110,11 +110,6 @@ def reference_ids(text):
 
 
 @pytest.fixture(scope="module")
-def tokenizer(roformer_vocab):
-    return RoFormerJiebaTokenizer(str(roformer_vocab))
-
-
-@pytest.fixture(scope="module")
 def reference(roformer_vocab):
     return ReferenceRule(roformer_vocab)
 

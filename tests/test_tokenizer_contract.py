@@ -18,11 +18,6 @@ EXAMPLE = "永和服装饰品有限公司,今天天气非常好"
 
 
 @pytest.fixture(scope="module")
-def tokenizer(roformer_vocab):
-    return RoFormerJiebaTokenizer(str(roformer_vocab))
-
-
-@pytest.fixture(scope="module")
 def transformers_roformer(tokenizer):
     """transformers' RoFormer tokenizer built from the same vocab: the same ids, and a real fast tokenizer."""
     return RoFormerTokenizerFast(vocab=dict(tokenizer.vocab))
