@@ -5,7 +5,10 @@ import codecs
 import errno
 import json
 import logging
+import math
 from pathlib import Path
+
+import datasets
 
 from .errors import ScriptError
 
@@ -130,8 +133,6 @@ def data_file_error(files: dict[str, str], error: Exception, cache_dir: str | No
     if write_error is not None and (
         write_error.filename is None or Path(write_error.filename).resolve() not in data_files
     ):
-        import datasets
-
         cache = f"--cache_dir {cache_dir}" if cache_dir else f"the datasets cache {datasets.config.HF_DATASETS_CACHE}"
         return ScriptError(
             f"cannot write {cache} ({write_error.strerror or write_error}) while loading the data: give --cache_dir "
@@ -195,3 +196,41 @@ def find_json_error(path: str | Path) -> str | None:
             if not isinstance(record, dict):
                 return f"line {number} holds a {type(record).__name__}, not a JSON object: give one object a line."
     return None
+
+
+def hold_out_validation(
+    train: datasets.Dataset | datasets.IterableDataset, percentage: int, seed: int | None = None
+) -> tuple[datasets.Dataset | datasets.IterableDataset, datasets.Dataset | datasets.IterableDataset]:
+    """
+    Split `--validation_split_percentage`% of the training rows off for validation, when no validation file is given.
+
+    Args:
+        train (`datasets.Dataset` or `datasets.IterableDataset`): the training rows.
+        percentage (`int`): the share to hold out, 1 to 99.
+        seed (`int`, *optional*):
+            `None` holds out the last rows in file order (run_mlm.py: the lines of a corpus follow its documents, so
+            validation text is not a neighbour of training text); a seed holds out a random sample (run_classification.py:
+            labelled files are often sorted by label, so the last rows would all be of one class).
+
+    Returns:
+        `tuple`: the rows left for training and the rows held out.
+    """
+    if seed is not None:
+        if len(train) - math.ceil(percentage / 100 * len(train)) < 1:  # scikit-learn's train_test_split rounds up
+            raise ScriptError(
+                f"the training data has {len(train)} row{'s' if len(train) > 1 else ''}, too few to hold out "
+                f"{percentage}% for validation: give --validation_file, a lower --validation_split_percentage, or "
+                "more training data."
+            )
+        held_out = train.train_test_split(test_size=percentage / 100, seed=seed)
+        return held_out["train"], held_out["test"]
+    if isinstance(train, datasets.IterableDataset):  # no length: every row whose index ends in 00..percentage-1
+        kept = train.filter(lambda _, index: index % 100 >= percentage, with_indices=True)
+        return kept, train.filter(lambda _, index: index % 100 < percentage, with_indices=True)
+    if len(train) < 2:
+        raise ScriptError(
+            f"the training data holds only one text, too little to hold out {percentage}% of it for validation: "
+            "give --validation_file, or --validation_split_percentage 0 to train without evaluation."
+        )
+    cut = len(train) - max(1, len(train) * percentage // 100)
+    return train.select(range(cut)), train.select(range(cut, len(train)))
