@@ -317,6 +317,7 @@ def check_split_possible(num_rows: int, percentage: int) -> None:
 
 
 def require_column(dataset: datasets.Dataset, column: str, split: str, option: str) -> None:
+    """Refuse a split without `column`, naming its columns and the `option` that picks another."""
     if column not in dataset.column_names:
         raise ScriptError(
             f"the {split} data has no column {column!r} (its columns: {', '.join(dataset.column_names)}): "
@@ -325,6 +326,7 @@ def require_column(dataset: datasets.Dataset, column: str, split: str, option: s
 
 
 def check_text_column(dataset: datasets.Dataset, column: str, split: str) -> None:
+    """Refuse a text column that holds something else than text, or an empty text."""
     feature = dataset.features[column]
     if not (isinstance(feature, datasets.Value) and feature.dtype in ("string", "large_string")):
         kind = feature.dtype if isinstance(feature, datasets.Value) else type(feature).__name__

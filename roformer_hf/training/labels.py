@@ -152,6 +152,7 @@ def sorted_label_names(values: set) -> list[str]:
 
 
 def labels_of(dataset: datasets.Dataset, column: str, problem_type: str) -> set:
+    """Every label that occurs in `column` (for multi-label: in any of its lists)."""
     values = dataset[column]
     if problem_type == MULTI_LABEL:
         if not all(isinstance(value, list) for value in values):
@@ -271,6 +272,7 @@ def check_label_change(model_args: ModelArguments, label_info: LabelInfo) -> Non
 
 
 def describe_labels(problem_type: str, label_names: list[str]) -> str:
+    """A task's labels in words, for messages: `2 labels (civil, criminal)` or `scores (regression)`."""
     if problem_type == REGRESSION:
         return "scores (regression)"
     return f"{len(label_names)} labels ({', '.join(label_names)})"
