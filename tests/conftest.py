@@ -1,5 +1,6 @@
 """Shared fixtures: where the real data lives and a tiny configuration every test can afford."""
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -129,3 +130,12 @@ def assert_padding_changes_nothing(model: torch.nn.Module) -> None:
         expected = model(input_ids).last_hidden_state
         actual = model(padded, attention_mask=mask).last_hidden_state[:, :9]
     torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def cail_rows(data_dir) -> list[dict]:
+    """60 CAIL court texts, the first 30 civil and the first 30 criminal cases."""
+    lines = (data_dir / "cls" / "cail2019_domain.jsonl").read_text(encoding="utf-8").splitlines()
+    rows = [json.loads(line) for line in lines]
+    civil = [row for row in rows if row["label"] == "civil"][:30]
+    return civil + [row for row in rows if row["label"] == "criminal"][:30]

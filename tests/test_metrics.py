@@ -11,9 +11,10 @@ import pytest
 from sklearn.metrics import accuracy_score, f1_score, mean_absolute_error, mean_squared_error
 from transformers import EvalPrediction
 
-import run_classification
 import run_mlm
 from roformer_hf import metrics
+from roformer_hf.training.classification_scores import compute_task_metrics
+from roformer_hf.training.labels import SINGLE_LABEL
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -80,7 +81,7 @@ def test_scripts_report_the_metrics_scikit_learn_gives(classes):
     """The names and numbers the scripts reported when they called scikit-learn themselves."""
     predictions, references = classes
     logits = np.eye(5)[predictions]
-    single = run_classification.compute_task_metrics(logits, references, run_classification.SINGLE_LABEL)
+    single = compute_task_metrics(logits, references, SINGLE_LABEL)
     assert single == {
         "accuracy": pytest.approx(accuracy_score(references, predictions)),
         "f1_macro": pytest.approx(f1_score(references, predictions, average="macro")),

@@ -1,8 +1,8 @@
-"""Tests of run_classification.py: the pure long-document functions, then short end-to-end runs on tiny models
-(single-label, multi-label, regression, chunking, head_tail truncation, pairs) and the bad inputs."""
+"""Tests of run_classification.py: short end-to-end runs on tiny models (single-label, multi-label, regression,
+chunking, head_tail truncation, pairs) and the bad inputs. The functions it uses from roformer_hf/training are tested
+in test_long_documents.py, test_labels.py and test_classification_scores.py."""
 
 import csv
-import itertools
 import json
 import logging
 import os
@@ -16,27 +16,11 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from conftest import TINY
 
 import run_classification
 from roformer_hf.training.errors import ScriptError
-from run_classification import (
-    MULTI_LABEL,
-    REGRESSION,
-    SINGLE_LABEL,
-    DataArguments,
-    LabelInfo,
-    add_special_tokens,
-    compute_task_metrics,
-    encode_batch,
-    first_per_document,
-    logits_to_scores,
-    pool_chunk_logits,
-    prediction_records,
-    split_into_windows,
-    truncate_pair,
-    truncate_token_ids,
-)
+from roformer_hf.training.labels import MULTI_LABEL, REGRESSION, SINGLE_LABEL
+from roformer_hf.training.long_documents import split_into_windows
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TINY_MODEL = "hidden_size=32,num_hidden_layers=2,num_attention_heads=2,intermediate_size=64"
@@ -44,203 +28,10 @@ TINY_MODEL = "hidden_size=32,num_hidden_layers=2,num_attention_heads=2,intermedi
 # cannot pass by accident.
 DISTINCT_TINY_MODEL = TINY_MODEL + ",initializer_range=0.5"
 
-# ----------------------------------------------------------------------------------------------------------------
-# Truncation, windows, special tokens
-# ----------------------------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("side", "expected"),
-    [("head", [0, 1, 2, 3, 4, 5, 6, 7]), ("tail", [2, 3, 4, 5, 6, 7, 8, 9]), ("head_tail", [0, 1, 4, 5, 6, 7, 8, 9])],
-)
-def test_truncate_token_ids(side, expected):
-    assert truncate_token_ids(range(10), 8, side) == expected
-    assert truncate_token_ids(range(5), 8, side) == [0, 1, 2, 3, 4]
-
-
-def test_truncate_token_ids_rejects_unknown_side():
-    with pytest.raises(ValueError, match="head_tail"):
-        truncate_token_ids(range(10), 4, "middle")
-
-
-@pytest.mark.parametrize(
-    ("first_length", "second_length", "expected_lengths"),
-    [(3, 4, (3, 4)), (3, 20, (3, 7)), (20, 3, (7, 3)), (20, 20, (5, 5)), (9, 9, (5, 5))],
-)
-def test_truncate_pair_budget(first_length, second_length, expected_lengths):
-    first, second = truncate_pair(list(range(first_length)), list(range(100, 100 + second_length)), 10)
-    assert (len(first), len(second)) == expected_lengths
-    assert first == list(range(len(first))) and second == list(range(100, 100 + len(second)))
-
-
-def test_truncate_pair_applies_the_side_to_both_texts():
-    first, second = truncate_pair(list(range(20)), list(range(100, 120)), 8, "tail")
-    assert first == [16, 17, 18, 19] and second == [116, 117, 118, 119]
-
-
-def test_split_into_windows_golden():
-    assert split_into_windows(range(10), 4, 1) == [[0, 1, 2, 3], [3, 4, 5, 6], [6, 7, 8, 9]]
-    # The last window moves back to end on the last token: [6..9] instead of [8, 9].
-    assert split_into_windows(range(10), 4, 0) == [[0, 1, 2, 3], [4, 5, 6, 7], [6, 7, 8, 9]]
-    assert split_into_windows(range(3), 4, 2) == [[0, 1, 2]]
-    assert split_into_windows([], 4, 2) == [[]]
-
-
-@pytest.mark.parametrize("length", [1, 7, 8, 9, 50, 101])
-@pytest.mark.parametrize(("window_length", "stride"), [(8, 0), (8, 3), (8, 7), (16, 4)])
-def test_split_into_windows_covers_the_document(length, window_length, stride):
-    windows = split_into_windows(list(range(length)), window_length, stride)
-    assert sorted({token for window in windows for token in window}) == list(range(length))
-    assert all(len(window) == min(window_length, length) for window in windows)
-    for previous, current in itertools.pairwise(windows[:-1]):  # all but the last window overlap by `stride`
-        assert current[0] == previous[0] + window_length - stride
-
-
-def test_add_special_tokens():
-    assert add_special_tokens([5, 6], None, 101, 102) == {"input_ids": [101, 5, 6, 102], "token_type_ids": [0] * 4}
-    assert add_special_tokens([5], [7, 8], 101, 102) == {
-        "input_ids": [101, 5, 102, 7, 8, 102],
-        "token_type_ids": [0, 0, 0, 1, 1, 1],
-    }
-
 
 # ----------------------------------------------------------------------------------------------------------------
-# Pooling, scores, metrics, prediction records
+# The real tokenizer, and court documents of two classes
 # ----------------------------------------------------------------------------------------------------------------
-
-WINDOW_LOGITS = np.array([[1.0, 0.0], [3.0, -2.0], [0.0, 5.0], [2.0, 2.0], [-1.0, 4.0]])
-WINDOW_DOCUMENTS = [0, 0, 1, 2, 2]
-
-
-def test_pool_chunk_logits_mean_and_max_by_hand():
-    mean = pool_chunk_logits(WINDOW_LOGITS, WINDOW_DOCUMENTS, "mean")
-    np.testing.assert_allclose(mean, [[2.0, -1.0], [0.0, 5.0], [0.5, 3.0]])
-    maximum = pool_chunk_logits(WINDOW_LOGITS, WINDOW_DOCUMENTS, "max")
-    np.testing.assert_allclose(maximum, [[3.0, 0.0], [0.0, 5.0], [2.0, 4.0]])
-
-
-def test_pool_chunk_logits_ignores_window_order():
-    order = [4, 2, 0, 3, 1]
-    shuffled = pool_chunk_logits(WINDOW_LOGITS[order], np.array(WINDOW_DOCUMENTS)[order], "mean")
-    np.testing.assert_allclose(shuffled, pool_chunk_logits(WINDOW_LOGITS, WINDOW_DOCUMENTS, "mean"))
-
-
-def test_pool_chunk_logits_rejects_a_document_without_windows():
-    with pytest.raises(ValueError, match="no window"):
-        pool_chunk_logits(WINDOW_LOGITS, [0, 0, 2, 2, 2], "mean")
-    with pytest.raises(ValueError, match="document ids"):
-        pool_chunk_logits(WINDOW_LOGITS, [0, 1], "max")
-
-
-def test_first_per_document():
-    np.testing.assert_array_equal(first_per_document(np.array([7, 7, 3, 5, 5]), WINDOW_DOCUMENTS), [7, 3, 5])
-
-
-def test_logits_to_scores():
-    probabilities = logits_to_scores(np.array([[0.0, np.log(3.0)]]), SINGLE_LABEL)
-    np.testing.assert_allclose(probabilities, [[0.25, 0.75]])
-    np.testing.assert_allclose(logits_to_scores(np.array([[0.0, np.log(3.0)]]), MULTI_LABEL), [[0.5, 0.75]])
-    np.testing.assert_allclose(logits_to_scores(np.array([[2.5], [-1.0]]), REGRESSION), [2.5, -1.0])
-
-
-def test_compute_task_metrics_golden():
-    single = compute_task_metrics(
-        np.array([[2.0, 0.0], [0.0, 1.0], [3.0, 1.0], [0.0, 2.0]]), [0, 1, 1, 1], SINGLE_LABEL
-    )
-    assert single["accuracy"] == pytest.approx(0.75)
-    assert single["f1_macro"] == pytest.approx((2 / 3 + 0.8) / 2)
-    multi = compute_task_metrics(np.array([[1.0, -1.0], [1.0, 1.0]]), np.array([[1, 0], [1, 0]]), MULTI_LABEL)
-    assert multi["accuracy"] == pytest.approx(0.5) and multi["f1_micro"] == pytest.approx(0.8)
-    regression = compute_task_metrics(np.array([[1.0], [2.0], [4.0]]), np.array([1.0, 3.0, 4.0]), REGRESSION)
-    assert regression["mse"] == pytest.approx(1 / 3) and regression["mae"] == pytest.approx(1 / 3)
-
-
-def test_prediction_records():
-    info = LabelInfo(SINGLE_LABEL, ["civil", "criminal"])
-    records = prediction_records(np.array([[0.0, np.log(3.0)], [1.0, 0.0]]), info)
-    assert records[0]["prediction"] == "criminal" and records[1]["prediction"] == "civil"
-    assert records[0]["scores"] == pytest.approx({"civil": 0.25, "criminal": 0.75})
-    multi = prediction_records(np.array([[2.0, -2.0, 1.0]]), LabelInfo(MULTI_LABEL, ["a", "b", "c"]))
-    assert multi[0]["prediction"] == ["a", "c"]
-    assert prediction_records(np.array([[0.5]]), LabelInfo(REGRESSION, [])) == [{"id": 1, "prediction": 0.5}]
-
-
-def test_accuracy_is_printed_beside_chance():
-    line = run_classification.accuracy_against_chance(np.array([0, 1, 1, 1]), np.array([0, 1, 1, 0]), "eval")
-    assert line == "validation accuracy: 0.750 on 4 documents (always answering their most frequent label: 0.750)"
-
-
-def test_prediction_records_carry_the_id_and_the_gold_label():
-    """The predicted label goes under `prediction`; `label` is the gold column's name, kept for the gold label."""
-    info = LabelInfo(SINGLE_LABEL, ["civil", "criminal"])
-    logits = np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 0.0]])
-    numbered = prediction_records(logits, info)
-    assert [list(record) for record in numbered] == [["id", "prediction", "scores"]] * 3
-    assert [record["id"] for record in numbered] == [1, 2, 3]  # rows of the file, from 1
-    with_gold = prediction_records(logits, info, ids=["a7", "b2", "c9"], gold_labels=["criminal", "criminal", "civil"])
-    assert [(r["id"], r["prediction"], r["label"]) for r in with_gold] == [
-        ("a7", "criminal", "criminal"),
-        ("b2", "civil", "criminal"),
-        ("c9", "civil", "civil"),
-    ]
-    regression = prediction_records(np.array([[0.5]]), LabelInfo(REGRESSION, []), ids=[4], gold_labels=[0.7])
-    assert regression == [{"id": 4, "prediction": 0.5, "label": 0.7}]
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Preprocessing with the real tokenizer
-# ----------------------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def cail_rows(data_dir) -> list[dict]:
-    lines = (data_dir / "cls" / "cail2019_domain.jsonl").read_text(encoding="utf-8").splitlines()
-    rows = [json.loads(line) for line in lines]
-    return [row for row in rows if row["label"] == "civil"][:30] + [row for row in rows if row["label"] == "criminal"][
-        :30
-    ]
-
-
-def encode_one(tokenizer, text, data_args, pair=None) -> dict:
-    batch = {"text": [text], "label": ["civil"], **({"pair": [pair]} if pair is not None else {})}
-    return encode_batch(batch, [0], tokenizer, LabelInfo(SINGLE_LABEL, ["civil", "criminal"]), data_args)
-
-
-def test_head_tail_truncation_keeps_the_start_and_the_end(tokenizer, cail_rows):
-    text = cail_rows[0]["text"]
-    token_ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    assert len(token_ids) > 64
-    encoded = encode_one(tokenizer, text, DataArguments(max_seq_length=66, truncation_side="head_tail"))
-    # 64 tokens besides [CLS] and [SEP]: the first 16 and the last 48.
-    expected = [tokenizer.cls_token_id, *token_ids[:16], *token_ids[-48:], tokenizer.sep_token_id]
-    assert encoded["input_ids"] == [expected] and encoded["labels"] == [0]
-
-
-def test_head_truncation_matches_the_tokenizer(tokenizer, cail_rows):
-    text = cail_rows[1]["text"]
-    encoded = encode_one(tokenizer, text, DataArguments(max_seq_length=40))
-    reference = tokenizer(text, truncation=True, max_length=40)
-    assert encoded["input_ids"][0] == reference["input_ids"]
-    assert encoded["token_type_ids"][0] == reference["token_type_ids"]
-
-
-def test_pair_encoding_matches_the_tokenizer(tokenizer, cail_rows):
-    text, casename = cail_rows[2]["text"][:30], cail_rows[2]["casename"]
-    encoded = encode_one(tokenizer, text, DataArguments(text_pair_column_name="pair"), pair=casename)
-    reference = tokenizer(text, casename)
-    assert encoded["input_ids"][0] == reference["input_ids"]
-    assert encoded["token_type_ids"][0] == reference["token_type_ids"]
-
-
-def test_chunk_encoding_covers_the_document(tokenizer, cail_rows):
-    text = cail_rows[3]["text"]
-    token_ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    data_args = DataArguments(max_seq_length=34, long_doc_strategy="chunk", chunk_stride=8)
-    encoded = encode_one(tokenizer, text, data_args)
-    windows = split_into_windows(token_ids, 32, 8)
-    assert len(windows) > 2
-    assert encoded["input_ids"] == [[tokenizer.cls_token_id, *window, tokenizer.sep_token_id] for window in windows]
-    assert encoded["document_index"] == [0] * len(windows) and encoded["labels"] == [0] * len(windows)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -633,23 +424,6 @@ def test_prediction_reuses_the_trained_input_settings(head_tail_run, tmp_path, c
     head = predict_with(checkpoint, test, tmp_path / "head", "--truncation_side", "head")
     assert "--truncation_side head differs from the head_tail" in caplog.text
     assert [record["scores"] for record in head] != [record["scores"] for record in remembered]  # the override won
-
-
-def test_resolve_input_settings_order():
-    """Command line first, then the checkpoint's saved settings, then the defaults."""
-    from roformer_hf import RoFormerConfig, RoFormerForSequenceClassification
-
-    config = RoFormerConfig(**TINY, classification_inputs={"max_seq_length": 48, "truncation_side": "tail"})
-    model = RoFormerForSequenceClassification(config)
-    not_given = dict.fromkeys(run_classification.INPUT_SETTINGS)
-    given = DataArguments(**{**not_given, "max_seq_length": 300, "long_doc_strategy": "chunk"})
-    resolved = run_classification.resolve_input_settings(given, model, "fine-tuned", training=False)
-    assert (resolved.max_seq_length, resolved.truncation_side, resolved.long_doc_strategy) == (300, "tail", "chunk")
-    assert (resolved.chunk_stride, resolved.chunk_pooling) == (128, "mean")
-    assert model.config.classification_inputs["max_seq_length"] == 300
-    given.chunk_stride = 150  # not less than half of 300: DataArguments' own check, now that the length is known
-    with pytest.raises(ScriptError, match="chunk_stride"):
-        run_classification.resolve_input_settings(given, model, "fine-tuned", training=False)
 
 
 def test_saved_tokenizer_truncates_to_the_fine_tuned_length(single_label_run, cail_rows):

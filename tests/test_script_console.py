@@ -132,7 +132,7 @@ def test_demo_outputs_go_to_their_own_folders():
     assert run_mlm.DEMO_ARGUMENTS[run_mlm.DEMO_ARGUMENTS.index("--output_dir") + 1] == "outputs/run_mlm"
     classification_args = run_classification.parse_args(CLASSIFICATION_ARGUMENTS)[2]
     assert classification_args.output_dir == "outputs/run_classification"
-    demo = run_classification.DEFAULT_ARGV
+    demo = run_classification.DEMO_ARGUMENTS
     assert demo[demo.index("--output_dir") + 1] == "outputs/run_classification"
 
 

@@ -1,0 +1,175 @@
+"""
+What run_classification.py makes of a classifier's logits: the document logits and metrics of a split (computed
+offline by `roformer_hf.metrics`), probabilities, the records of predictions.jsonl, a confusion matrix and the
+accuracy set beside chance.
+"""
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import datasets
+import evaluate
+import numpy as np
+from transformers import EvalPrediction, Trainer
+
+from roformer_hf.metrics import load as load_metric
+from roformer_hf.training.labels import MULTI_LABEL, REGRESSION, SINGLE_LABEL, LabelInfo
+from roformer_hf.training.long_documents import DocumentReading, pool_documents
+from roformer_hf.training.run_outputs import atomic_path, save_metrics
+
+SPLIT_NAMES = {"eval": "validation", "test": "test"}
+
+
+def run_inference(
+    trainer: Trainer, dataset: datasets.Dataset, label_info: LabelInfo, data_args: DocumentReading, prefix: str
+) -> tuple[np.ndarray, np.ndarray | None, dict[str, float]]:
+    """
+    Document logits of one split (window logits pooled under the chunk strategy), the document labels (None when
+    the split has none) and the split's metrics, named `{prefix}_...`.
+    """
+    metrics_of_eval_split, trainer.compute_metrics = trainer.compute_metrics, None  # its windows differ from these
+    try:
+        output = trainer.predict(dataset, metric_key_prefix=prefix)
+    finally:
+        trainer.compute_metrics = metrics_of_eval_split
+    logits, labels = output.predictions, output.label_ids
+    if data_args.long_doc_strategy == "chunk":
+        logits, labels = pool_documents(logits, labels, list(dataset["document_index"]), data_args.chunk_pooling)
+    metrics = {**output.metrics, f"{prefix}_samples": len(logits)}
+    if labels is not None:
+        task_metrics = compute_task_metrics(logits, labels, label_info.problem_type)
+        metrics.update({f"{prefix}_{name}": value for name, value in task_metrics.items()})
+    return logits, labels, metrics
+
+
+def report_split(
+    trainer: Trainer, logits: np.ndarray, labels: np.ndarray | None, metrics: dict, label_info: LabelInfo, split: str
+) -> None:
+    """Log and save a split's metrics; draw its confusion matrix (single-label with labels)."""
+    trainer.log_metrics(split, metrics)
+    save_metrics(trainer, split, metrics)
+    if labels is not None and label_info.problem_type == SINGLE_LABEL and trainer.is_world_process_zero():
+        path = Path(trainer.args.output_dir) / f"confusion_matrix_{split}.png"
+        save_confusion_matrix(labels, np.argmax(logits, axis=-1), label_info.label_names, path)
+        print(accuracy_against_chance(labels, np.argmax(logits, axis=-1), split))
+
+
+def logits_to_scores(logits: np.ndarray, problem_type: str) -> np.ndarray:
+    """Softmax probabilities (single-label), sigmoid probabilities (multi-label) or the value (regression)."""
+    logits = np.asarray(logits, dtype=np.float64)
+    if problem_type == SINGLE_LABEL:
+        shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        return shifted / shifted.sum(axis=-1, keepdims=True)
+    if problem_type == MULTI_LABEL:
+        return 1.0 / (1.0 + np.exp(-logits))
+    return logits[:, 0]
+
+
+def compute_task_metrics(logits: np.ndarray, labels: np.ndarray, problem_type: str) -> dict[str, float]:
+    """
+    Metrics of one split, computed offline by roformer_hf's `evaluate` modules (`roformer_hf.metrics`, scikit-learn
+    underneath).
+
+    Single-label: accuracy and macro-F1. Multi-label (a label is on when its sigmoid is above 0.5): exact-match
+    accuracy, micro- and macro-F1. Regression: mean squared and absolute error, Pearson correlation.
+    """
+    if problem_type == SINGLE_LABEL:
+        accuracy_and_f1 = evaluate.combine([load_metric("accuracy"), load_metric("f1")])
+        return accuracy_and_f1.compute(predictions=np.argmax(logits, axis=-1), references=labels)
+    if problem_type == MULTI_LABEL:
+        predicted, labels = (np.asarray(logits) > 0).astype(int), np.asarray(labels).astype(int)
+        f1 = load_metric("f1", "multilabel")
+        return {
+            **load_metric("accuracy", "multilabel").compute(predictions=predicted, references=labels),
+            **f1.compute(predictions=predicted, references=labels, average="micro", zero_division=0),
+            **f1.compute(predictions=predicted, references=labels, average="macro", zero_division=0),
+        }
+    regression = load_metric("regression")
+    return regression.compute(predictions=np.asarray(logits).reshape(-1), references=np.asarray(labels).reshape(-1))
+
+
+def make_compute_metrics(label_info: LabelInfo, document_ids: Sequence[int] | None, pooling: str):
+    """The Trainer's `compute_metrics` for one evaluation split: pools window logits per document first."""
+
+    def compute_metrics(prediction: EvalPrediction) -> dict[str, float]:
+        logits, labels = prediction.predictions, prediction.label_ids
+        if document_ids is not None:
+            logits, labels = pool_documents(logits, labels, document_ids, pooling)
+        return compute_task_metrics(logits, labels, label_info.problem_type)
+
+    return compute_metrics
+
+
+def prediction_records(
+    logits: np.ndarray,
+    label_info: LabelInfo,
+    ids: Sequence[Any] | None = None,
+    gold_labels: Sequence[Any] | None = None,
+) -> list[dict[str, Any]]:
+    """
+    One record per document: its `id`, the `prediction` (a label name; a list of names for multi-label; the value
+    for regression), for classification the probability of every label in `scores`, and the gold `label` when the
+    data has one.
+
+    Args:
+        logits (`np.ndarray` of shape `(num_documents, num_labels)`): the document logits.
+        label_info (`LabelInfo`): the task and its label names.
+        ids (`Sequence`, *optional*): the documents' ids; `None` numbers them from 1, as the rows of their file.
+        gold_labels (`Sequence`, *optional*): the documents' labels as the data gives them.
+    """
+    scores = logits_to_scores(logits, label_info.problem_type)
+    ids = range(1, len(scores) + 1) if ids is None else ids
+    records = []
+    for row, (document_id, document_scores) in enumerate(zip(ids, scores, strict=True)):
+        record: dict[str, Any] = {"id": document_id}
+        if label_info.problem_type == REGRESSION:
+            record["prediction"] = float(document_scores)
+        else:
+            record["prediction"] = predicted_labels(document_scores, label_info)
+            record["scores"] = dict(zip(label_info.label_names, map(float, document_scores), strict=True))
+        if gold_labels is not None:
+            record["label"] = gold_labels[row]
+        records.append(record)
+    return records
+
+
+def predicted_labels(scores: np.ndarray, label_info: LabelInfo) -> str | list[str]:
+    """The label of highest probability, or for multi-label every label whose probability is above 0.5."""
+    if label_info.problem_type == MULTI_LABEL:
+        return [name for name, score in zip(label_info.label_names, scores, strict=True) if score > 0.5]
+    return label_info.label_names[int(np.argmax(scores))]
+
+
+def save_confusion_matrix(labels: np.ndarray, predictions: np.ndarray, label_names: list[str], path: Path) -> None:
+    """Draw the confusion matrix of single-label predictions (rows: true label, columns: predicted) into a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from sklearn.metrics import ConfusionMatrixDisplay, confusion_matrix
+
+    matrix = confusion_matrix(labels, predictions, labels=list(range(len(label_names))))
+    size = min(4 + 0.5 * len(label_names), 40)
+    figure, axes = plt.subplots(figsize=(size, size))
+    ConfusionMatrixDisplay(matrix, display_labels=label_names).plot(
+        ax=axes, colorbar=False, xticks_rotation="vertical"
+    )
+    figure.tight_layout()
+    with atomic_path(path) as temporary:
+        figure.savefig(temporary, dpi=100)
+    plt.close(figure)
+
+
+def accuracy_against_chance(labels: np.ndarray, predictions: np.ndarray, split: str) -> str:
+    """
+    One line that sets the accuracy beside what always answering the split's most frequent label scores, so that a
+    reader sees whether the classifier learned anything.
+    """
+    labels, predictions = np.asarray(labels), np.asarray(predictions)
+    accuracy = float((labels == predictions).mean())
+    chance = np.bincount(labels).max() / len(labels)
+    return (
+        f"{SPLIT_NAMES.get(split, split)} accuracy: {accuracy:.3f} on {len(labels)} documents (always answering "
+        f"their most frequent label: {chance:.3f})"
+    )

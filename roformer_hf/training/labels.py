@@ -1,0 +1,290 @@
+"""
+The labels of run_classification.py: the checks of a label column, the problem type inferred from it, the label
+maps taken from the training data or from a fine-tuned checkpoint, and the training target of one label.
+"""
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import datasets
+
+from roformer_hf.training.building import build_config
+from roformer_hf.training.cli import ModelArguments
+from roformer_hf.training.errors import ScriptError
+
+logger = logging.getLogger(__name__)
+
+SINGLE_LABEL, MULTI_LABEL, REGRESSION = "single_label_classification", "multi_label_classification", "regression"
+
+
+@dataclass
+class LabelInfo:
+    """The task: its problem type and its label names in id order (empty for regression)."""
+
+    problem_type: str
+    label_names: list[str]
+
+    @property
+    def num_labels(self) -> int:
+        return 1 if self.problem_type == REGRESSION else len(self.label_names)
+
+    @property
+    def label2id(self) -> dict[str, int]:
+        return {name: index for index, name in enumerate(self.label_names)}
+
+    def config_fields(self) -> dict[str, Any]:
+        """What the classifier's config says of the task: the number of labels, the problem type, the label maps."""
+        fields: dict[str, Any] = {"num_labels": self.num_labels, "problem_type": self.problem_type}
+        if self.label_names:
+            fields.update(id2label=dict(enumerate(self.label_names)), label2id=self.label2id)
+        return fields
+
+
+# --- Reading and checking a label column ---
+
+
+def parse_number(text: str | None) -> int | float | None:
+    """The number a CSV cell holds (an int when written without a point), or `None` for a name or an empty cell."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+def read_csv_numbers(dataset: datasets.Dataset, column: str, source: str) -> datasets.Dataset:
+    """
+    The CSV label `column` as numbers when every label is a number (ids, or scores where NaN and inf are numbers
+    too, refused later), as names when none is; a column mixing them is refused, as in JSON data.
+    """
+    feature = dataset.features.get(column)
+    if not (isinstance(feature, datasets.Value) and feature.dtype in ("string", "large_string")):
+        return dataset  # read as numbers by pandas already, or absent
+    labels = dataset[column]
+    numbers = [parse_number(label) for label in labels]
+    given = [row for row, label in enumerate(labels) if label is not None]
+    numeric = [row for row in given if numbers[row] is not None]
+    if not numeric:
+        return dataset
+    if len(numeric) < len(given):
+        named = next(row for row in given if numbers[row] is None)
+        raise ScriptError(
+            f"the labels in column {column!r} of {source} mix names and numbers (data row {named + 1} holds "
+            f"{labels[named]!r}, data row {numeric[0] + 1} holds {labels[numeric[0]]!r}): write every label the same "
+            "way: all names or all numbers."
+        )
+    return dataset.remove_columns(column).add_column(column, numbers)
+
+
+def check_label_column(dataset: datasets.Dataset, column: str, split: str, source: str) -> None:
+    """
+    Every row of a split has a label, all labels are of one kind, and no number is NaN or infinite; `source` names
+    the split's file for error messages (`--train_file data/train.jsonl`).
+    """
+    missing = [row for row, label in enumerate(dataset[column]) if label is None]
+    if missing:
+        raise ScriptError(
+            f"{len(missing)} rows of the {split} data have no {column!r} (the first is data row {missing[0] + 1} of "
+            "the file): label them or remove them."
+        )
+    check_label_kinds(dataset[column], column, split)
+    check_finite_labels(dataset[column], column, source)
+
+
+def check_finite_labels(labels: Sequence[Any], column: str, source: str) -> None:
+    """Refuse a NaN or infinite label (JSON reads NaN and Infinity): a regression on it trains a model of NaNs."""
+    for row, label in enumerate(labels):
+        for value in label if isinstance(label, list) else [label]:
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ScriptError(
+                    f"{source}: data row {row + 1} has the label {value} in column {column!r}, which is not a finite "
+                    "number: give every row a finite number, or remove the row."
+                )
+
+
+def label_kind(value: Any) -> str:
+    """What kind of label a value is, in words: a list, an object, a true/false value, a number or a name."""
+    if isinstance(value, list):
+        return "lists"
+    if isinstance(value, dict):
+        return "objects"
+    if isinstance(value, bool):
+        return "true/false values"
+    return "numbers" if isinstance(value, (int, float)) else "names"
+
+
+def check_label_kinds(labels: Sequence[Any], column: str, split: str) -> None:
+    """
+    Refuse a label column that mixes kinds: names with lists (single- and multi-label) cannot be one task, and ids
+    with names (`1` and `"civil"`) would silently become classes named "1" and "civil".
+    """
+    first_of_kind: dict[str, int] = {}
+    for row, label in enumerate(labels):
+        first_of_kind.setdefault(label_kind(label), row)
+        if len(first_of_kind) > 1:
+            (kind_a, row_a), (kind_b, row_b) = list(first_of_kind.items())[:2]
+            raise ScriptError(
+                f"the labels in column {column!r} of the {split} data mix {kind_a} and {kind_b} (data row "
+                f"{row_a + 1} holds {labels[row_a]!r}, data row {row_b + 1} holds {labels[row_b]!r}): write every "
+                "label the same way: all names, all ids, or all lists of them (multi-label)."
+            )
+
+
+# --- The task and its label maps ---
+
+
+def infer_problem_type(feature: datasets.features.features.FeatureType) -> str:
+    """A list of labels is multi-label, a float is regression, anything else (names, ids) single-label."""
+    if isinstance(feature, (datasets.List, datasets.Sequence)):
+        return MULTI_LABEL
+    if isinstance(feature, datasets.Value) and feature.dtype.startswith("float"):
+        return REGRESSION
+    return SINGLE_LABEL
+
+
+def sorted_label_names(values: set) -> list[str]:
+    """Label names in a stable order: numerically for ids, alphabetically for names."""
+    if all(isinstance(value, int) for value in values):
+        return [str(value) for value in sorted(values)]
+    return sorted(str(value) for value in values)
+
+
+def labels_of(dataset: datasets.Dataset, column: str, problem_type: str) -> set:
+    """Every label that occurs in `column` (for multi-label: in any of its lists)."""
+    values = dataset[column]
+    if problem_type == MULTI_LABEL:
+        if not all(isinstance(value, list) for value in values):
+            raise ScriptError(f"multi-label data needs a list of labels in every row of {column!r}.")
+        return {label for value in values for label in value}
+    return set(values)
+
+
+def build_label_maps(
+    raw_datasets: datasets.DatasetDict, column: str, problem_type: str, model_args: ModelArguments
+) -> LabelInfo:
+    """
+    The task and its labels: from the training data when training, else from the fine-tuned checkpoint. The labels
+    of the other splits must all be known.
+
+    Args:
+        raw_datasets (`datasets.DatasetDict`): the splits of the run, as read from their files.
+        column (`str`): the label column (`--label_column_name`).
+        problem_type (`str`): `--problem_type`, `"auto"` to infer it from the training labels.
+        model_args (`ModelArguments`): where the fine-tuned checkpoint is, when there is no training data.
+    """
+    if "train" in raw_datasets:
+        label_info = label_info_from_data(raw_datasets["train"], column, problem_type)
+    else:
+        label_info = label_info_from_checkpoint(model_args)
+    for split, dataset in raw_datasets.items():
+        if column in dataset.column_names:
+            check_known_labels(dataset, column, split, label_info)
+    return label_info
+
+
+def check_known_labels(dataset: datasets.Dataset, column: str, split: str, label_info: LabelInfo) -> None:
+    """A number in every row for regression; else only labels of `label_info`."""
+    if label_info.problem_type == REGRESSION:
+        if not all(isinstance(value, (int, float)) for value in dataset[column]):
+            raise ScriptError(f"regression needs a number in every row of {column!r} ({split} data).")
+        return
+    unseen = {str(label) for label in labels_of(dataset, column, label_info.problem_type)} - set(
+        label_info.label_names
+    )
+    if unseen:
+        raise ScriptError(
+            f"the {split} data has labels never seen in training: {', '.join(sorted(unseen)[:10])}. "
+            "Add examples of them to the training data or remove those rows."
+        )
+
+
+def label_info_from_data(train_dataset: datasets.Dataset, column: str, problem_type: str) -> LabelInfo:
+    """The problem type (`--problem_type` or inferred from the labels) and the sorted label names of training."""
+    if problem_type == "auto":
+        problem_type = infer_problem_type(train_dataset.features[column])
+        check_not_whole_floats(train_dataset[column], column, problem_type)
+    if problem_type == REGRESSION:
+        return LabelInfo(REGRESSION, [])
+    label_names = sorted_label_names(labels_of(train_dataset, column, problem_type))
+    if problem_type == SINGLE_LABEL and len(label_names) < 2:
+        raise ScriptError(
+            f"the training data has one class only ({label_names[0]!r} is the label of every example): a classifier "
+            "needs examples of at least two classes; add examples of another class."
+        )
+    if not label_names:
+        raise ScriptError(f"no training example has a label in {column!r}: every list of labels is empty.")
+    return LabelInfo(problem_type, label_names)
+
+
+def check_not_whole_floats(labels: Sequence[Any], column: str, problem_type: str) -> None:
+    """
+    Refuse to guess the task from labels that are all whole numbers written as floats (0.0, 1.0): class ids saved
+    by pandas or numpy look so as often as scores do, and regression on classes trains silently.
+    """
+    if problem_type == REGRESSION and all(float(label).is_integer() for label in labels):
+        values = sorted(set(labels))
+        examples = ", ".join(map(str, values[:3])) + (", ..." if len(values) > 3 else "")
+        raise ScriptError(
+            f"the labels in column {column!r} are whole numbers written as floats ({examples}), which may be "
+            "class ids or scores: say which with --problem_type single_label_classification (classes) or "
+            "--problem_type regression (scores)."
+        )
+
+
+def label_info_from_checkpoint(model_args: ModelArguments) -> LabelInfo:
+    """The labels of a fine-tuned classifier, for --do_eval / --do_predict without --do_train."""
+    if model_args.model_name_or_path is None:
+        raise ScriptError("without --do_train, give the fine-tuned model to evaluate with --model_name_or_path.")
+    config = build_config(model_args)
+    if config.problem_type is None:
+        raise ScriptError(
+            f"{model_args.model_name_or_path} is not a classifier fine-tuned by this script (its config names no "
+            "problem_type): add --do_train and a --train_file."
+        )
+    if config.problem_type == REGRESSION:
+        return LabelInfo(REGRESSION, [])
+    return LabelInfo(config.problem_type, [config.id2label[index] for index in range(config.num_labels)])
+
+
+def check_label_change(model_args: ModelArguments, label_info: LabelInfo) -> None:
+    """
+    A classifier fine-tuned on other labels than the data's: its head has another shape, so it is refused, or with
+    `--ignore_mismatched_sizes` started afresh for the new labels, with a warning naming both label sets. (A head of
+    as many labels is fine-tuned as it is: the label names are the data's.)
+    """
+    saved = build_config(model_args)
+    if saved.problem_type is None or saved.num_labels == label_info.num_labels:
+        return  # a pretrained encoder (no head yet), or a head of the right shape
+    old = describe_labels(saved.problem_type, [saved.id2label[index] for index in range(saved.num_labels)])
+    new = describe_labels(label_info.problem_type, label_info.label_names)
+    if not model_args.ignore_mismatched_sizes:
+        raise ScriptError(
+            f"--model_name_or_path {model_args.model_name_or_path} is a classifier of {old}, but the data has {new}: "
+            "add --ignore_mismatched_sizes to start a new classification head for these labels (the encoder is "
+            "kept), or give data of the checkpoint's labels."
+        )
+    logger.warning(
+        f"the classification head of {model_args.model_name_or_path} ({old}) is started afresh for {new} "
+        "(--ignore_mismatched_sizes); the encoder is kept."
+    )
+
+
+def describe_labels(problem_type: str, label_names: list[str]) -> str:
+    """A task's labels in words, for messages: `2 labels (civil, criminal)` or `scores (regression)`."""
+    if problem_type == REGRESSION:
+        return "scores (regression)"
+    return f"{len(label_names)} labels ({', '.join(label_names)})"
+
+
+def encode_label(value: Any, label_info: LabelInfo) -> int | float | list[float]:
+    """The training target of one example: a class id, a multi-hot vector or a float."""
+    if label_info.problem_type == REGRESSION:
+        return float(value)
+    if label_info.problem_type == MULTI_LABEL:
+        on = {str(label) for label in value}
+        return [1.0 if name in on else 0.0 for name in label_info.label_names]
+    return label_info.label2id[str(value)]

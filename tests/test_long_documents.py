@@ -1,0 +1,184 @@
+"""Tests of roformer_hf/training/long_documents.py: truncation, windows, special tokens, the pooling of window
+logits, the encoding of a batch with the real tokenizer, and which input settings a run uses."""
+
+import itertools
+
+import numpy as np
+import pytest
+from conftest import TINY
+
+from roformer_hf.training.errors import ScriptError
+from roformer_hf.training.labels import SINGLE_LABEL, LabelInfo
+from roformer_hf.training.long_documents import (
+    INPUT_SETTINGS,
+    add_special_tokens,
+    encode_batch,
+    first_per_document,
+    pool_chunk_logits,
+    resolve_input_settings,
+    split_into_windows,
+    truncate_pair,
+    truncate_token_ids,
+)
+from run_classification import DataArguments
+
+# ----------------------------------------------------------------------------------------------------------------
+# Truncation, windows, special tokens
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("side", "expected"),
+    [("head", [0, 1, 2, 3, 4, 5, 6, 7]), ("tail", [2, 3, 4, 5, 6, 7, 8, 9]), ("head_tail", [0, 1, 4, 5, 6, 7, 8, 9])],
+)
+def test_truncate_token_ids(side, expected):
+    assert truncate_token_ids(range(10), 8, side) == expected
+    assert truncate_token_ids(range(5), 8, side) == [0, 1, 2, 3, 4]
+
+
+def test_truncate_token_ids_rejects_unknown_side():
+    with pytest.raises(ValueError, match="head_tail"):
+        truncate_token_ids(range(10), 4, "middle")
+
+
+@pytest.mark.parametrize(
+    ("first_length", "second_length", "expected_lengths"),
+    [(3, 4, (3, 4)), (3, 20, (3, 7)), (20, 3, (7, 3)), (20, 20, (5, 5)), (9, 9, (5, 5))],
+)
+def test_truncate_pair_budget(first_length, second_length, expected_lengths):
+    first, second = truncate_pair(list(range(first_length)), list(range(100, 100 + second_length)), 10)
+    assert (len(first), len(second)) == expected_lengths
+    assert first == list(range(len(first))) and second == list(range(100, 100 + len(second)))
+
+
+def test_truncate_pair_applies_the_side_to_both_texts():
+    first, second = truncate_pair(list(range(20)), list(range(100, 120)), 8, "tail")
+    assert first == [16, 17, 18, 19] and second == [116, 117, 118, 119]
+
+
+def test_split_into_windows_golden():
+    assert split_into_windows(range(10), 4, 1) == [[0, 1, 2, 3], [3, 4, 5, 6], [6, 7, 8, 9]]
+    # The last window moves back to end on the last token: [6..9] instead of [8, 9].
+    assert split_into_windows(range(10), 4, 0) == [[0, 1, 2, 3], [4, 5, 6, 7], [6, 7, 8, 9]]
+    assert split_into_windows(range(3), 4, 2) == [[0, 1, 2]]
+    assert split_into_windows([], 4, 2) == [[]]
+
+
+@pytest.mark.parametrize("length", [1, 7, 8, 9, 50, 101])
+@pytest.mark.parametrize(("window_length", "stride"), [(8, 0), (8, 3), (8, 7), (16, 4)])
+def test_split_into_windows_covers_the_document(length, window_length, stride):
+    windows = split_into_windows(list(range(length)), window_length, stride)
+    assert sorted({token for window in windows for token in window}) == list(range(length))
+    assert all(len(window) == min(window_length, length) for window in windows)
+    for previous, current in itertools.pairwise(windows[:-1]):  # all but the last window overlap by `stride`
+        assert current[0] == previous[0] + window_length - stride
+
+
+def test_add_special_tokens():
+    assert add_special_tokens([5, 6], None, 101, 102) == {"input_ids": [101, 5, 6, 102], "token_type_ids": [0] * 4}
+    assert add_special_tokens([5], [7, 8], 101, 102) == {
+        "input_ids": [101, 5, 102, 7, 8, 102],
+        "token_type_ids": [0, 0, 0, 1, 1, 1],
+    }
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Pooling
+# ----------------------------------------------------------------------------------------------------------------
+
+
+WINDOW_LOGITS = np.array([[1.0, 0.0], [3.0, -2.0], [0.0, 5.0], [2.0, 2.0], [-1.0, 4.0]])
+WINDOW_DOCUMENTS = [0, 0, 1, 2, 2]
+
+
+def test_pool_chunk_logits_mean_and_max_by_hand():
+    mean = pool_chunk_logits(WINDOW_LOGITS, WINDOW_DOCUMENTS, "mean")
+    np.testing.assert_allclose(mean, [[2.0, -1.0], [0.0, 5.0], [0.5, 3.0]])
+    maximum = pool_chunk_logits(WINDOW_LOGITS, WINDOW_DOCUMENTS, "max")
+    np.testing.assert_allclose(maximum, [[3.0, 0.0], [0.0, 5.0], [2.0, 4.0]])
+
+
+def test_pool_chunk_logits_ignores_window_order():
+    order = [4, 2, 0, 3, 1]
+    shuffled = pool_chunk_logits(WINDOW_LOGITS[order], np.array(WINDOW_DOCUMENTS)[order], "mean")
+    np.testing.assert_allclose(shuffled, pool_chunk_logits(WINDOW_LOGITS, WINDOW_DOCUMENTS, "mean"))
+
+
+def test_pool_chunk_logits_rejects_a_document_without_windows():
+    with pytest.raises(ValueError, match="no window"):
+        pool_chunk_logits(WINDOW_LOGITS, [0, 0, 2, 2, 2], "mean")
+    with pytest.raises(ValueError, match="document ids"):
+        pool_chunk_logits(WINDOW_LOGITS, [0, 1], "max")
+
+
+def test_first_per_document():
+    np.testing.assert_array_equal(first_per_document(np.array([7, 7, 3, 5, 5]), WINDOW_DOCUMENTS), [7, 3, 5])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Encoding a batch with the real tokenizer
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def encode_one(tokenizer, text, data_args, pair=None) -> dict:
+    batch = {"text": [text], "label": ["civil"], **({"pair": [pair]} if pair is not None else {})}
+    return encode_batch(batch, [0], tokenizer, LabelInfo(SINGLE_LABEL, ["civil", "criminal"]), data_args)
+
+
+def test_head_tail_truncation_keeps_the_start_and_the_end(tokenizer, cail_rows):
+    text = cail_rows[0]["text"]
+    token_ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert len(token_ids) > 64
+    encoded = encode_one(tokenizer, text, DataArguments(max_seq_length=66, truncation_side="head_tail"))
+    # 64 tokens besides [CLS] and [SEP]: the first 16 and the last 48.
+    expected = [tokenizer.cls_token_id, *token_ids[:16], *token_ids[-48:], tokenizer.sep_token_id]
+    assert encoded["input_ids"] == [expected] and encoded["labels"] == [0]
+
+
+def test_head_truncation_matches_the_tokenizer(tokenizer, cail_rows):
+    text = cail_rows[1]["text"]
+    encoded = encode_one(tokenizer, text, DataArguments(max_seq_length=40))
+    reference = tokenizer(text, truncation=True, max_length=40)
+    assert encoded["input_ids"][0] == reference["input_ids"]
+    assert encoded["token_type_ids"][0] == reference["token_type_ids"]
+
+
+def test_pair_encoding_matches_the_tokenizer(tokenizer, cail_rows):
+    text, casename = cail_rows[2]["text"][:30], cail_rows[2]["casename"]
+    encoded = encode_one(tokenizer, text, DataArguments(text_pair_column_name="pair"), pair=casename)
+    reference = tokenizer(text, casename)
+    assert encoded["input_ids"][0] == reference["input_ids"]
+    assert encoded["token_type_ids"][0] == reference["token_type_ids"]
+
+
+def test_chunk_encoding_covers_the_document(tokenizer, cail_rows):
+    text = cail_rows[3]["text"]
+    token_ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    data_args = DataArguments(max_seq_length=34, long_doc_strategy="chunk", chunk_stride=8)
+    encoded = encode_one(tokenizer, text, data_args)
+    windows = split_into_windows(token_ids, 32, 8)
+    assert len(windows) > 2
+    assert encoded["input_ids"] == [[tokenizer.cls_token_id, *window, tokenizer.sep_token_id] for window in windows]
+    assert encoded["document_index"] == [0] * len(windows) and encoded["labels"] == [0] * len(windows)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Which input settings a run uses
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_resolve_input_settings_order():
+    """Command line first, then the checkpoint's saved settings, then the defaults."""
+    from roformer_hf import RoFormerConfig, RoFormerForSequenceClassification
+
+    config = RoFormerConfig(**TINY, classification_inputs={"max_seq_length": 48, "truncation_side": "tail"})
+    model = RoFormerForSequenceClassification(config)
+    not_given = dict.fromkeys(INPUT_SETTINGS)
+    given = DataArguments(**{**not_given, "max_seq_length": 300, "long_doc_strategy": "chunk"})
+    resolved = resolve_input_settings(given, model, "fine-tuned", training=False)
+    assert (resolved.max_seq_length, resolved.truncation_side, resolved.long_doc_strategy) == (300, "tail", "chunk")
+    assert (resolved.chunk_stride, resolved.chunk_pooling) == (128, "mean")
+    assert model.config.classification_inputs["max_seq_length"] == 300
+    given.chunk_stride = 150  # not less than half of 300: DataArguments' own check, now that the length is known
+    with pytest.raises(ScriptError, match="chunk_stride"):
+        resolve_input_settings(given, model, "fine-tuned", training=False)
