@@ -11,32 +11,38 @@ from ..model_card import TrainingSummary, write_model_card
 NOT_UPLOADED = ["checkpoint-*", "stage-*", "runs/*"]
 
 
-def publish_run(trainer: Trainer, summary: TrainingSummary | None, base_model: str | None) -> None:
+def publish_run(trainer: Trainer, summary: TrainingSummary | None, base_model: str | None) -> str | None:
     """
-    On the main process: write output_dir/README.md, the model card, then with `--push_to_hub` upload output_dir
-    (model, tokenizer, code, card and results) to `--hub_model_id` (default: the folder's name).
+    On the main process: write output_dir/README.md, the model card, and with `--push_to_hub` upload output_dir
+    (model, tokenizer, code, card and results) to `--hub_model_id` (default: the folder's name), the card then
+    showing how to load the model from there.
 
     Args:
         trainer (`Trainer`): the trainer of the run, whose output_dir holds the final model.
         summary (`TrainingSummary`, *optional*): how the model was trained; `None` when the run only evaluated, so
             that the card claims no training.
         base_model (`str`, *optional*): the checkpoint the run started from (`--model_name_or_path`).
+
+    Returns:
+        The id of the Hub repository uploaded to, or `None`.
     """
     if not trainer.is_world_process_zero():
-        return
+        return None
     args = trainer.args
-    write_model_card(args.output_dir, config=trainer.model.config, training_summary=summary, base_model=base_model)
+    repo_id = None
     if args.push_to_hub:
-        upload_output_dir(args.output_dir, args.hub_model_id, args.hub_token, args.hub_private_repo)
+        from huggingface_hub import HfApi
 
-
-def upload_output_dir(output_dir: str, repo_id: str | None, token: str | None, private: bool | None) -> str:
-    """Upload `output_dir`, less `NOT_UPLOADED`, to the Hub repository `repo_id` (created if needed); returns its id."""
-    from huggingface_hub import HfApi
-
-    api = HfApi(token=token)
-    repo_id = api.create_repo(repo_id or Path(output_dir).resolve().name, private=private, exist_ok=True).repo_id
-    api.upload_folder(
-        repo_id=repo_id, folder_path=output_dir, commit_message="End of training", ignore_patterns=NOT_UPLOADED
-    )
+        api = HfApi(token=args.hub_token)
+        name = args.hub_model_id or Path(args.output_dir).resolve().name
+        repo_id = api.create_repo(name, private=args.hub_private_repo, exist_ok=True).repo_id
+    card_options = {"training_summary": summary, "base_model": base_model, "repo_id": repo_id}
+    write_model_card(args.output_dir, config=trainer.model.config, **card_options)
+    if repo_id is not None:
+        api.upload_folder(
+            repo_id=repo_id,
+            folder_path=args.output_dir,
+            commit_message="End of training",
+            ignore_patterns=NOT_UPLOADED,
+        )
     return repo_id

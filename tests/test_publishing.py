@@ -1,0 +1,62 @@
+"""The model card and Hub upload of a script's run (`roformer_hf.training.publishing`), the same for both scripts."""
+
+from types import SimpleNamespace
+
+import huggingface_hub
+import pytest
+
+from roformer_hf import RoFormerConfig
+from roformer_hf.model_card import TrainingSummary
+from roformer_hf.training.publishing import publish_run
+
+
+@pytest.fixture
+def fake_hub(monkeypatch):
+    hub = {"repos": [], "uploads": []}
+
+    def create_repo(api, repo_id, **kwargs):
+        hub["repos"].append((repo_id, kwargs))
+        return huggingface_hub.RepoUrl(f"https://huggingface.co/someone/{repo_id.split('/')[-1]}")
+
+    def upload_folder(api, *, repo_id, folder_path, **kwargs):
+        hub["uploads"].append((repo_id, folder_path, kwargs))
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", create_repo)
+    monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", upload_folder)
+    return hub
+
+
+def finished_run(output_dir, main_process=True, **arguments):
+    args = SimpleNamespace(
+        output_dir=str(output_dir), push_to_hub=False, hub_model_id=None, hub_token=None, hub_private_repo=None
+    )
+    vars(args).update(arguments)
+    model = SimpleNamespace(config=RoFormerConfig(hidden_size=32, num_attention_heads=2, num_hidden_layers=1))
+    return SimpleNamespace(args=args, model=model, is_world_process_zero=lambda: main_process)
+
+
+SUMMARY = TrainingSummary(script="run_classification.py", task="text classification", datasets=["cail.jsonl"])
+
+
+def test_card_written_and_nothing_uploaded_without_push_to_hub(tmp_path, fake_hub):
+    assert publish_run(finished_run(tmp_path), SUMMARY, base_model="junnyu/roformer_chinese_base") is None
+    card = (tmp_path / "README.md").read_text(encoding="utf-8")
+    assert "run_classification.py" in card and "junnyu/roformer_chinese_base" in card
+    assert fake_hub["repos"] == [] and fake_hub["uploads"] == []
+
+
+def test_push_uploads_the_output_folder_without_checkpoints_and_names_the_repo_in_the_card(tmp_path, fake_hub):
+    output_dir = tmp_path / "my-classifier"
+    output_dir.mkdir()
+    repo_id = publish_run(finished_run(output_dir, push_to_hub=True, hub_private_repo=True), SUMMARY, None)
+    assert repo_id == "someone/my-classifier"
+    assert fake_hub["repos"] == [("my-classifier", {"private": True, "exist_ok": True})]
+    [(uploaded_to, folder, options)] = fake_hub["uploads"]
+    assert uploaded_to == repo_id and folder == str(output_dir)
+    assert {"checkpoint-*", "stage-*"} <= set(options["ignore_patterns"])
+    assert f'from_pretrained("{repo_id}"' in (output_dir / "README.md").read_text(encoding="utf-8")
+
+
+def test_other_processes_write_and_upload_nothing(tmp_path, fake_hub):
+    assert publish_run(finished_run(tmp_path, main_process=False, push_to_hub=True), SUMMARY, None) is None
+    assert not (tmp_path / "README.md").exists() and fake_hub["uploads"] == []
