@@ -162,8 +162,8 @@ class MaskingArguments:
     sparse_prediction: bool = field(
         default=True,
         metadata={
-            "help": "Run the MLM head at the masked positions only (the same loss and metrics; a base-model step "
-            "1.19x faster than with the head at every position). Saved in the config, where it acts only when "
+            "help": "Run the MLM head at the masked positions only (the same loss and metrics, less arithmetic; "
+            "speed in docs/scripts.md). Saved in the config, where it acts only when "
             "labels are given: fill-mask and other uses without labels get logits at every position. "
             "--sparse_prediction false: the head at every position."
         },
