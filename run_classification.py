@@ -184,11 +184,7 @@ class DataArguments:
     preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenization."})
 
     def __post_init__(self):
-        # parse_args leaves the input settings None when the command line does not give them (see INPUT_SETTINGS)
-        if not 0 <= self.validation_split_percentage < 100:
-            raise ValueError(
-                f"--validation_split_percentage must be in [0, 100), got {self.validation_split_percentage}."
-            )
+        # parse_classification_arguments leaves the input settings None when the command line does not give them (see INPUT_SETTINGS)
         if self.max_seq_length is not None and self.max_seq_length < 8:
             raise ValueError(f"--max_seq_length must be at least 8, got {self.max_seq_length}.")
         if None in (self.long_doc_strategy, self.chunk_stride, self.max_seq_length):
@@ -207,7 +203,9 @@ class DataArguments:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def parse_args(argv: Sequence[str] | None = None) -> tuple[ModelArguments, DataArguments, TrainingArguments]:
+def parse_classification_arguments(
+    argv: Sequence[str] | None = None,
+) -> tuple[ModelArguments, DataArguments, TrainingArguments]:
     """Parse the command line (or one .json/.yaml file); no arguments at all runs the embedded CAIL demo."""
     model_args, data_args, training_args = parse_arguments(
         (ModelArguments, DataArguments, ScriptTrainingArguments),
@@ -395,7 +393,7 @@ class InputOrderTrainer(Trainer):
         return SequentialSampler(eval_dataset)
 
 
-def build_trainer(
+def build_classification_trainer(
     model: RoFormerForSequenceClassification,
     tokenizer: PreTrainedTokenizerBase,
     tokenized: datasets.DatasetDict,
@@ -498,15 +496,11 @@ def predict(
     return metrics
 
 
-def write_card_and_push(
-    trainer: Trainer,
-    model_args: ModelArguments,
-    data_args: DataArguments,
-    metrics: dict[str, float],
-    argv: Sequence[str] | None = None,
-) -> None:
-    """Write the model card of the fine-tuned model and, with --push_to_hub, upload output_dir (`publish_run`)."""
-    summary = TrainingSummary.from_trainer(
+def classification_training_summary(
+    trainer: Trainer, data_args: DataArguments, metrics: dict[str, float], argv: Sequence[str] | None = None
+) -> TrainingSummary:
+    """How this run fine-tuned the model, for its model card."""
+    return TrainingSummary.from_trainer(
         trainer,
         script="run_classification.py",
         task=f"text classification ({trainer.model.config.problem_type})",
@@ -520,7 +514,6 @@ def write_card_and_push(
         },
         command=command_line(__file__, argv),
     )
-    publish_run(trainer, summary, base_model=model_args.model_name_or_path)
 
 
 def print_where_outputs_are(trainer: Trainer) -> None:
@@ -534,7 +527,7 @@ def print_where_outputs_are(trainer: Trainer) -> None:
 
 def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     """Run the script; returns the metrics (train, eval, test) it logged."""
-    model_args, data_args, training_args = parse_args(argv)
+    model_args, data_args, training_args = parse_classification_arguments(argv)
     setup_logging(training_args)
     check_distributed_launch(training_args)
     with guard_run(
@@ -549,10 +542,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
         if training_args.do_train:  # the saved tokenizer's truncation=True cuts to the length fine-tuned with
             tokenizer.model_max_length = data_args.max_seq_length
         tokenized = encode_documents(raw_datasets, tokenizer, label_info, data_args, training_args)
-        trainer = build_trainer(model, tokenizer, tokenized, label_info, data_args, training_args)
+        trainer = build_classification_trainer(model, tokenizer, tokenized, label_info, data_args, training_args)
         metrics = fine_tune_evaluate_and_predict(trainer, tokenized, raw_datasets, label_info, data_args)
         if training_args.do_train:
-            write_card_and_push(trainer, model_args, data_args, metrics, argv)
+            summary = classification_training_summary(trainer, data_args, metrics, argv)
+            publish_run(trainer, summary, base_model=model_args.model_name_or_path)
     print_where_outputs_are(trainer)
     return metrics
 

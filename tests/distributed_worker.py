@@ -172,9 +172,14 @@ def install_kill_hook(kill_at: str, callbacks: list, record_dir: Path | None = N
         raise ValueError(f"unknown KILL_AT {kill_at!r}")
 
 
+# The function of each script that builds its trainers (once per stage for run_mlm.py).
+TRAINER_BUILDERS = {"run_mlm": "build_stage_trainer", "run_classification": "build_classification_trainer"}
+
+
 def record_run(module, record_dir: Path, argv: list[str] | None = None):
     """Run `module.main(argv)` with a `Recorder` on every trainer it builds; returns what `main` returns."""
-    build_trainer, record, kill_callbacks = module.build_trainer, {"stages": [], "pid": os.getpid()}, []
+    builder_name = TRAINER_BUILDERS[module.__name__]
+    build_trainer, record, kill_callbacks = getattr(module, builder_name), {"stages": [], "pid": os.getpid()}, []
     if os.environ.get("KILL_AT"):
         install_kill_hook(os.environ["KILL_AT"], kill_callbacks, record_dir)
 
@@ -185,11 +190,11 @@ def record_run(module, record_dir: Path, argv: list[str] | None = None):
             trainer.add_callback(callback)
         return trainer
 
-    module.build_trainer = build_recorded_trainer
+    setattr(module, builder_name, build_recorded_trainer)
     try:
         return module.main(argv)
     finally:
-        module.build_trainer = build_trainer
+        setattr(module, builder_name, build_trainer)
 
 
 def main() -> None:

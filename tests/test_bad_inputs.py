@@ -22,6 +22,7 @@ import huggingface_hub
 import pytest
 import torch
 from conftest import fail_final_saves_on_a_full_disk
+from distributed_worker import TRAINER_BUILDERS
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
@@ -466,10 +467,9 @@ def sigint_during_training(script: str, tmp: Path, monkeypatch) -> tuple[list[st
             if state.global_step == 1:
                 os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C during step 2
 
-    build_trainer = SCRIPTS[script].build_trainer
-    monkeypatch.setattr(
-        SCRIPTS[script], "build_trainer", lambda *a, **k: _with_callback(build_trainer(*a, **k), CtrlC())
-    )
+    builder_name = TRAINER_BUILDERS[SCRIPTS[script].__name__]
+    build_trainer = getattr(SCRIPTS[script], builder_name)
+    monkeypatch.setattr(SCRIPTS[script], builder_name, lambda *a, **k: _with_callback(build_trainer(*a, **k), CtrlC()))
     return with_value(training_run(script, tmp), "--max_steps", "3"), 130
 
 

@@ -362,7 +362,7 @@ def test_bad_input_exits_with_one_line(bad_data, roformer_vocab):
 
 
 def test_no_arguments_runs_the_shipped_sample():
-    _, data_args, training_args = run_classification.parse_args([])
+    _, data_args, training_args = run_classification.parse_classification_arguments([])
     assert Path(data_args.train_file) == REPO_ROOT / "data" / "cail_sample.jsonl"
     assert Path(data_args.train_file).stat().st_size < 1_000_000
     assert training_args.do_train and training_args.do_eval and data_args.validation_split_percentage > 0
@@ -370,7 +370,9 @@ def test_no_arguments_runs_the_shipped_sample():
 
 def test_early_stopping_needs_evaluations():
     with pytest.raises(ScriptError, match="--eval_strategy"):
-        run_classification.parse_args(["--train_file", "x.jsonl", "--do_train", "--early_stopping_patience", "2"])
+        run_classification.parse_classification_arguments(
+            ["--train_file", "x.jsonl", "--do_train", "--early_stopping_patience", "2"]
+        )
 
 
 # --- A fine-tuned classifier remembers how it read its documents ---

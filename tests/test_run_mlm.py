@@ -1,5 +1,5 @@
-"""Tests of run_mlm.py: stages, whole-word masking, packing, resuming, outputs and bad input (2-process runs:
-test_distributed.py)."""
+"""Tests of run_mlm.py: arguments, whole-word masking, packing, resuming, outputs and bad input (the stage schedule:
+test_stages.py; 2-process runs: test_distributed.py)."""
 
 import json
 import logging
@@ -16,9 +16,12 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, TrainerCallback
 
 import run_mlm
 from roformer_hf import RoFormerConfig, RoFormerJiebaTokenizer
+from roformer_hf.training import text_corpus
 from roformer_hf.training.building import build_config, parse_config_overrides
 from roformer_hf.training.cli import ModelArguments
 from roformer_hf.training.errors import ScriptError
+from roformer_hf.training.text_corpus import pack_into_blocks, split_long_text
+from roformer_hf.training.whole_word_masking import WholeWordMaskCollator, predicted_token_ids
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO_VOCAB = REPO_ROOT / "data" / "demo_vocab.txt"
@@ -55,32 +58,7 @@ def run_arguments(train_file: Path, output_dir: Path, *extra: str) -> list[str]:
     ]
 
 
-# --- stages and arguments ---
-
-
-def test_parse_stages():
-    assert run_mlm.parse_stages("512:256:200000, 1536:256:12500") == [
-        run_mlm.Stage(512, 256, 200000),
-        run_mlm.Stage(1536, 256, 12500),
-    ]
-
-
-@pytest.mark.parametrize("text", ["512:256", "512:256:x", "512:256:100:1", "512:-2:100", "512:256:0", ""])
-def test_malformed_stages_are_named(text):
-    with pytest.raises(ScriptError, match="--stages"):
-        run_mlm.parse_stages(text)
-
-
-def test_global_batch_sets_gradient_accumulation(tmp_path, news_file):
-    _, data_args, masking_args, training_args = run_mlm.parse_args(
-        run_arguments(news_file, tmp_path / "out", "--stages", "32:24:5,64:8:3", "--per_device_train_batch_size", "4")
-    )
-    stages = run_mlm.plan_stages(data_args, masking_args, training_args)
-    first, second = (run_mlm.stage_training_args(training_args, stages, index) for index in (0, 1))
-    assert (first.gradient_accumulation_steps, first.max_steps, second.gradient_accumulation_steps) == (6, 5, 2)
-    assert Path(second.output_dir) == tmp_path / "out" / "stage-2"
-    with pytest.raises(ScriptError, match="not a multiple of per_device_train_batch_size"):
-        run_mlm.plan_stages(data_args, run_mlm.MaskingArguments(stages="32:8:5,64:10:5"), training_args)
+# --- arguments ---
 
 
 def test_arguments_from_json_and_yaml_files(tmp_path, news_file):
@@ -88,13 +66,13 @@ def test_arguments_from_json_and_yaml_files(tmp_path, news_file):
     (tmp_path / "args.json").write_text(json.dumps(arguments))
     (tmp_path / "args.yaml").write_text("\n".join(f"{key}: {value!r}" for key, value in arguments.items()))
     for name in ("args.json", "args.yaml"):
-        _, data_args, masking_args, training_args = run_mlm.parse_args([str(tmp_path / name)])
+        _, data_args, masking_args, training_args = run_mlm.parse_mlm_arguments([str(tmp_path / name)])
         assert (data_args.train_file, masking_args.stages, training_args.seed) == (str(news_file), "32:8:2", 3)
         assert (training_args.do_train, training_args.output_dir) == (True, "outputs/run_mlm")
 
 
 def test_no_whole_word_mask_flag(news_file):
-    _, _, masking_args, _ = run_mlm.parse_args(["--train_file", str(news_file), "--no_whole_word_mask"])
+    _, _, masking_args, _ = run_mlm.parse_mlm_arguments(["--train_file", str(news_file), "--no_whole_word_mask"])
     assert masking_args.whole_word_mask is False
 
 
@@ -133,7 +111,7 @@ def test_bad_config_overrides_are_named(overrides, message):
 
 def test_packing_keeps_words_apart(tokenizer, news_lines):
     encoding = tokenizer(news_lines[:20], return_word_ids=True)
-    blocks = run_mlm.pack_into_blocks(dict(encoding), block_length=50)
+    blocks = pack_into_blocks(dict(encoding), block_length=50)
     all_ids = [token for ids in encoding["input_ids"] for token in ids]
     assert all(len(block) == 50 for block in blocks["input_ids"])
     assert [token for block in blocks["input_ids"] for token in block] == all_ids[: len(all_ids) // 50 * 50]
@@ -146,9 +124,9 @@ def test_packing_keeps_words_apart(tokenizer, news_lines):
 
 def masked_batch(tokenizer, news_lines, whole_word_mask=True, **collator_options):
     encoding = tokenizer(news_lines[:200], return_word_ids=True)
-    blocks = run_mlm.pack_into_blocks(dict(encoding), block_length=64)
+    blocks = pack_into_blocks(dict(encoding), block_length=64)
     examples = [{"input_ids": ids, "word_ids": words} for ids, words in zip(*blocks.values(), strict=True)]
-    collator = run_mlm.WholeWordMaskCollator(tokenizer, whole_word_mask=whole_word_mask, **collator_options)
+    collator = WholeWordMaskCollator(tokenizer, whole_word_mask=whole_word_mask, **collator_options)
     torch.manual_seed(0)
     batch = collator(examples)
     return batch, torch.tensor(blocks["input_ids"]), torch.tensor(blocks["word_ids"])
@@ -200,7 +178,7 @@ def test_validation_masks_repeat(tokenizer, news_lines):
         {"input_ids": ids, "word_ids": words, "mask_seed": index}
         for index, (ids, words) in enumerate(zip(encoding["input_ids"], encoding["word_ids"], strict=True))
     ]
-    collator = run_mlm.WholeWordMaskCollator(tokenizer)
+    collator = WholeWordMaskCollator(tokenizer)
     first, second = collator(examples), collator(examples)
     assert all(torch.equal(first[key], second[key]) for key in first)
     assert torch.equal(first["attention_mask"].sum(1), torch.tensor([len(ids) for ids in encoding["input_ids"]]))
@@ -212,7 +190,7 @@ def test_training_masks_depend_on_seed_epoch_and_example_only(tokenizer, news_li
         {"input_ids": ids, "word_ids": words, "example_index": index}
         for index, (ids, words) in enumerate(zip(encoding["input_ids"], encoding["word_ids"], strict=True))
     ]
-    collator = run_mlm.WholeWordMaskCollator(tokenizer, mlm_probability=0.3, seed=5)
+    collator = WholeWordMaskCollator(tokenizer, mlm_probability=0.3, seed=5)
     first = collator(examples)["labels"]
     torch.manual_seed(123)  # the global RNG plays no part
     assert torch.equal(
@@ -226,10 +204,10 @@ def test_training_masks_depend_on_seed_epoch_and_example_only(tokenizer, news_li
 
 
 def test_preprocess_packs_and_splits(tmp_path, news_file, tokenizer):
-    model_args, data_args, _, training_args = run_mlm.parse_args(run_arguments(news_file, tmp_path / "out"))
-    raw_datasets = run_mlm.load_raw_datasets(data_args, model_args)
+    model_args, data_args, _, training_args = run_mlm.parse_mlm_arguments(run_arguments(news_file, tmp_path / "out"))
+    raw_datasets = run_mlm.load_corpus(data_args, model_args)
     assert (len(raw_datasets["train"]), len(raw_datasets["validation"])) == (135, 15)
-    examples = run_mlm.preprocess(raw_datasets, tokenizer, 48, data_args, training_args)
+    examples = run_mlm.tokenize_corpus(raw_datasets, tokenizer, 48, data_args, training_args)
     assert {len(ids) for ids in examples["train"]["input_ids"]} == {48}
     assert examples["validation"]["mask_seed"][:3] == [0, 1, 2]
 
@@ -237,28 +215,28 @@ def test_preprocess_packs_and_splits(tmp_path, news_file, tokenizer):
 def test_a_long_line_is_split_at_sentence_ends(tmp_path, news_lines, monkeypatch):
     """A corpus on one line is cut into pieces before tokenization (the tokenizer's memory follows the length of one
     text); the pieces, in order, are the line, and each ends at a sentence end."""
-    monkeypatch.setattr(run_mlm, "LONG_TEXT_CHARACTERS", 300)
+    monkeypatch.setattr(text_corpus, "LONG_TEXT_CHARACTERS", 300)
     line = "".join(news_lines[:40])
     assert len(line) > 10 * 300
     (tmp_path / "one_line.txt").write_text(line + "\n", encoding="utf-8")
     arguments = run_arguments(tmp_path / "one_line.txt", tmp_path / "out", "--validation_split_percentage", "0")
-    model_args, data_args, _, _ = run_mlm.parse_args(arguments)
-    pieces = run_mlm.load_raw_datasets(data_args, model_args)["train"]["text"]
+    model_args, data_args, _, _ = run_mlm.parse_mlm_arguments(arguments)
+    pieces = run_mlm.load_corpus(data_args, model_args)["train"]["text"]
     assert "".join(pieces) == line
     assert len(pieces) >= 10 and max(map(len, pieces)) <= 300
-    assert all(piece[-1] in run_mlm.SENTENCE_ENDS for piece in pieces[:-1])
+    assert all(piece[-1] in text_corpus.SENTENCE_ENDS for piece in pieces[:-1])
 
 
 def test_split_long_text_cuts_at_the_limit_without_a_sentence_end():
-    assert run_mlm.split_long_text("一二三四五六七", 3) == ["一二三", "四五六", "七"]
-    assert run_mlm.split_long_text("一。二三四。五", 4) == ["一。", "二三四。", "五"]
-    assert run_mlm.split_long_text("短", 4) == ["短"]
+    assert split_long_text("一二三四五六七", 3) == ["一二三", "四五六", "七"]
+    assert split_long_text("一。二三四。五", 4) == ["一。", "二三四。", "五"]
+    assert split_long_text("短", 4) == ["短"]
 
 
 def test_upper_case_extensions_are_read(tmp_path, news_lines):
     (tmp_path / "NEWS.TXT").write_text("\n".join(news_lines[:20]) + "\n", encoding="utf-8")
-    model_args, data_args, _, _ = run_mlm.parse_args(run_arguments(tmp_path / "NEWS.TXT", tmp_path / "out"))
-    raw_datasets = run_mlm.load_raw_datasets(data_args, model_args)
+    model_args, data_args, _, _ = run_mlm.parse_mlm_arguments(run_arguments(tmp_path / "NEWS.TXT", tmp_path / "out"))
+    raw_datasets = run_mlm.load_corpus(data_args, model_args)
     assert len(raw_datasets["train"]) + len(raw_datasets["validation"]) == 20
 
 
@@ -269,16 +247,16 @@ def test_a_full_cache_disk_is_named(tmp_path, news_file, monkeypatch):
         )
 
     monkeypatch.setattr(datasets, "load_dataset", full_disk)
-    model_args, data_args, _, _ = run_mlm.parse_args(run_arguments(news_file, tmp_path / "out"))
+    model_args, data_args, _, _ = run_mlm.parse_mlm_arguments(run_arguments(news_file, tmp_path / "out"))
     with pytest.raises(ScriptError, match=r"^cannot write --cache_dir .*cache \(No space left on device\)"):
-        run_mlm.load_raw_datasets(data_args, model_args)
+        run_mlm.load_corpus(data_args, model_args)
 
 
 def test_csv_texts_that_pandas_reads_as_missing_are_kept(tmp_path):
     (tmp_path / "news.csv").write_text("text\n新华社北京电\nNA\nnull\n人民日报\n", encoding="utf-8")
     arguments = run_arguments(tmp_path / "news.csv", tmp_path / "out", "--validation_split_percentage", "0")
-    model_args, data_args, _, _ = run_mlm.parse_args(arguments)
-    assert run_mlm.load_raw_datasets(data_args, model_args)["train"]["text"] == [
+    model_args, data_args, _, _ = run_mlm.parse_mlm_arguments(arguments)
+    assert run_mlm.load_corpus(data_args, model_args)["train"]["text"] == [
         "新华社北京电",
         "NA",
         "null",
@@ -287,11 +265,11 @@ def test_csv_texts_that_pandas_reads_as_missing_are_kept(tmp_path):
 
 
 def test_line_by_line_truncates(tmp_path, news_file, tokenizer):
-    model_args, data_args, _, training_args = run_mlm.parse_args(
+    model_args, data_args, _, training_args = run_mlm.parse_mlm_arguments(
         run_arguments(news_file, tmp_path / "out", "--line_by_line")
     )
-    examples = run_mlm.preprocess(
-        run_mlm.load_raw_datasets(data_args, model_args), tokenizer, 40, data_args, training_args
+    examples = run_mlm.tokenize_corpus(
+        run_mlm.load_corpus(data_args, model_args), tokenizer, 40, data_args, training_args
     )
     lengths = [len(ids) for ids in examples["train"]["input_ids"]]
     assert len(lengths) == 135 and max(lengths) == 40 and min(lengths) < 40
@@ -302,14 +280,16 @@ def test_streaming_and_saved_dataset(tmp_path, news_lines, tokenizer):
     jsonl = tmp_path / "news.jsonl"
     jsonl.write_text("\n".join(json.dumps({"id": i, "body": line}) for i, line in enumerate(news_lines)), "utf-8")
     common = ["--tokenizer_name", str(DEMO_VOCAB), "--text_column_name", "body", "--max_steps", "3"]
-    model_args, data_args, _, training_args = run_mlm.parse_args(["--train_file", str(jsonl), "--streaming", *common])
-    streamed = run_mlm.preprocess(
-        run_mlm.load_raw_datasets(data_args, model_args), tokenizer, 32, data_args, training_args
+    model_args, data_args, _, training_args = run_mlm.parse_mlm_arguments(
+        ["--train_file", str(jsonl), "--streaming", *common]
+    )
+    streamed = run_mlm.tokenize_corpus(
+        run_mlm.load_corpus(data_args, model_args), tokenizer, 32, data_args, training_args
     )
     assert [len(example["input_ids"]) for _, example in zip(range(5), streamed["train"], strict=False)] == [32] * 5
     datasets.Dataset.from_list([{"body": line} for line in news_lines]).save_to_disk(tmp_path / "saved")
-    model_args, data_args, _, _ = run_mlm.parse_args(["--dataset_name", str(tmp_path / "saved"), *common])
-    raw_datasets = run_mlm.load_raw_datasets(data_args, model_args)
+    model_args, data_args, _, _ = run_mlm.parse_mlm_arguments(["--dataset_name", str(tmp_path / "saved"), *common])
+    raw_datasets = run_mlm.load_corpus(data_args, model_args)
     assert (len(raw_datasets["train"]), len(raw_datasets["validation"])) == (285, 15)
 
 
@@ -446,9 +426,9 @@ def test_predicted_token_ids_puts_sparse_predictions_back_in_place():
     labels = torch.tensor([[-100, 5, -100], [7, -100, 2]])
     sparse_logits = torch.nn.functional.one_hot(torch.tensor([5, 3, 2]), 9).float()  # rows of labels != -100
     expected = torch.tensor([[-100, 5, -100], [3, -100, 2]])
-    assert torch.equal(run_mlm.predicted_token_ids(sparse_logits, labels), expected)
+    assert torch.equal(predicted_token_ids(sparse_logits, labels), expected)
     dense_logits = torch.nn.functional.one_hot(torch.tensor([[1, 5, 1], [3, 1, 2]]), 9).float()
-    assert torch.equal(run_mlm.predicted_token_ids((dense_logits,), labels), torch.tensor([[1, 5, 1], [3, 1, 2]]))
+    assert torch.equal(predicted_token_ids((dense_logits,), labels), torch.tensor([[1, 5, 1], [3, 1, 2]]))
 
 
 def test_bf16_and_activation_checkpointing_pass_through(tmp_path, news_file):
@@ -494,17 +474,17 @@ def test_interrupted_run_resumes_to_the_same_weights(tmp_path, news_file, monkey
     run_mlm.main(run_arguments(news_file, tmp_path / "straight"))
 
     interrupted = tmp_path / "interrupted"
-    build_trainer = run_mlm.build_trainer
+    build_trainer = run_mlm.build_stage_trainer
 
     def build_interrupted_trainer(*args, **kwargs):
         trainer = build_trainer(*args, **kwargs)
         trainer.add_callback(InterruptAt(str(interrupted / f"stage-{stage}"), step))
         return trainer
 
-    monkeypatch.setattr(run_mlm, "build_trainer", build_interrupted_trainer)
+    monkeypatch.setattr(run_mlm, "build_stage_trainer", build_interrupted_trainer)
     with pytest.raises(Interrupt):
         run_mlm.main(run_arguments(news_file, interrupted))
-    monkeypatch.setattr(run_mlm, "build_trainer", build_trainer)
+    monkeypatch.setattr(run_mlm, "build_stage_trainer", build_trainer)
     run_mlm.main(run_arguments(news_file, interrupted, "--resume_from_checkpoint", "True"))
 
     straight_weights = load_file(tmp_path / "straight" / "model.safetensors")
@@ -517,32 +497,19 @@ def test_streamed_evaluation_is_bounded_by_default(tmp_path, news_file, tokenize
     """`--streaming` without `--max_eval_samples` evaluates the first STREAMING_MAX_EVAL_SAMPLES blocks, and says so."""
     monkeypatch.setattr(run_mlm, "STREAMING_MAX_EVAL_SAMPLES", 3)
     common = ["--train_file", str(news_file), "--tokenizer_name", str(DEMO_VOCAB), "--max_steps", "2"]
-    model_args, data_args, _, training_args = run_mlm.parse_args([*common, "--streaming"])
+    model_args, data_args, _, training_args = run_mlm.parse_mlm_arguments([*common, "--streaming"])
     with caplog.at_level(logging.WARNING):
         run_mlm.bound_streamed_evaluation(data_args)
     assert data_args.max_eval_samples == 3
     assert "--streaming: each evaluation reads the first 3 validation examples only" in caplog.text
-    examples = run_mlm.preprocess(
-        run_mlm.load_raw_datasets(data_args, model_args), tokenizer, 16, data_args, training_args
+    examples = run_mlm.tokenize_corpus(
+        run_mlm.load_corpus(data_args, model_args), tokenizer, 16, data_args, training_args
     )
     assert len(list(examples["validation"])) == 3
     for given in (["--streaming", "--max_eval_samples", "5"], []):  # a given number, or no streaming: unchanged
-        data_args = run_mlm.parse_args([*common, *given])[1]
+        data_args = run_mlm.parse_mlm_arguments([*common, *given])[1]
         run_mlm.bound_streamed_evaluation(data_args)
         assert data_args.max_eval_samples == (5 if given else None)
-
-
-def test_a_run_shorter_than_logging_steps_is_told_its_curve_has_no_training_line(news_file, caplog):
-    common = ["--train_file", str(news_file), "--tokenizer_name", str(DEMO_VOCAB), "--stages", "32:8:30,64:8:10"]
-    for given, warned in (([], True), (["--logging_steps", "5"], False)):
-        _, data_args, masking_args, training_args = run_mlm.parse_args([*common, *given])
-        caplog.clear()
-        with caplog.at_level(logging.WARNING):
-            run_mlm.plan_stages(data_args, masking_args, training_args)
-        expected = (
-            "--logging_steps 500 is more than the 30 steps of the longest stage: no training loss will be logged"
-        )
-        assert (expected in caplog.text and "use e.g. --logging_steps 3." in caplog.text) is warned
 
 
 def test_fill_mask_guesses_of_a_briefly_trained_model_come_with_what_to_expect():

@@ -44,8 +44,12 @@ CLASSIFICATION_ARGUMENTS = [
     *("--do_train", "--do_eval", "--do_predict", "--save_strategy", "no"),
 ]
 SCRIPTS = {
-    "run_mlm.py": (run_mlm, run_mlm.parse_args, ["DataArguments", "MaskingArguments"]),
-    "run_classification.py": (run_classification, run_classification.parse_args, ["DataArguments"]),
+    "run_mlm.py": (run_mlm, run_mlm.parse_mlm_arguments, ["DataArguments", "MaskingArguments"]),
+    "run_classification.py": (
+        run_classification,
+        run_classification.parse_classification_arguments,
+        ["DataArguments"],
+    ),
 }
 MAX_HELP_LINES = 200
 
@@ -113,14 +117,14 @@ def test_help_all_lists_every_training_argument(script, monkeypatch, capsys):
 
 def test_options_outside_the_short_help_and_argument_files_still_parse(tmp_path):
     less_used = ["--lr_scheduler_type", "cosine", "--adam_beta2", "0.98", "--max_grad_norm", "0.5"]
-    _, _, _, training_args = run_mlm.parse_args([*MLM_ARGUMENTS, *less_used])
+    _, _, _, training_args = run_mlm.parse_mlm_arguments([*MLM_ARGUMENTS, *less_used])
     assert (training_args.lr_scheduler_type.value, training_args.adam_beta2, training_args.max_grad_norm) == (
         "cosine",
         0.98,
         0.5,
     )
     (tmp_path / "args.json").write_text(json.dumps({"train_file": "x.jsonl", "do_eval": True, "adam_beta2": 0.9}))
-    _, data_args, training_args = run_classification.parse_args([str(tmp_path / "args.json")])
+    _, data_args, training_args = run_classification.parse_classification_arguments([str(tmp_path / "args.json")])
     assert (data_args.train_file, training_args.adam_beta2, training_args.log_level) == ("x.jsonl", 0.9, "warning")
 
 
@@ -128,19 +132,19 @@ def test_options_outside_the_short_help_and_argument_files_still_parse(tmp_path)
 
 
 def test_demo_outputs_go_to_their_own_folders():
-    assert run_mlm.parse_args(MLM_ARGUMENTS)[3].output_dir == "outputs/run_mlm"
+    assert run_mlm.parse_mlm_arguments(MLM_ARGUMENTS)[3].output_dir == "outputs/run_mlm"
     assert run_mlm.DEMO_ARGUMENTS[run_mlm.DEMO_ARGUMENTS.index("--output_dir") + 1] == "outputs/run_mlm"
-    classification_args = run_classification.parse_args(CLASSIFICATION_ARGUMENTS)[2]
+    classification_args = run_classification.parse_classification_arguments(CLASSIFICATION_ARGUMENTS)[2]
     assert classification_args.output_dir == "outputs/run_classification"
     demo = run_classification.DEMO_ARGUMENTS
     assert demo[demo.index("--output_dir") + 1] == "outputs/run_classification"
 
 
 def test_console_defaults_to_warnings_and_no_pinned_memory_without_an_accelerator():
-    training_args = run_mlm.parse_args(MLM_ARGUMENTS)[3]
+    training_args = run_mlm.parse_mlm_arguments(MLM_ARGUMENTS)[3]
     assert training_args.log_level == "warning"
     assert training_args.dataloader_pin_memory is torch.accelerator.is_available()
-    assert run_mlm.parse_args([*MLM_ARGUMENTS, "--log_level", "info"])[3].log_level == "info"
+    assert run_mlm.parse_mlm_arguments([*MLM_ARGUMENTS, "--log_level", "info"])[3].log_level == "info"
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -166,7 +170,9 @@ def test_bf16_on_a_cpu_trains_in_float32_with_a_warning(extra, caplog):
     if not extra and torch.accelerator.is_available():
         pytest.skip("the machine has an accelerator, where --bf16 is kept")
     with caplog.at_level(logging.WARNING, logger="roformer_hf.training.cli"):
-        training_args = run_classification.parse_args([*CLASSIFICATION_ARGUMENTS, "--bf16", *extra])[2]
+        training_args = run_classification.parse_classification_arguments(
+            [*CLASSIFICATION_ARGUMENTS, "--bf16", *extra]
+        )[2]
     assert training_args.bf16 is False and training_args.bf16_full_eval is False
     assert BF16_ON_CPU_WARNING in caplog.messages
     assert "slow" in BF16_ON_CPU_WARNING and "leave out --bf16" in BF16_ON_CPU_WARNING
@@ -174,7 +180,7 @@ def test_bf16_on_a_cpu_trains_in_float32_with_a_warning(extra, caplog):
 
 def test_bf16_from_an_arguments_file_on_a_cpu(tmp_path):
     (tmp_path / "args.yaml").write_text("train_file: x.jsonl\ndo_train: true\nbf16: true\nuse_cpu: true\n")
-    assert run_classification.parse_args([str(tmp_path / "args.yaml")])[2].bf16 is False
+    assert run_classification.parse_classification_arguments([str(tmp_path / "args.yaml")])[2].bf16 is False
     plain = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, bf16=True)  # transformers' own is unchanged
     assert plain.bf16 is True
 
@@ -255,7 +261,7 @@ def test_arguments_file_followed_by_overrides(name, tmp_path):
     win over it (the distributed run itself: test_distributed.py)."""
     arguments = {"train_file": "corpus.txt", "stages": "32:8:2", "seed": 3, "learning_rate": "1e-3", "bf16": False}
     (tmp_path / name).write_text(yaml.safe_dump(arguments) if name.endswith(".yaml") else json.dumps(arguments))
-    _, data_args, masking_args, training_args = run_mlm.parse_args(
+    _, data_args, masking_args, training_args = run_mlm.parse_mlm_arguments(
         [str(tmp_path / name), "--max_grad_norm", "0.5", "--seed", "9"]
     )
     assert (data_args.train_file, masking_args.stages, training_args.learning_rate) == ("corpus.txt", "32:8:2", 1e-3)
@@ -265,7 +271,7 @@ def test_arguments_file_followed_by_overrides(name, tmp_path):
 def test_unknown_option_in_an_arguments_file_is_named(tmp_path):
     (tmp_path / "args.yaml").write_text("train_file: corpus.txt\nlearning_rat: 0.001\n")
     with pytest.raises(ScriptError, match=r"args.yaml names unknown options: learning_rat; fix or remove them"):
-        run_mlm.parse_args([str(tmp_path / "args.yaml"), "--seed", "1"])
+        run_mlm.parse_mlm_arguments([str(tmp_path / "args.yaml"), "--seed", "1"])
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -283,7 +289,7 @@ def test_demo_takes_options_on_top(script, monkeypatch, capsys):
     assert (again[-1].overwrite_output_dir, again[-1].output_dir, again[-1].seed) == (True, "outputs/again", 3)
     assert again[1].train_file == demo[1].train_file
     with pytest.raises(ScriptError, match="no training data"):  # naming a model is no longer the demo
-        run_mlm.parse_args(["--model_name_or_path", "my-roformer"])
+        run_mlm.parse_mlm_arguments(["--model_name_or_path", "my-roformer"])
 
 
 def test_rerun_hint_names_a_command_that_works(tmp_path, monkeypatch):
@@ -293,6 +299,6 @@ def test_rerun_hint_names_a_command_that_works(tmp_path, monkeypatch):
     (tmp_path / "outputs" / "run_mlm").mkdir(parents=True)
     (tmp_path / "outputs" / "run_mlm" / "config.json").write_text("{}")
     with pytest.raises(ScriptError, match="add --overwrite_output_dir to replace it") as error:
-        check_output_dir(run_mlm.parse_args([])[3])
+        check_output_dir(run_mlm.parse_mlm_arguments([])[3])
     assert "outputs/run_mlm" in str(error.value)
-    check_output_dir(run_mlm.parse_args(["--overwrite_output_dir"])[3])  # accepted
+    check_output_dir(run_mlm.parse_mlm_arguments(["--overwrite_output_dir"])[3])  # accepted

@@ -341,8 +341,9 @@ MIN_COUNTS = {
 
 def check_counts(arguments: Sequence[Any]) -> None:
     """
-    Refuse counts below their minimum (`MIN_COUNTS`: batch sizes, accumulation steps, sample limits, workers) and
-    training for no epochs, which transformers would meet with a traceback or a run that does nothing.
+    Refuse counts below their minimum (`MIN_COUNTS`: batch sizes, accumulation steps, sample limits, workers), a
+    validation share outside [0, 100) and training for no epochs, which transformers would meet with a traceback or
+    a run that does nothing.
 
     Args:
         arguments (`Sequence`): the parsed argument dataclasses.
@@ -352,6 +353,9 @@ def check_counts(arguments: Sequence[Any]) -> None:
             value = getattr(instance, name, None)
             if value is not None and value < minimum:
                 raise ScriptError(f"--{name} must be at least {minimum}, got {value}.")
+        percentage = getattr(instance, "validation_split_percentage", None)
+        if percentage is not None and not 0 <= percentage < 100:
+            raise ScriptError(f"--validation_split_percentage must be in [0, 100), got {percentage}.")
         training = isinstance(instance, TrainingArguments) and instance.do_train and instance.max_steps <= 0
         if training and instance.num_train_epochs <= 0:
             raise ScriptError(

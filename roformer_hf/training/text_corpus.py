@@ -1,0 +1,168 @@
+"""
+Plain text for masked language modelling: reading it (text, JSON lines, CSV or a saved dataset), dropping blank
+texts, cutting long ones, tokenizing with jieba word ids and packing the tokens into blocks.
+"""
+
+from pathlib import Path
+from typing import Any
+
+import datasets
+from transformers import PreTrainedTokenizerBase
+
+from .data_files import CSV_ONLY_EMPTY_CELLS_MISSING, check_data_file, data_file_error
+from .errors import ScriptError
+
+# Texts longer than this many characters are cut into pieces before tokenization (not with --line_by_line, where a
+# line is an example): the tokenizer's memory follows the length of one text, so a corpus on one line needed several times
+# the memory of the same text in lines. Packing joins the pieces again, with [SEP] [CLS] at each cut.
+LONG_TEXT_CHARACTERS = 2_000
+SENTENCE_ENDS = ("。", "！", "？", "!", "?", "\n")
+TEXT_FILE_BUILDERS = {".txt": "text", ".json": "json", ".jsonl": "json", ".csv": "csv"}
+
+
+def load_text_files(data_files: dict[str, str], cache_dir: str | None, streaming: bool) -> datasets.DatasetDict:
+    """
+    Read the files of `data_files` (`{"train": path, "validation": path}`), all of one format: .txt (one text a
+    line), .json/.jsonl or .csv. A problem with a file raises `ScriptError` naming its option (`--train_file`).
+    """
+    for split, path in data_files.items():
+        check_data_file(path, f"--{split}_file")
+    suffixes = {Path(path).suffix.lower() for path in data_files.values()}
+    if len(suffixes) != 1 or next(iter(suffixes)) not in TEXT_FILE_BUILDERS:
+        raise ScriptError(
+            f"data files must all be one of {', '.join(TEXT_FILE_BUILDERS)}, got {', '.join(data_files.values())}."
+        )
+    builder = TEXT_FILE_BUILDERS[suffixes.pop()]
+    csv_options = CSV_ONLY_EMPTY_CELLS_MISSING if builder == "csv" else {}  # a text "NA" stays a text
+    try:
+        return datasets.load_dataset(
+            builder, data_files=data_files, cache_dir=cache_dir, streaming=streaming, **csv_options
+        )
+    except (datasets.exceptions.DatasetGenerationError, ValueError, OSError) as error:
+        files = {f"--{split}_file": path for split, path in data_files.items()}
+        raise data_file_error(files, error, cache_dir=cache_dir) from error
+
+
+def load_saved_dataset(dataset_name: str, streaming: bool) -> datasets.DatasetDict:
+    """A dataset saved with `save_to_disk` (a Dataset, taken as `train`, or a DatasetDict with a `train` split)."""
+    if not Path(dataset_name).is_dir():
+        raise ScriptError(f"--dataset_name {dataset_name}: no dataset saved there (use save_to_disk).")
+    loaded = datasets.load_from_disk(dataset_name)
+    if isinstance(loaded, datasets.Dataset):
+        loaded = datasets.DatasetDict({"train": loaded})
+    if "train" not in loaded:
+        raise ScriptError(f"--dataset_name {dataset_name} has no 'train' split (splits: {list(loaded)}).")
+    if streaming:
+        loaded = datasets.IterableDatasetDict({name: split.to_iterable_dataset() for name, split in loaded.items()})
+    return loaded
+
+
+def keep_text_column(raw_datasets: datasets.DatasetDict, text_column_name: str) -> datasets.DatasetDict:
+    """Keep only the column `text_column_name`, named `text`; a missing column raises `ScriptError`."""
+    columns = raw_datasets["train"].column_names
+    if columns is not None and text_column_name not in columns:
+        raise ScriptError(
+            f"no column {text_column_name!r} in the data (columns: {', '.join(columns)}): "
+            "name the text column with --text_column_name."
+        )
+    raw_datasets = raw_datasets.select_columns([text_column_name])
+    if text_column_name != "text":
+        raw_datasets = raw_datasets.rename_column(text_column_name, "text")
+    return raw_datasets
+
+
+def has_text(example: dict[str, Any], index: int, source: str) -> bool:
+    """Whether a row holds text (blank lines and empty values are skipped); a number or a list is refused, since
+    dropping it would silently lose data the user meant to train on."""
+    text = example["text"]
+    if text is not None and not isinstance(text, str):
+        raise ScriptError(
+            f"{source}: data row {index + 1} holds {text!r} ({type(text).__name__}), not text, in the text column: "
+            'write every text as a string (in JSON, "123" rather than 123).'
+        )
+    return text is not None and bool(text.strip())
+
+
+def split_long_text(text: str, limit: int) -> list[str]:
+    """
+    `text` cut into pieces of at most `limit` characters, each ending after the last sentence end (`SENTENCE_ENDS`)
+    it holds (at `limit` characters where there is none), so that jieba's words are rarely cut.
+    """
+    pieces, start = [], 0
+    while len(text) - start > limit:
+        window = text[start : start + limit]
+        cut = max(window.rfind(mark) for mark in SENTENCE_ENDS) + 1 or limit
+        pieces.append(window[:cut])
+        start += cut
+    return [*pieces, text[start:]]
+
+
+def split_long_texts(batch: dict[str, list], limit: int) -> dict[str, list]:
+    """Cut every text longer than `limit` characters into pieces (see `split_long_text`), one row each."""
+    return {"text": [piece for text in batch["text"] for piece in split_long_text(text, limit)]}
+
+
+def cut_long_texts(raw_datasets: datasets.DatasetDict) -> datasets.DatasetDict:
+    """Every text longer than `LONG_TEXT_CHARACTERS` cut into pieces at sentence ends, one row each."""
+    return raw_datasets.map(split_long_texts, batched=True, fn_kwargs={"limit": LONG_TEXT_CHARACTERS})
+
+
+def tokenize_with_word_ids(batch: dict[str, list], tokenizer: PreTrainedTokenizerBase, max_length: int | None) -> dict:
+    """Tokenize a batch of texts with their jieba word ids; truncate to `max_length` when given (line by line)."""
+    encoding = tokenizer(
+        batch["text"],
+        return_word_ids=True,
+        return_attention_mask=False,
+        return_token_type_ids=False,
+        truncation=max_length is not None,
+        max_length=max_length,
+        verbose=False,  # texts longer than model_max_length are expected: they are packed into blocks
+    )
+    return {"input_ids": encoding["input_ids"], "word_ids": encoding["word_ids"]}
+
+
+def pack_into_blocks(batch: dict[str, list], block_length: int) -> dict[str, list]:
+    """
+    Concatenate tokenized texts and cut them into blocks of `block_length` tokens (the remainder is dropped). Word
+    ids are renumbered so that every word of the batch keeps its own id, whichever text it came from.
+    """
+    input_ids, word_ids, next_word_id = [], [], 0
+    for text_input_ids, text_word_ids in zip(batch["input_ids"], batch["word_ids"], strict=True):
+        input_ids.extend(text_input_ids)
+        word_ids.extend(word_id + next_word_id if word_id >= 0 else -1 for word_id in text_word_ids)
+        next_word_id += max(text_word_ids, default=-1) + 1
+    total_length = len(input_ids) // block_length * block_length
+    starts = range(0, total_length, block_length)
+    return {
+        "input_ids": [input_ids[start : start + block_length] for start in starts],
+        "word_ids": [word_ids[start : start + block_length] for start in starts],
+    }
+
+
+def add_index(example: dict[str, Any], index: int, name: str) -> dict[str, int]:
+    """The row's index as column `name` (`dataset.map(add_index, with_indices=True, fn_kwargs={"name": ...})`)."""
+    return {name: index}
+
+
+def limit_examples(
+    examples: datasets.DatasetDict, limits: dict[str, int | None], streaming: bool
+) -> datasets.DatasetDict:
+    """Keep only the first `limits[split]` examples of each split that has a limit (`None`: all)."""
+    for split, limit in limits.items():
+        if limit is not None and split in examples:
+            part = examples[split]
+            examples[split] = part.take(limit) if streaming else part.select(range(min(limit, len(part))))
+    return examples
+
+
+def number_examples(examples: datasets.DatasetDict) -> datasets.DatasetDict:
+    """
+    Number the examples, which seeds their masks (`WholeWordMaskCollator`): training examples by `example_index`
+    (new masks every epoch), validation examples by `mask_seed` (the same masks at every evaluation).
+    """
+    examples["train"] = examples["train"].map(add_index, with_indices=True, fn_kwargs={"name": "example_index"})
+    if "validation" in examples:
+        examples["validation"] = examples["validation"].map(
+            add_index, with_indices=True, fn_kwargs={"name": "mask_seed"}
+        )
+    return examples
