@@ -3,7 +3,7 @@
 What differs from BERT: no position embeddings (queries and keys are rotated by angles proportional to their
 positions, computed once per forward by `rope.py`, so scores depend only on relative positions and no table caps the
 length); pairs (2i, 2i + 1) rotate together, as in bert4keras and transformers' RoFormer, so checkpoints load without
-permutation; optionally rotated values (`rotary_value`) and linear attention (`linear_attention.py`). RoFormer-V2 is
+permutation; optionally rotated values (`rotary_value`) and linear attention (`attention_kernels.py`). RoFormer-V2 is
 `norm_type="rms_norm"`, `use_bias=False`, ReLU and an MLM head reduced to the tied decoder; RoFormer-Sim a
 `RoFormerForCausalLM` with UniLM attention over token types (`decoder_mask="unilm"`) whose pooler gives sentence
 vectors. Parameter names are those of transformers' RoFormer (its sinusoid table, `embed_positions`, is left out).
@@ -35,7 +35,7 @@ from transformers.processing_utils import Unpack
 from transformers.utils import ModelOutput, TransformersKwargs, can_return_tuple, logging
 from transformers.utils.output_capturing import capture_outputs
 
-from .blockwise_attention import blockwise_attention_forward, prefers_blockwise_attention
+from .attention_kernels import blockwise_attention_forward, linear_attention_forward, prefers_blockwise_attention
 from .compat import cache_argument, cache_of, given_cache
 from .configuration import RoFormerConfig
 from .input_checks import (
@@ -47,7 +47,6 @@ from .input_checks import (
     check_multiple_choice_input,
     check_side_inputs,
 )
-from .linear_attention import linear_attention_forward
 from .losses import sequence_classification_loss, span_loss
 from .masks import layer_attention_mask
 from .pretrained import RoFormerPretrainedMixin
@@ -345,8 +344,7 @@ class RoFormerModel(RoFormerPreTrainedModel):
                 Segment ids (missing means all 0); for a UniLM decoder also what each token attends to.
             position_ids (`torch.LongTensor` of shape `(batch_size, seq_len)` or `(batch_size, seq_len, 2)`, *optional*):
                 Any integers (only differences matter), or (x, y) pairs for 2-D RoPE; missing means `past_len, ...`.
-            inputs_embeds (`torch.Tensor` of shape `(batch_size, seq_len, embedding_size)`, *optional*):
-                Word embeddings to use instead of `input_ids`.
+            inputs_embeds (`torch.Tensor` of shape `(batch_size, seq_len, embedding_size)`, *optional*): For `input_ids`.
             cache ([`~cache_utils.Cache`], *optional*):
                 Keys and values of earlier tokens (decoder only); `past_key_values` before transformers 5.24.
             use_cache (`bool`, *optional*):
