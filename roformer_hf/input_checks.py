@@ -168,3 +168,13 @@ def check_multiple_choice_input(choices: object) -> None:
             f"RoFormerForMultipleChoice takes input_ids of shape (batch_size, num_choices, seq_len), got {shape}: "
             "encode each (context, choice) pair with return_tensors='pt' and stack the choices of a question."
         )
+
+
+def check_multi_hot_labels(labels: torch.Tensor, logits: torch.Tensor) -> None:
+    """Multi-label targets are one 0/1 value per class: refuse another shape, e.g. class ids given as floats."""
+    if labels.shape != logits.shape:
+        raise ValueError(
+            f"multi-label classification needs labels of shape {tuple(logits.shape)} (batch_size, num_labels), one "
+            f"0/1 value per class, got {tuple(labels.shape)}: for one class per example give the class ids as "
+            "integers (torch.long), which makes the task single-label."
+        )

@@ -4,7 +4,7 @@ import torch
 from torch.nn import functional as F
 
 from .configuration import RoFormerConfig
-from .input_checks import CLASS_LABELS_FIX, check_labels
+from .input_checks import CLASS_LABELS_FIX, check_labels, check_multi_hot_labels
 
 
 def sequence_classification_loss(config: RoFormerConfig, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -35,16 +35,6 @@ def sequence_classification_loss(config: RoFormerConfig, logits: torch.Tensor, l
         loss = F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
     config.problem_type = problem_type
     return loss
-
-
-def check_multi_hot_labels(labels: torch.Tensor, logits: torch.Tensor) -> None:
-    """Multi-label targets are one 0/1 value per class: refuse another shape, e.g. class ids given as floats."""
-    if labels.shape != logits.shape:
-        raise ValueError(
-            f"multi-label classification needs labels of shape {tuple(logits.shape)} (batch_size, num_labels), one "
-            f"0/1 value per class, got {tuple(labels.shape)}: for one class per example give the class ids as "
-            "integers (torch.long), which makes the task single-label."
-        )
 
 
 def span_loss(

@@ -31,13 +31,13 @@ HEAD_TASKS = {
     "RoFormerForMultipleChoice": ("multiple-choice model", None),
 }
 HUB_MODEL_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
-# transformers 5 has no "question-answering" pipeline; roformer_hf.pipelines has one for span heads.
+# transformers 5 has no "question-answering" pipeline; roformer_hf.question_answering_pipeline has one for span heads.
 QUESTION_ANSWERING_EXAMPLE = """
 
 With roformer_hf's question-answering pipeline:
 
 ```python
-from roformer_hf.pipelines import RoFormerQuestionAnsweringPipeline
+from roformer_hf.question_answering_pipeline import RoFormerQuestionAnsweringPipeline
 
 answerer = RoFormerQuestionAnsweringPipeline(model=model, tokenizer=tokenizer)
 answerer(question="借款多少？", context="原告与被告签订借款合同，约定借款十万元。")

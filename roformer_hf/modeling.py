@@ -1,27 +1,12 @@
 """The RoFormer model family: a BERT encoder whose attention knows positions through rotations (RoPE).
 
-What differs from BERT, and why:
-
-- **No position embeddings.** BERT adds a learnt vector per absolute position, which caps the length at the size of
-  the table. RoFormer instead rotates every query and key by an angle proportional to its position, so the score
-  q_m . k_n depends only on m - n: the model is relative, has no table and no length cap. The rotations are computed
-  once per forward from `position_ids` (in float32, by `RoFormerRotaryEmbedding`) and applied in every layer.
-- **Interleaved pairs.** Dimensions (2i, 2i + 1) rotate together, as in the original bert4keras checkpoints and in
-  transformers' RoFormer, not the "rotate half" layout of LLaMA; checkpoints load without any permutation.
-- **Word-level vocabulary.** The Chinese checkpoints use jieba words plus characters (50,000 entries), so a token is
-  often a whole word and 4,000 tokens cover a long document. Nothing in the model depends on it, except that token
-  ids must be smaller than `vocab_size`.
-- Optionally values are rotated too (`rotary_value`), and attention can be linear instead of softmax
-  (`attention_type="linear"`, see `linear_attention.py`).
-- RoFormer-V2 is the same network with `norm_type="rms_norm"` (a norm without weight or bias), `use_bias=False` (no
-  bias in the encoder's linear layers), ReLU feed-forward and an MLM head reduced to the tied decoder. RoFormer-Sim
-  is a `RoFormerForCausalLM` with UniLM attention over token types (`decoder_mask="unilm"`) whose pooler
-  (`pooler_activation="linear"`) gives sentence vectors.
-
-Parameter names are those of transformers' RoFormer (`roformer.encoder.layer.N.attention.self.query`, ...), so its
-checkpoints load as they are; only its fixed sinusoid table (`embed_positions`) is left out. Around this file: `rope.py`
-(the rotations), `masks.py` (the layers' masks, UniLM's), `input_checks.py` (clear errors for bad input), `losses.py`,
-`hub_mixin.py` (checked loading, model cards), `blockwise_attention.py` and `linear_attention.py`.
+What differs from BERT: no position embeddings (queries and keys are rotated by angles proportional to their
+positions, computed once per forward by `rope.py`, so scores depend only on relative positions and no table caps the
+length); pairs (2i, 2i + 1) rotate together, as in bert4keras and transformers' RoFormer, so checkpoints load without
+permutation; optionally rotated values (`rotary_value`) and linear attention (`attention_kernels.py`). RoFormer-V2 is
+`norm_type="rms_norm"`, `use_bias=False`, ReLU and an MLM head reduced to the tied decoder; RoFormer-Sim a
+`RoFormerForCausalLM` with UniLM attention over token types (`decoder_mask="unilm"`) whose pooler gives sentence
+vectors. Parameter names are those of transformers' RoFormer (its sinusoid table, `embed_positions`, is left out).
 """
 
 import copy
@@ -47,13 +32,12 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.processing_utils import Unpack
-from transformers.utils import TransformersKwargs, can_return_tuple, logging
+from transformers.utils import ModelOutput, TransformersKwargs, can_return_tuple, logging
 from transformers.utils.output_capturing import capture_outputs
 
-from .blockwise_attention import blockwise_attention_forward, prefers_blockwise_attention
+from .attention_kernels import blockwise_attention_forward, linear_attention_forward, prefers_blockwise_attention
 from .compat import cache_argument, cache_of, given_cache
 from .configuration import RoFormerConfig
-from .hub_mixin import RoFormerHubMixin
 from .input_checks import (
     CHOICE_LABELS_FIX,
     CLASS_LABELS_FIX,
@@ -63,9 +47,9 @@ from .input_checks import (
     check_multiple_choice_input,
     check_side_inputs,
 )
-from .linear_attention import linear_attention_forward
 from .losses import sequence_classification_loss, span_loss
 from .masks import layer_attention_mask
+from .pretrained import RoFormerPretrainedMixin
 from .rope import RoFormerRotaryEmbedding, apply_rotary
 
 logger = logging.get_logger(__name__)
@@ -120,19 +104,9 @@ def eager_attention_forward(
     dropout: float = 0.0,
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The reference: softmax(q k^T * scaling + mask) v, written out.
-
-    Args:
-        query, key, value (`torch.Tensor` of shape `(batch_size, num_heads, seq_len, head_dim)`):
-            Already rotated (`key`/`value` may be longer than `query` when a cache holds earlier tokens).
-        attention_mask (`torch.Tensor` of shape `(batch_size, 1, query_len, key_len)`, *optional*):
-            Additive (0 where a query may look, a large negative number where it may not: transformers'
-            `create_*_mask` for "eager"), or boolean (True where a query may look: the form built for "sdpa").
-
-    Returns:
-        `(attention_output, attention_weights)`: shapes `(batch_size, query_len, num_heads, head_dim)` and
-        `(batch_size, num_heads, query_len, key_len)`.
-    """
+    """The reference: softmax(q k^T * scaling + mask) v on rotated `(B, nh, T, hs)` tensors (keys may outnumber queries
+    with a cache); `attention_mask` `(B, 1, Tq, Tk)` is additive ("eager") or boolean (True where a query may look:
+    "sdpa"). Returns the output, `(B, Tq, nh, hs)`, and the weights, `(B, nh, Tq, Tk)`."""
     scores = torch.matmul(query, key.transpose(-1, -2)) * scaling  # (B, nh, Tq, Tk)
     if attention_mask is None and module.is_causal and query.shape[2] > 1:
         # The SDPA form of a plain causal mask is no mask at all (SDPA's is_causal); the CPU dispatch hands it here.
@@ -152,13 +126,9 @@ def eager_attention_forward(
 
 
 class RoFormerSelfAttention(nn.Module):
-    """Multi-head self-attention with RoPE on queries and keys (and values if `config.rotary_value`).
-
-    The backend is transformers' attention interface (`config._attn_implementation`: "sdpa" by default, "eager",
-    "flash_attention_2", ...), with one exception: on the CPU, training with attention dropout, torch's SDPA falls back
-    to an unfused kernel slower than eager, so "sdpa" then runs `blockwise_attention_forward` (the same function,
-    faster than eager at every length measured, 128 to 2,048 tokens, with memory linear in the length).
-    """
+    """Multi-head self-attention with RoPE on queries and keys (and values if `config.rotary_value`), through
+    transformers' attention interface, but for CPU training with dropout, where torch's SDPA is slower than eager and
+    "sdpa" runs `blockwise_attention_forward` (faster than eager at every length measured; docs/benchmarks.md)."""
 
     def __init__(self, config: RoFormerConfig, layer_idx: int):
         super().__init__()
@@ -212,25 +182,20 @@ class RoFormerSelfAttention(nn.Module):
         )
         if self.training and prefers_blockwise_attention(self.config, query, self.attention_dropout):
             attention_interface = blockwise_attention_forward
+        dropout = self.attention_dropout if self.training else 0.0
         attention_output, attention_weights = attention_interface(
-            self,
-            query,
-            key,
-            value,
-            attention_mask,
-            dropout=self.attention_dropout if self.training else 0.0,
-            scaling=self.scaling,
-            **kwargs,
+            self, query, key, value, attention_mask, dropout=dropout, scaling=self.scaling, **kwargs
         )
         return attention_output.reshape(*query_shape, -1), attention_weights  # (B, Tq, nh * hs)
 
 
-class RoFormerSelfOutput(nn.Module):
-    """Output projection of attention, then dropout, residual and post-norm (BERT's order)."""
+class RoFormerOutput(nn.Module):
+    """The projection closing attention (from `hidden_size`) or the feed-forward (from `intermediate_size`), then
+    dropout, residual and post-norm (BERT's order)."""
 
-    def __init__(self, config: RoFormerConfig):
+    def __init__(self, config: RoFormerConfig, input_size: int):
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size, bias=config.use_bias)
+        self.dense = nn.Linear(input_size, config.hidden_size, bias=config.use_bias)
         self.LayerNorm = build_norm(config, config.hidden_size)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
@@ -244,7 +209,7 @@ class RoFormerAttention(nn.Module):
     def __init__(self, config: RoFormerConfig, layer_idx: int):
         super().__init__()
         self.self = RoFormerSelfAttention(config, layer_idx)
-        self.output = RoFormerSelfOutput(config)
+        self.output = RoFormerOutput(config, config.hidden_size)
 
     def forward(
         self, hidden_states: torch.Tensor, query_positions: slice | None = None, **kwargs: Unpack[TransformersKwargs]
@@ -264,19 +229,6 @@ class RoFormerIntermediate(nn.Module):
         return self.intermediate_act_fn(self.dense(hidden_states))
 
 
-class RoFormerOutput(nn.Module):
-    """Second feed-forward projection, then dropout, residual and post-norm."""
-
-    def __init__(self, config: RoFormerConfig):
-        super().__init__()
-        self.dense = nn.Linear(config.intermediate_size, config.hidden_size, bias=config.use_bias)
-        self.LayerNorm = build_norm(config, config.hidden_size)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-
-    def forward(self, hidden_states: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + residual)
-
-
 class RoFormerLayer(GradientCheckpointingLayer):
     """One post-norm encoder block: attention, then feed-forward, each with residual and norm."""
 
@@ -284,7 +236,7 @@ class RoFormerLayer(GradientCheckpointingLayer):
         super().__init__()
         self.attention = RoFormerAttention(config, layer_idx)
         self.intermediate = RoFormerIntermediate(config)
-        self.output = RoFormerOutput(config)
+        self.output = RoFormerOutput(config, config.intermediate_size)
 
     def forward(self, hidden_states: torch.Tensor, **kwargs: Unpack[TransformersKwargs]) -> torch.Tensor:
         attention_output = self.attention(hidden_states, **kwargs)
@@ -297,13 +249,9 @@ class RoFormerEncoder(nn.Module):
         self.layer = nn.ModuleList([RoFormerLayer(config, layer_idx) for layer_idx in range(config.num_hidden_layers)])
 
     def forward(
-        self,
-        hidden_states: torch.Tensor,
-        last_layer_positions: slice | None = None,
-        **kwargs: Unpack[TransformersKwargs],
+        self, hidden_states: torch.Tensor, last_layer_positions: slice | None = None, **kwargs
     ) -> torch.Tensor:
-        """`kwargs` (position_embeddings, attention_mask, padding_mask, cache) go to every layer;
-        `last_layer_positions`, the outputs the last layer computes, to the last (see `RoFormerModel.forward`)."""
+        """`kwargs` go to every layer, `last_layer_positions` (see `RoFormerModel.forward`) to the last."""
         for index, layer in enumerate(self.layer):
             query_positions = last_layer_positions if index == len(self.layer) - 1 else None
             hidden_states = layer(hidden_states, query_positions=query_positions, **kwargs)
@@ -322,9 +270,8 @@ class RoFormerPooler(nn.Module):
         return self.activation(self.dense(hidden_states[:, 0]))  # (B, hidden_size)
 
 
-class RoFormerPreTrainedModel(RoFormerHubMixin, PreTrainedModel):
-    """Weights, capabilities and outputs shared by every RoFormer class; loading, saving and upload as in
-    `RoFormerHubMixin`."""
+class RoFormerPreTrainedModel(RoFormerPretrainedMixin, PreTrainedModel):
+    """Weights and capabilities shared by every RoFormer class; loading, saving and upload: `RoFormerPretrainedMixin`."""
 
     config: RoFormerConfig
     base_model_prefix = "roformer"
@@ -348,8 +295,7 @@ class RoFormerPreTrainedModel(RoFormerHubMixin, PreTrainedModel):
 
 class RoFormerModel(RoFormerPreTrainedModel):
     r"""
-    The bare RoFormer encoder (or decoder, with `config.is_decoder`), returning the last hidden states and, with a
-    pooler, the pooled first token.
+    The bare RoFormer encoder (or decoder, with `config.is_decoder`), and optionally its pooler.
 
     Args:
         config ([`RoFormerConfig`]): The model configuration.
@@ -391,58 +337,38 @@ class RoFormerModel(RoFormerPreTrainedModel):
         r"""
         Args:
             input_ids (`torch.LongTensor` of shape `(batch_size, seq_len)`):
-                Token ids, each in `[0, vocab_size)`; empty inputs and non-integer ones raise a `ValueError`.
+                Token ids in `[0, vocab_size)`; empty or non-integer inputs raise a `ValueError`.
             attention_mask (`torch.Tensor` of shape `(batch_size, past_len + seq_len)`, *optional*):
-                1 for tokens, 0 for padding; missing means no padding. A prepared 4-D mask has shape
-                `(batch_size, 1, seq_len, past_len + seq_len)` (sizes but the last may be 1).
+                1 for tokens, 0 for padding; or a prepared 4-D mask `(batch_size, 1, seq_len, past_len + seq_len)`.
             token_type_ids (`torch.LongTensor` of shape `(batch_size, seq_len)`, *optional*):
-                Segment ids (0 for the first text, 1 for the second; missing means all 0). With
-                `config.decoder_mask="unilm"` they also say what each token attends to (see `masks.unilm_attention_mask`).
+                Segment ids (missing means all 0); for a UniLM decoder also what each token attends to.
             position_ids (`torch.LongTensor` of shape `(batch_size, seq_len)` or `(batch_size, seq_len, 2)`, *optional*):
-                Any integers (only differences matter), or (x, y) pairs for 2-D RoPE. Missing means `past_len,
-                past_len + 1, ...`; a batch size of 1 gives every sequence the same positions.
-            inputs_embeds (`torch.Tensor` of shape `(batch_size, seq_len, embedding_size)`, *optional*):
-                Word embeddings to use instead of `input_ids`.
+                Any integers (only differences matter), or (x, y) pairs for 2-D RoPE; missing means `past_len, ...`.
+            inputs_embeds (`torch.Tensor` of shape `(batch_size, seq_len, embedding_size)`, *optional*): For `input_ids`.
             cache ([`~cache_utils.Cache`], *optional*):
-                Keys and values of earlier tokens (decoder only); a new `DynamicCache` is made when `use_cache`.
+                Keys and values of earlier tokens (decoder only); `past_key_values` before transformers 5.24.
             use_cache (`bool`, *optional*):
-                Whether a decoder returns its cache (as `cache` from transformers 5.24 on, `past_key_values` before).
-                Defaults to `config.use_cache` for a decoder, `False` otherwise, and to `False` while training with
-                gradient checkpointing (the backward pass replays every layer, which would add its keys again).
+                Whether a decoder returns its cache; defaults to `config.use_cache` for a decoder, `False` otherwise
+                and while training with gradient checkpointing (whose replayed layers would add their keys again).
             last_layer_positions (`slice`, *optional*):
-                The positions whose last hidden states are needed, e.g. `slice(0, 1)` for [CLS]: the last layer
-                computes queries and feed-forward only there (keys and values still cover every token), and
-                `last_hidden_state` holds only those positions (Mosaic BERT's trick; the classifier uses it). Ignored
-                for decoders, linear attention, backends other than "sdpa" and "eager", when `output_hidden_states`
-                or `output_attentions` is set, and with a pooler when the positions do not start at 0.
-            past_key_values ([`~cache_utils.Cache`], *optional*):
-                `cache` under its name before transformers 5.24, which those releases' `generate` passes; give one of
-                the two.
+                The positions whose last hidden states are needed (`slice(0, 1)`: [CLS]); the last layer computes
+                only those where `_last_layer_positions` allows it (Mosaic BERT's trick).
             kwargs ([`~utils.TransformersKwargs`]):
-                `output_hidden_states` (the embeddings' output, then every layer's), `output_attentions` (needs
-                `attn_implementation="eager"`), `return_dict`, and what the attention backend takes.
+                `output_hidden_states`, `output_attentions`, `return_dict`, and what the attention backend takes.
         """
         inputs_embeds = self._embed(input_ids, inputs_embeds)
         batch_size, seq_len = inputs_embeds.shape[:2]
-        cache = given_cache(cache, past_key_values)
-        use_cache = self._wants_cache(use_cache, cache)
-        if use_cache and cache is None:
-            cache = DynamicCache(config=self.config)
+        cache, use_cache = self._cache(cache, past_key_values, use_cache)
         past_len = cache.get_seq_length() if cache is not None else 0
         check_side_inputs(self.config, (batch_size, seq_len), past_len, attention_mask, token_type_ids, position_ids)
         if position_ids is None:
             position_ids = torch.arange(past_len, past_len + seq_len, device=inputs_embeds.device).unsqueeze(0)
-
         hidden_states = self.embeddings(inputs_embeds, token_type_ids)
         if self.config.embedding_size != self.config.hidden_size:
             hidden_states = self.embeddings_project(hidden_states)
-        if last_layer_positions is not None and not self._computes_last_layer_subsets(
-            last_layer_positions, seq_len, kwargs
-        ):
-            last_layer_positions = None
         last_hidden_state = self.encoder(
             hidden_states,
-            last_layer_positions=last_layer_positions,
+            last_layer_positions=self._last_layer_positions(last_layer_positions, seq_len, kwargs),
             position_embeddings=self.rotary_emb(hidden_states, position_ids),  # (cos, sin), once for all layers
             attention_mask=layer_attention_mask(self.config, attention_mask, hidden_states, cache, token_type_ids),
             padding_mask=attention_mask if attention_mask is not None and attention_mask.dim() == 2 else None,
@@ -463,40 +389,45 @@ class RoFormerModel(RoFormerPreTrainedModel):
         check_input_ids(input_ids, self.embeddings.word_embeddings.num_embeddings)
         return self.embeddings.word_embeddings(input_ids)
 
-    def _wants_cache(self, use_cache: bool | None, cache: Cache | None) -> bool:
+    def _cache(
+        self, cache: Cache | None, past_key_values: Cache | None, use_cache: bool | None
+    ) -> tuple[Cache | None, bool]:
+        """The cache the layers use (given under either name, or a new one) and whether the output returns it."""
+        cache = given_cache(cache, past_key_values)
         replays_layers = self.encoder.layer[0].gradient_checkpointing and self.training and torch.is_grad_enabled()
         if not self.config.is_decoder or replays_layers:
-            return False
-        if self.config.attention_type == "linear":
-            if cache is not None:
-                raise ValueError(
-                    "RoFormer with linear attention keeps no key/value cache: call the model (or generate) with "
-                    "use_cache=False."
-                )
-            return False
-        return self.config.use_cache if use_cache is None else use_cache
+            return cache, False
+        if self.config.attention_type == "linear" and cache is not None:
+            raise ValueError(
+                "RoFormer with linear attention keeps no key/value cache: call the model (or generate) with "
+                "use_cache=False."
+            )
+        use_cache = self.config.attention_type != "linear" and (
+            self.config.use_cache if use_cache is None else use_cache
+        )
+        return (DynamicCache(config=self.config) if use_cache and cache is None else cache), use_cache
 
-    def _computes_last_layer_subsets(self, positions: slice, seq_len: int, kwargs: dict) -> bool:
-        """Whether the last layer may compute only `positions` (see `last_layer_positions` in `forward`). Not when
-        `capture_outputs` collects every layer's outputs: it reads the flags from the call, or else the config."""
+    def _last_layer_positions(self, positions: slice | None, seq_len: int, kwargs: dict) -> slice | None:
+        """`positions`, where the last layer may compute only those: not for decoders, linear attention, backends
+        other than "sdpa" and "eager", when `capture_outputs` records every layer's outputs (`output_hidden_states` or
+        `output_attentions`, from the call or else the config), nor with a pooler unless they start at 0."""
         records_outputs = any(
             kwargs.get(flag, getattr(self.config, flag)) for flag in ("output_hidden_states", "output_attentions")
         )
-        return (
-            not records_outputs
+        allowed = (
+            positions is not None
+            and not records_outputs
             and not self.config.is_decoder
             and self.config.attention_type == "softmax"
             and self.config._attn_implementation in ("sdpa", "eager")
             and (self.pooler is None or starts_at_first_position(positions, seq_len))  # the pooler reads position 0
         )
+        return positions if allowed else None
 
 
 def starts_at_first_position(positions: slice, seq_len: int) -> bool:
-    """Whether the first position `positions` selects from `seq_len` tokens is position 0.
-
-    Read from the slice alone where it can be (a start of 0 or None, a positive step and stop), so that `torch.export`
-    keeps the length symbolic: `range(seq_len)` would fix it to the example's length. Other slices read the length.
-    """
+    """Whether the first position `positions` selects from `seq_len` tokens is position 0, read from the slice alone
+    where it can be, so that `torch.export` keeps the length symbolic (`range(seq_len)` would fix it)."""
     step = 1 if positions.step is None else positions.step
     start = 0 if positions.start is None else positions.start
     if step > 0 and start == 0 and (positions.stop is None or positions.stop > 0):
@@ -504,6 +435,51 @@ def starts_at_first_position(positions: slice, seq_len: int) -> bool:
     if step > 0 and start > 0:
         return False  # starts after position 0, or selects nothing
     return range(seq_len)[positions][:1] == range(1)
+
+
+def recorded_outputs(outputs: ModelOutput) -> dict[str, tuple[torch.Tensor, ...] | None]:
+    """The encoder's `hidden_states` and `attentions` (recorded when asked for), which every head passes on."""
+    return {"hidden_states": outputs.hidden_states, "attentions": outputs.attentions}
+
+
+class RoFormerHeadModel(RoFormerPreTrainedModel):
+    """A task head on the encoder (`self.roformer`): `forward` encodes and hands the output and `labels` to the head's
+    `head_output`; heads with other targets, inputs or a cache write their own `forward` around `encode`."""
+
+    # The loss is a per-batch mean: the Trainer must scale it for gradient accumulation itself.
+    accepts_loss_kwargs = False
+    # The positions the head reads (`last_layer_positions` of `RoFormerModel.forward`); None: all of them.
+    last_layer_positions: slice | None = None
+
+    def __init__(self, config: RoFormerConfig):
+        super().__init__(config)
+        self.roformer = RoFormerModel(config)
+
+    def encode(self, *inputs: torch.Tensor | None, **kwargs) -> BaseModelOutputWithPoolingAndCrossAttentions:
+        """`self.roformer(*inputs, **kwargs)` with `return_dict=True`: the inputs are `RoFormerModel.forward`'s."""
+        return self.roformer(*inputs, return_dict=True, **kwargs)
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> ModelOutput:
+        r"""
+        Args:
+            labels (`torch.Tensor`, *optional*): The head's targets (see its class); no loss without them.
+
+        The other arguments are those of [`RoFormerModel.forward`].
+        """
+        if self.last_layer_positions is not None:
+            kwargs["last_layer_positions"] = self.last_layer_positions
+        outputs = self.encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+        return self.head_output(outputs, labels, **kwargs)
 
 
 class RoFormerPredictionHeadTransform(nn.Module):
@@ -548,18 +524,36 @@ class RoFormerOnlyMLMHead(nn.Module):
         return self.predictions(hidden_states)
 
 
-def tied_lm_head_weights(config: RoFormerConfig) -> dict[str, str]:
-    """The decoder of the LM heads shares the word embeddings, and its bias (none in V2) the head's `bias` (the
-    checkpoint's name)."""
-    tied = {"cls.predictions.decoder.weight": "roformer.embeddings.word_embeddings.weight"}
-    if config.norm_type == "layer_norm":
-        tied["cls.predictions.decoder.bias"] = "cls.predictions.bias"
-    return tied
+class RoFormerLMHeadMixin:
+    """The LM head (`cls`) of the masked and causal LMs, whose decoder shares the word embeddings."""
+
+    # The loss is transformers' loss_function, which divides by the Trainer's num_items_in_batch.
+    accepts_loss_kwargs = True
+
+    def add_lm_head(self, config: RoFormerConfig) -> None:
+        self.cls = RoFormerOnlyMLMHead(config)
+        # The decoder shares the word embeddings, and its bias (none in V2) the head's `bias` (the checkpoint's name).
+        self._tied_weights_keys = {"cls.predictions.decoder.weight": "roformer.embeddings.word_embeddings.weight"}
+        if config.norm_type == "layer_norm":
+            self._tied_weights_keys["cls.predictions.decoder.bias"] = "cls.predictions.bias"
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        self.cls.predictions.decoder = new_embeddings
+        self.cls.predictions.bias = new_embeddings.bias
+
+    def lm_loss(self, logits: torch.Tensor, labels: torch.Tensor, **kwargs) -> torch.Tensor:
+        check_labels(labels, logits.shape[-1], TOKEN_LABELS_FIX)
+        return self.loss_function(logits=logits, labels=labels, vocab_size=logits.shape[-1], **kwargs)
 
 
-class RoFormerForMaskedLM(RoFormerPreTrainedModel):
+class RoFormerForMaskedLM(RoFormerLMHeadMixin, RoFormerHeadModel):
     r"""
-    RoFormer with the masked-language-modelling head (`cls.predictions`), the pretraining objective of the original.
+    RoFormer with the masked-language-modelling head (`cls.predictions`). `labels`: the original id at masked
+    positions, -100 elsewhere. With `config.sparse_prediction` only labelled positions are scored (logits `(N,
+    vocab_size)`, a number `torch.compile` cannot know: `fullgraph=True` needs dense prediction).
 
     Args:
         config ([`RoFormerConfig`]): The model configuration; `is_decoder` must be False.
@@ -569,88 +563,42 @@ class RoFormerForMaskedLM(RoFormerPreTrainedModel):
         super().__init__(config)
         if config.is_decoder:
             raise ValueError("RoFormerForMaskedLM attends in both directions: set config.is_decoder=False.")
-        self.roformer = RoFormerModel(config)
-        self.cls = RoFormerOnlyMLMHead(config)
-        self._tied_weights_keys = tied_lm_head_weights(config)
+        self.add_lm_head(config)
         self.post_init()
 
-    def get_output_embeddings(self) -> nn.Linear:
-        return self.cls.predictions.decoder
-
-    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
-        self.cls.predictions.decoder = new_embeddings
-        self.cls.predictions.bias = new_embeddings.bias
-
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.LongTensor | None = None,
-        position_ids: torch.LongTensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.LongTensor | None = None,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> MaskedLMOutput:
-        r"""
-        Args:
-            labels (`torch.LongTensor` of shape `(batch_size, seq_len)`, *optional*):
-                The original id at masked positions, -100 elsewhere (ignored by the loss). With
-                `config.sparse_prediction` only the labelled positions are scored (logits of shape
-                `(num_labelled, vocab_size)`); their number depends on the labels, so `torch.compile` breaks its graph
-                there (`fullgraph=True` needs dense prediction).
-
-        The other arguments are those of [`RoFormerModel.forward`].
-        """
-        outputs = self.roformer(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
-        )
+    def head_output(self, outputs: ModelOutput, labels: torch.Tensor | None, **kwargs) -> MaskedLMOutput:
         hidden_states = outputs.last_hidden_state  # (B, T, H)
         if labels is not None and self.config.sparse_prediction:
             labelled = labels != -100
             hidden_states, labels = hidden_states[labelled], labels[labelled]  # (N, H), (N,): the labelled tokens
         logits = self.cls(hidden_states)  # (B, T, vocab_size), or (N, vocab_size) with sparse prediction
-        loss = None
-        if labels is not None:
-            check_labels(labels, logits.shape[-1], TOKEN_LABELS_FIX)
-            # loss_function divides by the Trainer's num_items_in_batch under gradient accumulation
-            loss = self.loss_function(logits=logits, labels=labels, vocab_size=logits.shape[-1], **kwargs)
-        return MaskedLMOutput(
-            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
-        )
+        loss = self.lm_loss(logits, labels, **kwargs) if labels is not None else None
+        return MaskedLMOutput(loss=loss, logits=logits, **recorded_outputs(outputs))
 
 
 @dataclass
 class RoFormerCausalLMOutput(CausalLMOutputWithPast):
-    r"""
-    [`~modeling_outputs.CausalLMOutputWithPast`] and the pooled first token.
-
-    Args:
-        pooler_output (`torch.FloatTensor` of shape `(batch_size, hidden_size)`):
-            The pooler's output for the first input token: the sentence vector of RoFormer-Sim.
-    """
+    """[`~modeling_outputs.CausalLMOutputWithPast`] and `pooler_output`, `(batch_size, hidden_size)`: the pooled first
+    token, RoFormer-Sim's sentence vector."""
 
     pooler_output: torch.FloatTensor | None = None
 
 
-class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
+class RoFormerForCausalLM(RoFormerLMHeadMixin, RoFormerHeadModel, GenerationMixin):
     r"""
-    RoFormer as a left-to-right language model (`config.is_decoder=True`), with a key/value cache for `generate`.
-    Positions continue from the length of the cache, so cached and uncached generation agree. RoFormer-Sim attends as
-    a UniLM (`config.decoder_mask="unilm"`: a sentence or prompt of token type 0 reads itself both ways, generated
-    tokens have type 1) and has a pooler, whose `pooler_output` is the sentence vector; other causal LMs have one
-    only with `config.add_pooling_layer` (a pooler the loss never reaches would get no gradient).
+    RoFormer as a left-to-right language model with a key/value cache for `generate`. RoFormer-Sim attends as a UniLM
+    (`decoder_mask="unilm"`: type-0 tokens read each other both ways, generated ones have type 1) and has a pooler
+    (its sentence vector); other causal LMs have one only with `config.add_pooling_layer` (it would get no gradient).
 
     Args:
-        config ([`RoFormerConfig`]): The model configuration. With `is_decoder=False` (an MLM checkpoint loaded as it
-            is) the model attends in both directions and keeps no cache, as transformers' RoFormerForCausalLM does:
-            a warning says so.
+        config ([`RoFormerConfig`]): The model configuration. With `is_decoder=False` the model attends in both
+            directions and keeps no cache, as transformers' RoFormerForCausalLM does, with a warning.
     """
 
     def __init__(self, config: RoFormerConfig):
         if config.decoder_mask == "unilm" and not config.add_pooling_layer:
-            # RoFormer-Sim, whose published configs do not say it has a pooler: the model's own config says so (saved,
-            # and AutoModel keeps the pooler); a config shared with other heads is left as it was.
+            # RoFormer-Sim's published configs do not say it has a pooler: its own copy of the config does (saved, so
+            # AutoModel keeps the pooler).
             config = copy.deepcopy(config)
             config.add_pooling_layer = True
         super().__init__(config)
@@ -660,23 +608,11 @@ class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
                 "ones after it): add is_decoder=True to the config (or to from_pretrained) to use it as a standalone "
                 "causal LM."
             )
-        self.roformer = RoFormerModel(config)
-        self.cls = RoFormerOnlyMLMHead(config)
-        self._tied_weights_keys = tied_lm_head_weights(config)
+        self.add_lm_head(config)
         self.post_init()
 
-    def get_output_embeddings(self) -> nn.Linear:
-        return self.cls.predictions.decoder
-
-    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
-        self.cls.predictions.decoder = new_embeddings
-        self.cls.predictions.bias = new_embeddings.bias
-
     def generate(self, inputs: torch.Tensor | None = None, *args, **kwargs):
-        """As transformers' `generate` (same arguments). With `config.decoder_mask="unilm"` (RoFormer-Sim) the prompt
-        has the `token_type_ids` given, all 0 (one segment, read in both directions) when none are, and every
-        generated token has type 1: it sees the whole prompt and the tokens generated before it, with the cache or
-        without (the same tokens)."""
+        """As transformers' `generate`; a UniLM decoder's prompt has token type 0 unless `token_type_ids` are given."""
         if self.config.decoder_mask == "unilm" and kwargs.get("token_type_ids") is None:
             prompt = inputs if inputs is not None else kwargs.get("input_ids", kwargs.get("inputs_embeds"))
             if prompt is not None:
@@ -684,8 +620,7 @@ class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
         return super().generate(inputs, *args, **kwargs)
 
     def _update_model_kwargs_for_generation(self, outputs, model_kwargs: dict, *args, **kwargs) -> dict:
-        """GenerationMixin's hook after every step; a UniLM decoder's new tokens get token type 1 (transformers
-        repeats the last type)."""
+        """GenerationMixin's hook after every step: a UniLM decoder's new tokens get type 1, not the last type."""
         token_type_ids = model_kwargs.get("token_type_ids")
         model_kwargs = super()._update_model_kwargs_for_generation(outputs, model_kwargs, *args, **kwargs)
         if self.config.decoder_mask == "unilm" and token_type_ids is not None:
@@ -717,29 +652,16 @@ class RoFormerForCausalLM(RoFormerPreTrainedModel, GenerationMixin):
 
         The other arguments are those of [`RoFormerModel.forward`].
         """
-        outputs = self.roformer(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            inputs_embeds,
-            cache=given_cache(cache, past_key_values),
-            use_cache=use_cache,
-            return_dict=True,
-            **kwargs,
-        )
+        cache = given_cache(cache, past_key_values)
+        inputs = (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        outputs = self.encode(*inputs, cache=cache, use_cache=use_cache, **kwargs)
         keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
         logits = self.cls(outputs.last_hidden_state[:, keep])
-        loss = None
-        if labels is not None:
-            check_labels(labels, logits.shape[-1], TOKEN_LABELS_FIX)
-            loss = self.loss_function(logits=logits, labels=labels, vocab_size=logits.shape[-1], **kwargs)
         return RoFormerCausalLMOutput(
-            loss=loss,
+            loss=self.lm_loss(logits, labels, **kwargs) if labels is not None else None,
             logits=logits,
             **cache_argument(cache_of(outputs)),
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
+            **recorded_outputs(outputs),
             pooler_output=outputs.pooler_output,
         )
 
@@ -759,110 +681,54 @@ class RoFormerClassificationHead(nn.Module):
         return self.out_proj(self.dropout(self.activation(self.dense(cls_state))))
 
 
-class RoFormerForSequenceClassification(RoFormerPreTrainedModel):
+class RoFormerForSequenceClassification(RoFormerHeadModel):
     r"""
-    RoFormer with a classification (or regression) head on the first token; the loss follows `config.problem_type`.
+    RoFormer with a classification (or regression) head on the first token. `labels`: class ids, multi-hot floats
+    (multi-label) or target values (regression); the loss follows `config.problem_type`.
 
     Args:
         config ([`RoFormerConfig`]): The model configuration; `num_labels` sets the number of outputs.
     """
 
-    # The loss is a per-batch mean: the Trainer must scale it for gradient accumulation itself.
-    accepts_loss_kwargs = False
+    last_layer_positions = slice(0, 1)  # the head reads the [CLS] token only
 
     def __init__(self, config: RoFormerConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.roformer = RoFormerModel(config)
         self.classifier = RoFormerClassificationHead(config)
         self.post_init()
 
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.LongTensor | None = None,
-        position_ids: torch.LongTensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> SequenceClassifierOutput:
-        r"""
-        Args:
-            labels (`torch.Tensor` of shape `(batch_size,)` or `(batch_size, num_labels)`, *optional*):
-                Class ids (single-label), multi-hot floats (multi-label) or target values (regression).
-
-        The other arguments are those of [`RoFormerModel.forward`].
-        """
-        outputs = self.roformer(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            inputs_embeds,
-            return_dict=True,
-            last_layer_positions=slice(0, 1),  # the head reads the [CLS] token only
-            **kwargs,
-        )
+    def head_output(self, outputs: ModelOutput, labels: torch.Tensor | None, **kwargs) -> SequenceClassifierOutput:
         logits = self.classifier(outputs.last_hidden_state)  # (B, num_labels)
         loss = sequence_classification_loss(self.config, logits, labels) if labels is not None else None
-        return SequenceClassifierOutput(
-            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
-        )
+        return SequenceClassifierOutput(loss=loss, logits=logits, **recorded_outputs(outputs))
 
 
-class RoFormerForTokenClassification(RoFormerPreTrainedModel):
+class RoFormerForTokenClassification(RoFormerHeadModel):
     r"""
-    RoFormer with a linear layer on every token (tagging, named entities).
+    RoFormer with a linear layer on every token (tagging). `labels`: the tag id of every token, -100 to leave it out.
 
     Args:
         config ([`RoFormerConfig`]): The model configuration; `num_labels` sets the number of tags.
     """
 
-    # The loss is a per-batch mean: the Trainer must scale it for gradient accumulation itself.
-    accepts_loss_kwargs = False
-
     def __init__(self, config: RoFormerConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.roformer = RoFormerModel(config)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.LongTensor | None = None,
-        position_ids: torch.LongTensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.LongTensor | None = None,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> TokenClassifierOutput:
-        r"""
-        Args:
-            labels (`torch.LongTensor` of shape `(batch_size, seq_len)`, *optional*):
-                Tag id of every token, -100 for tokens left out of the loss.
-
-        The other arguments are those of [`RoFormerModel.forward`].
-        """
-        outputs = self.roformer(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
-        )
+    def head_output(self, outputs: ModelOutput, labels: torch.Tensor | None, **kwargs) -> TokenClassifierOutput:
         logits = self.classifier(self.dropout(outputs.last_hidden_state))  # (B, T, num_labels)
         loss = None
         if labels is not None:
             check_labels(labels, self.num_labels, CLASS_LABELS_FIX)
             loss = F.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1).to(logits.device))
-        return TokenClassifierOutput(
-            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
-        )
+        return TokenClassifierOutput(loss=loss, logits=logits, **recorded_outputs(outputs))
 
 
-class RoFormerForQuestionAnswering(RoFormerPreTrainedModel):
+class RoFormerForQuestionAnswering(RoFormerHeadModel):
     r"""
     RoFormer for extractive question answering: start and end scores for every token (`qa_outputs`).
 
@@ -870,13 +736,9 @@ class RoFormerForQuestionAnswering(RoFormerPreTrainedModel):
         config ([`RoFormerConfig`]): The model configuration (`num_labels` is 2: start and end).
     """
 
-    # The loss is a per-batch mean: the Trainer must scale it for gradient accumulation itself.
-    accepts_loss_kwargs = False
-
     def __init__(self, config: RoFormerConfig):
         config.num_labels = 2
         super().__init__(config)
-        self.roformer = RoFormerModel(config)
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self.post_init()
 
@@ -899,9 +761,7 @@ class RoFormerForQuestionAnswering(RoFormerPreTrainedModel):
 
         The other arguments are those of [`RoFormerModel.forward`].
         """
-        outputs = self.roformer(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
-        )
+        outputs = self.encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)  # 2 x (B, T)
         loss = None
         if start_positions is not None and end_positions is not None:
@@ -910,30 +770,22 @@ class RoFormerForQuestionAnswering(RoFormerPreTrainedModel):
             loss=loss,
             start_logits=start_logits.contiguous(),
             end_logits=end_logits.contiguous(),
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
+            **recorded_outputs(outputs),
         )
 
 
-class RoFormerForMultipleChoice(RoFormerPreTrainedModel):
+class RoFormerForMultipleChoice(RoFormerHeadModel):
     r"""
-    RoFormer for multiple choice: every (context, choice) pair is encoded, summarised and scored by one linear layer.
-
-    The summary is the hidden state of the last token, as in transformers' RoFormer. With an `attention_mask`,
-    `config.multiple_choice_pooling` says which: `"last_token"` (default), the last token that is not padding, so
-    that padding changes nothing; `"last_position"`, the last position even when it is padding, as transformers'
-    RoFormerForMultipleChoice does (for classifiers fine-tuned there).
+    RoFormer for multiple choice: every (context, choice) pair is encoded, summarised by the hidden state of its last
+    token and scored by one linear layer. `config.multiple_choice_pooling`: `"last_token"` (default), the last token
+    that is not padding; `"last_position"`, the last position even when it is padding, as in transformers' RoFormer.
 
     Args:
         config ([`RoFormerConfig`]): The model configuration.
     """
 
-    # The loss is a per-batch mean: the Trainer must scale it for gradient accumulation itself.
-    accepts_loss_kwargs = False
-
     def __init__(self, config: RoFormerConfig):
         super().__init__(config)
-        self.roformer = RoFormerModel(config)
         self.classifier = nn.Linear(config.hidden_size, 1)
         self.post_init()
 
@@ -952,8 +804,7 @@ class RoFormerForMultipleChoice(RoFormerPreTrainedModel):
         Args:
             input_ids, attention_mask, token_type_ids (`torch.Tensor` of shape `(batch_size, num_choices, seq_len)`):
                 One row per choice; `position_ids` and `inputs_embeds` likewise carry the extra choice dimension.
-            labels (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
-                Index of the right choice.
+            labels (`torch.LongTensor` of shape `(batch_size,)`, *optional*): The index of the right choice.
         """
         choices = input_ids if input_ids is not None else inputs_embeds  # (B, num_choices, T[, embedding_size])
         check_multiple_choice_input(choices)
@@ -962,23 +813,18 @@ class RoFormerForMultipleChoice(RoFormerPreTrainedModel):
             tensor.flatten(0, 1) if tensor is not None else None  # (B, num_choices, ...) -> (B * num_choices, ...)
             for tensor in (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
         )
-        if self.config.multiple_choice_pooling == "last_position":
+        last_position = self.config.multiple_choice_pooling == "last_position"
+        if last_position:
             kwargs["last_layer_positions"] = slice(-1, None)  # the head reads the last position only
-        outputs = self.roformer(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
-        )
-        if self.config.multiple_choice_pooling == "last_position":
-            summary = outputs.last_hidden_state[:, -1]  # (B * num_choices, hidden_size)
-        else:
-            summary = last_token_states(outputs.last_hidden_state, attention_mask)
+        outputs = self.encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+        hidden_states = outputs.last_hidden_state
+        summary = hidden_states[:, -1] if last_position else last_token_states(hidden_states, attention_mask)
         logits = self.classifier(summary).view(-1, num_choices)  # (B, num_choices)
         loss = None
         if labels is not None:
             check_labels(labels, num_choices, CHOICE_LABELS_FIX)
             loss = F.cross_entropy(logits, labels.to(logits.device))
-        return MultipleChoiceModelOutput(
-            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
-        )
+        return MultipleChoiceModelOutput(loss=loss, logits=logits, **recorded_outputs(outputs))
 
 
 def last_token_states(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:

@@ -10,7 +10,7 @@ The original checkpoints (ZhuiyiTechnology/roformer, trained with bert4keras) we
    a word with no match, or longer than 200 characters (bert4keras's `word_maxlen`), is `[UNK]`.
 
 Segmentation uses rjieba (jieba-rs) when the tokenizer has no user words: on People's Daily and on the three
-classification corpora it gives jieba's segmentation exactly, about 20x faster. With user words (or
+classification corpora it gives jieba's segmentation exactly, and faster (docs/tokenizer.md#speed). With user words (or
 `use_rjieba=False`, or rjieba missing) the tokenizer segments with its own `jieba.Tokenizer` instance, the reference;
 so it does for texts that rjieba cannot take (lone surrogates) or reads differently (ideographs that rjieba counts as
 Chinese and jieba does not: U+9FD6-U+9FFF, Extension A, compatibility ideographs, Extensions B-F).
@@ -509,8 +509,8 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
             A jieba user dictionary (`word [frequency] [tag]` a line) whose words change the segmentation.
             `save_pretrained` writes the user words to `user_dict.txt`, which `from_pretrained` reads back.
         use_rjieba (`bool`, *optional*, defaults to `True`):
-            Segment with rjieba (same segmentation as jieba, about 20x faster) while the tokenizer has no user words.
-            `False` always uses jieba.
+            Segment with rjieba (same segmentation as jieba, faster: docs/tokenizer.md) while the tokenizer has no user
+            words. `False` always uses jieba.
         unk_token, sep_token, pad_token, cls_token, mask_token (`str`, *optional*):
             The special tokens, `[UNK]`, `[SEP]`, `[PAD]`, `[CLS]` and `[MASK]` by default; each must be in the vocab.
         model_max_length (`int`, *optional*, defaults to 512):
@@ -886,12 +886,10 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
         **kwargs,
     ) -> BatchEncoding:
         """
-        transformers' `PreTrainedTokenizer._encode_plus`, done batch-wise: every text is encoded once by the rule,
-        then cut into rows, and padding is transformers' `pad`. Kept rather than inherited because it is 2-6x faster
-        on batches of real text (`benchmarks/bench_tokenizer.py --mode encoding`; less with `return_tensors`, whose
-        conversion both share), and because transformers' slow-tokenizer path has no offsets, no word ids and no
-        overflowing windows as rows (it returns one `overflowing_tokens` list).
-        `tests/test_tokenization.py` checks that both give the same encodings where both apply.
+        transformers' `PreTrainedTokenizer._encode_plus`, done batch-wise (every text encoded once, then cut into rows,
+        padded by transformers' `pad`): faster on batches of real text (docs/tokenizer.md), and with offsets, word ids
+        and overflowing windows as rows, which transformers' slow path lacks. `tests/test_tokenization.py` checks that
+        both give the same encodings where both apply.
         """
         if kwargs:
             logger.warning(f"RoFormerJiebaTokenizer ignores the unknown keyword arguments {sorted(kwargs)}.")
@@ -910,23 +908,24 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
         rows, row_windows = self._rows(samples, options, truncation)
         if verbose:
             self._warn_if_too_long(rows["input_ids"], truncation_strategy)
-        if rows["input_ids"]:
-            rows = self.pad(
-                rows,
-                padding=padding_strategy,
-                max_length=max_length,
-                pad_to_multiple_of=pad_to_multiple_of,
-                padding_side=padding_side,
-                return_attention_mask=return_attention_mask,
-            )
-        elif return_attention_mask is not False:
-            rows["attention_mask"] = []
+        padding = {"padding": padding_strategy, "max_length": max_length, "pad_to_multiple_of": pad_to_multiple_of}
+        rows = self._padded_rows(
+            rows, **padding, padding_side=padding_side, return_attention_mask=return_attention_mask
+        )
         alignment = {**options, "padding_side": padding_side or self.padding_side, "state": self._alignment_state()}
         encodings = RowEncodings(self, samples, row_windows, rows["input_ids"], alignment)
         n_sequences = (1 if samples[0][1] is None else 2) if samples else None
         if not batched and not return_overflowing_tokens and return_tensors is None:
             rows = {key: value[0] for key, value in rows.items()}
         return BatchEncoding(rows, encoding=encodings, tensor_type=return_tensors, n_sequences=n_sequences)
+
+    def _padded_rows(self, rows: dict[str, list], return_attention_mask: bool | None, **padding) -> dict[str, list]:
+        """`rows` padded by transformers' `pad` (which refuses an empty batch: that gets an empty attention mask)."""
+        if rows["input_ids"]:
+            return self.pad(rows, return_attention_mask=return_attention_mask, **padding)
+        if return_attention_mask is not False:
+            rows["attention_mask"] = []
+        return rows
 
     def _rows(
         self, samples: list[tuple[Any, Any]], options: dict[str, Any], truncation: tuple

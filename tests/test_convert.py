@@ -17,15 +17,13 @@ from transformers import RoFormerConfig as TransformersRoFormerConfig
 from transformers import RoFormerForMaskedLM as TransformersRoFormerForMaskedLM
 
 import roformer_hf
-from roformer_hf.convert import (
-    ConversionError,
+from roformer_hf.conversion_sources import (
     bert4keras_to_roformer_hf,
     bert4keras_to_state_dict,
-    convert,
-    main,
     roformer_hf_to_bert4keras,
     state_dict_to_bert4keras,
 )
+from roformer_hf.convert import ConversionError, convert, main
 
 TEXTS = ["今天天气很好，我们去公园散步。", "原告与被告签订借款合同，约定借款十万元。"]
 NAME_PAIRS = [

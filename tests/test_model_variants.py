@@ -18,7 +18,7 @@ from roformer_hf import (
     RoFormerForSequenceClassification,
     RoFormerModel,
 )
-from roformer_hf.blockwise_attention import blockwise_attention_forward
+from roformer_hf.attention_kernels import blockwise_attention_forward
 from roformer_hf.modeling import RoFormerRMSNorm
 from roformer_hf.training.building import build_model
 from roformer_hf.training.cli import ModelArguments
@@ -125,7 +125,7 @@ def test_v2_padding_changes_nothing(attention_type):
 
 
 def test_v2_blockwise_training_path_gives_the_gradients_of_eager(monkeypatch):
-    monkeypatch.setattr("roformer_hf.blockwise_attention.BLOCK_ELEMENTS", 4 * 4 * 13)  # several blocks of queries
+    monkeypatch.setattr("roformer_hf.attention_kernels.BLOCK_ELEMENTS", 4 * 4 * 13)  # several blocks of queries
     calls = []
 
     def recording(*args, **kwargs):

@@ -23,7 +23,7 @@ from transformers import (
 
 import roformer_hf
 from roformer_hf import RoFormerConfig, RoFormerForCausalLM, RoFormerForMaskedLM, RoFormerModel
-from roformer_hf.blockwise_attention import blockwise_attention_forward
+from roformer_hf.attention_kernels import blockwise_attention_forward
 from roformer_hf.compat import cache_of
 from roformer_hf.modeling import eager_attention_forward
 
@@ -248,7 +248,7 @@ class _Attention(torch.nn.Module):
 )
 def test_blockwise_attention_matches_eager(monkeypatch, is_causal, with_padding, query_len):
     """Also with fewer queries than keys: the last layer of a classifier, or cached decoding (the last positions)."""
-    monkeypatch.setattr("roformer_hf.blockwise_attention.BLOCK_ELEMENTS", 2 * 3 * 8 * 37)  # several blocks
+    monkeypatch.setattr("roformer_hf.attention_kernels.BLOCK_ELEMENTS", 2 * 3 * 8 * 37)  # several blocks
     torch.manual_seed(0)
     query = torch.randn(2, 3, query_len, 8, requires_grad=True)
     key, value = (torch.randn(2, 3, 37, 8, requires_grad=True) for _ in range(2))
@@ -272,7 +272,7 @@ def test_blockwise_attention_matches_eager(monkeypatch, is_causal, with_padding,
 
 def test_blockwise_attention_dropout_gradients(monkeypatch):
     """With dropout, the backward pass redraws the forward's masks: checked against finite differences."""
-    monkeypatch.setattr("roformer_hf.blockwise_attention.BLOCK_ELEMENTS", 2 * 9 * 4)
+    monkeypatch.setattr("roformer_hf.attention_kernels.BLOCK_ELEMENTS", 2 * 9 * 4)
     query, key, value = (torch.randn(1, 2, 9, 4, dtype=torch.float64, requires_grad=True) for _ in range(3))
     module = _Attention(is_causal=False)
 
@@ -286,7 +286,7 @@ def test_blockwise_attention_dropout_gradients(monkeypatch):
 
 
 def test_blockwise_attention_dropout_is_unbiased_and_differs_between_blocks(monkeypatch):
-    monkeypatch.setattr("roformer_hf.blockwise_attention.BLOCK_ELEMENTS", 4 * 16 * 64)  # 4 blocks of 16 queries
+    monkeypatch.setattr("roformer_hf.attention_kernels.BLOCK_ELEMENTS", 4 * 16 * 64)  # 4 blocks of 16 queries
     query = key = torch.zeros(1, 4, 64, 8)  # every probability is 1/64
     value = torch.ones(1, 4, 64, 8)
     torch.manual_seed(0)
@@ -302,7 +302,7 @@ def test_blockwise_attention_dropout_is_unbiased_and_differs_between_blocks(monk
 @pytest.mark.parametrize("seq_len", [8, 40])
 def test_training_on_cpu_with_dropout_runs_blockwise_attention(monkeypatch, seq_len):
     """SDPA has no fused CPU kernel with dropout: training goes to blockwise attention, inference stays with SDPA."""
-    monkeypatch.setattr("roformer_hf.blockwise_attention.BLOCK_ELEMENTS", 4 * 16 * 16)  # 1 x 4 heads x 16 x 16
+    monkeypatch.setattr("roformer_hf.attention_kernels.BLOCK_ELEMENTS", 4 * 16 * 16)  # 1 x 4 heads x 16 x 16
     calls = []
 
     def recording(*args, **kwargs):

@@ -1,6 +1,6 @@
 """transformers pipelines run on roformer_hf models and the jieba tokenizer, and agree with the models' own outputs.
 
-transformers 5 has no "question-answering" pipeline any more; roformer_hf.pipelines provides one for span heads.
+transformers 5 has no "question-answering" pipeline any more; roformer_hf.question_answering_pipeline provides one for span heads.
 
 Tiny random models over the real 50k vocab: what is checked is the form of the outputs, their agreement with a
 direct forward pass, and that character offsets point at the tokens' text.
@@ -11,7 +11,7 @@ import torch
 from transformers import pipeline
 
 import roformer_hf
-from roformer_hf.pipelines import RoFormerQuestionAnsweringPipeline
+from roformer_hf.question_answering_pipeline import RoFormerQuestionAnsweringPipeline
 
 TEXT = "原告与被告签订借款合同，约定借款十万元。"
 MIXED_TEXT = "2019年3月，张三在New York购买了iPhone手机。"  # digits, Latin words, WordPiece pieces, upper case

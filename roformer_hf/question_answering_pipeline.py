@@ -22,7 +22,7 @@ class RoFormerQuestionAnsweringPipeline(Pipeline):
     Example:
 
     ```python
-    >>> from roformer_hf.pipelines import RoFormerQuestionAnsweringPipeline
+    >>> from roformer_hf.question_answering_pipeline import RoFormerQuestionAnsweringPipeline
     >>> answerer = RoFormerQuestionAnsweringPipeline(model=model, tokenizer=tokenizer)
     >>> answerer(question="借款多少？", context="原告与被告签订借款合同，约定借款十万元。")
     {'score': 0.93, 'start': 16, 'end': 19, 'answer': '十万元'}

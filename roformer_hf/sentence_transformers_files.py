@@ -1,4 +1,4 @@
-"""Sentence vectors of a RoFormer with a pooler (RoFormer-Sim) through sentence-transformers.
+"""The two files that make sentence-transformers encode texts with a saved RoFormer as its `pooler_output`.
 
 A checkpoint whose config has `add_pooling_layer=True` is saved with the two files of a sentence-transformers (6.x)
 model, so that `SentenceTransformer(folder)` encodes a text as the model's own `pooler_output`:

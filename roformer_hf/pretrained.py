@@ -1,18 +1,28 @@
-"""No silent random weights, no silent wrong attention: what `RoFormerPreTrainedModel.from_pretrained` reads before
-it loads a checkpoint (`published_sim_settings`) and checks once it has.
+"""What RoFormer adds to transformers' `from_pretrained`, `save_pretrained` and `push_to_hub`, for every model class
+of `modeling.py` (`RoFormerPretrainedMixin`), and the checks behind the first. One module, since the mixin is the
+checks' only caller.
 
-transformers initialises any weight a checkpoint lacks (or holds in another shape, with `ignore_mismatched_sizes`)
-at random and reports it in a log table. For a new task head that is what the user wants; for the encoder it means a
-config that does not describe the checkpoint, e.g. a RoFormer-V2 checkpoint read with a V1 config (its
-`norm_type`/`use_bias` lost), whose outputs are then garbage. These functions turn that case into a ValueError
-naming the likely cause.
+No silent random weights, no silent wrong attention: transformers initialises any weight a checkpoint lacks (or holds
+in another shape, with `ignore_mismatched_sizes`) at random and reports it in a log table. For a new task head that is
+what the user wants; for the encoder it means a config that does not describe the checkpoint, e.g. a RoFormer-V2
+checkpoint read with a V1 config (its `norm_type`/`use_bias` lost), whose outputs are then garbage. `from_pretrained`
+turns that case into a ValueError naming the likely cause, and reads a published RoFormer-Sim checkpoint as what it
+is (`published_sim_settings`).
+
+Publishing (the model card of `push_to_hub`, the sentence-transformers files of `save_pretrained`) lives in
+`roformer_hf.model_card` and `roformer_hf.sentence_transformers_files`, imported when used: they are not part of what
+a checkpoint carries, so a checkpoint's code loaded with `trust_remote_code=True` where roformer_hf is not installed
+saves and uploads as plain transformers does.
 """
 
+import importlib
+import inspect
 import json
 import os
 import pickle
 import re
 from pathlib import Path
+from types import ModuleType
 
 import torch
 from huggingface_hub import hf_hub_download
@@ -32,6 +42,69 @@ WEIGHT_FILES = (
     "pytorch_model.bin.index.json",
 )
 HUB_ARGUMENTS = ("cache_dir", "revision", "token", "local_files_only", "subfolder")
+
+
+class RoFormerPretrainedMixin:
+    """Placed before `PreTrainedModel` among the bases of `RoFormerPreTrainedModel`; each method keeps the arguments
+    of the transformers method it extends."""
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
+        """As transformers' `from_pretrained` (same arguments), but encoder weights (everything under `roformer.`
+        except the pooler) that the checkpoint lacks, or holds in another shape, raise a ValueError naming the likely
+        cause instead of being initialised at random: a config that does not describe the checkpoint. New task heads
+        and a new pooler are initialised as usual, and `ignore_mismatched_sizes` applies to them.
+
+        A RoFormer-Sim checkpoint in the published layout (model_type "roformer") loads as a UniLM with its pooler
+        (see `published_sim_settings`) unless the arguments or a `config` say otherwise."""
+        if kwargs.get("config") is None and isinstance(pretrained_model_name_or_path, (str, os.PathLike)):
+            bare_model = "add_pooling_layer" in inspect.signature(cls.__init__).parameters
+            for name, value in published_sim_settings(pretrained_model_name_or_path, kwargs, bare_model).items():
+                kwargs.setdefault(name, value)
+        output_loading_info = kwargs.pop("output_loading_info", False)
+        ignore_mismatched_sizes = kwargs.pop("ignore_mismatched_sizes", False)
+        # Mismatched shapes are collected rather than raised, so that the encoder's can be explained below.
+        model, loading_info = super().from_pretrained(
+            pretrained_model_name_or_path,
+            *model_args,
+            output_loading_info=True,
+            ignore_mismatched_sizes=True,
+            **kwargs,
+        )
+        check_encoder_weights_loaded(model, loading_info)
+        if not ignore_mismatched_sizes:
+            check_head_shapes(model, loading_info)
+        return (model, loading_info) if output_loading_info else model
+
+    def push_to_hub(self, repo_id: str, **kwargs):
+        """As transformers' `push_to_hub` (same arguments), but the README.md uploaded is a RoFormer model card, to
+        which the optional `training_summary` (a `model_card.TrainingSummary`) and `base_model` add. Without
+        roformer_hf installed (remote code), transformers' own upload and card."""
+        model_card = roformer_hf_module("model_card")
+        if model_card is None:
+            return super().push_to_hub(repo_id, **kwargs)
+        return model_card.push_to_hub_with_model_card(self, repo_id, **kwargs)
+
+    def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
+        """As transformers' `save_pretrained` (same arguments); with `config.add_pooling_layer`, also the files that
+        make `SentenceTransformer(save_directory)` encode texts as `pooler_output` (see
+        `sentence_transformers_files`; not written by remote code where roformer_hf is not installed)."""
+        super().save_pretrained(save_directory, *args, **kwargs)
+        files = roformer_hf_module("sentence_transformers_files") if self.config.add_pooling_layer else None
+        if files is not None:
+            files.write_sentence_transformers_files(save_directory)
+
+
+def roformer_hf_module(name: str) -> ModuleType | None:
+    """The module `roformer_hf.<name>`, or None where roformer_hf is not installed (a checkpoint's own code, loaded
+    with `trust_remote_code=True`). Imported by name so that transformers neither copies it into checkpoints nor
+    requires it: it follows `from .x import` lines and checks that every package imported plainly is installed."""
+    try:
+        return importlib.import_module(f"roformer_hf.{name}")
+    except ModuleNotFoundError as error:
+        if error.name is None or error.name.split(".")[0] != "roformer_hf":
+            raise
+        return None
 
 
 def published_sim_settings(pretrained_model_name_or_path: str | os.PathLike, kwargs: dict, bare_model: bool) -> dict:
