@@ -8,7 +8,6 @@ calls `push_to_hub_with_model_card` instead: save, write this card, upload the f
 `huggingface_hub` API.
 """
 
-import os
 import re
 import shlex
 import tempfile
@@ -19,6 +18,8 @@ from typing import Any
 from huggingface_hub import HfApi, ModelCard, ModelCardData
 from huggingface_hub.hf_api import CommitInfo
 from transformers import PreTrainedConfig
+
+from .training.run_outputs import atomic_path
 
 # What each head does, and the pipeline that serves it.
 HEAD_TASKS = {
@@ -169,11 +170,8 @@ def write_model_card(output_dir: str | Path, *, config: PreTrainedConfig, **card
             `tags`.
     """
     path = Path(output_dir) / "README.md"
-    # Written beside and renamed: a process killed while writing leaves the old card, not half a new one. (Not
-    # script_utils.atomic_path: a relative import here would ship script_utils.py with every checkpoint's code.)
-    temporary = path.with_name(".README.partial.md")
-    model_card(config, **card_options).save(temporary)
-    os.replace(temporary, path)
+    with atomic_path(path) as temporary:  # a process killed while writing leaves the old card, not half a new one
+        model_card(config, **card_options).save(temporary)
     return path
 
 
