@@ -373,13 +373,13 @@ def pretrain(
     if checkpoint is not None:
         check_resume(checkpoint, model, tokenizer, settings)
 
-    def build_stage_trainer(index: int, args: TrainingArguments, schedule_steps: int | None, start_state: dict | None):
+    def trainer_for_stage(index: int, args: TrainingArguments, schedule_steps: int | None, start_state: dict | None):
         examples = tokenize_to_length(stages[index].max_seq_length)
         trainer = build_stage_trainer(model, tokenizer, examples, args, masking_args, schedule_steps, start_state)
         record_run_settings(trainer, settings)
         return trainer
 
-    return walk_stages(model, stages, training_args, build_stage_trainer, first_index, checkpoint)
+    return walk_stages(model, stages, training_args, trainer_for_stage, first_index, checkpoint)
 
 
 def save_outputs(

@@ -8,6 +8,7 @@ calls `push_to_hub_with_model_card` instead: save, write this card, upload the f
 `huggingface_hub` API.
 """
 
+import os
 import re
 import shlex
 import tempfile
@@ -18,8 +19,6 @@ from typing import Any
 from huggingface_hub import HfApi, ModelCard, ModelCardData
 from huggingface_hub.hf_api import CommitInfo
 from transformers import PreTrainedConfig
-
-from .training.run_outputs import atomic_path
 
 # What each head does, and the pipeline that serves it.
 HEAD_TASKS = {
@@ -170,8 +169,11 @@ def write_model_card(output_dir: str | Path, *, config: PreTrainedConfig, **card
             `tags`.
     """
     path = Path(output_dir) / "README.md"
-    with atomic_path(path) as temporary:  # a process killed while writing leaves the old card, not half a new one
-        model_card(config, **card_options).save(temporary)
+    # Written beside and renamed: a process killed while writing leaves the old card, not half a new one. (Not
+    # training.run_outputs.atomic_path: what lies beside the model does not import the scripts' layer.)
+    temporary = path.with_name(".README.partial.md")
+    model_card(config, **card_options).save(temporary)
+    os.replace(temporary, path)
     return path
 
 

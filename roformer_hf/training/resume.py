@@ -1,5 +1,6 @@
-"""Resuming a run with other settings than its checkpoint was trained with: refused before any training, in one line
-naming the setting, its value in the checkpoint and in this run, and the fix.
+"""Resuming a run: the checkpoint `--resume_from_checkpoint` names (a path, or the newest complete one), whether a
+checkpoint was written to the end, and the refusal of a resume with other settings than the checkpoint was trained
+with, before any training, in one line naming the setting, its value in the checkpoint and in this run, and the fix.
 
 A resumed Trainer takes the weights, optimizer, schedule and data position from the checkpoint: a model of another
 shape cannot load them, a new `--learning_rate` would be ignored (the schedule is the checkpoint's), and a new
