@@ -546,7 +546,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
         metrics = fine_tune_evaluate_and_predict(trainer, tokenized, raw_datasets, label_info, data_args)
         if training_args.do_train:
             summary = classification_training_summary(trainer, data_args, metrics, argv)
-            publish_run(trainer, summary, base_model=model_args.model_name_or_path)
+            publish_run(trainer, training_args, summary, base_model=model_args.model_name_or_path)
     print_where_outputs_are(trainer)
     return metrics
 

@@ -409,7 +409,7 @@ def save_outputs(
     if training_args.do_train:
         plot_loss_curve(training_args, stages, output_dir / "loss_curve.png")
         summary = mlm_training_summary(trainer, stages, final, data_args, masking_args, argv)
-    publish_run(trainer, summary, base_model=model_args.model_name_or_path)
+    publish_run(trainer, training_args, summary, base_model=model_args.model_name_or_path)
     return table
 
 

@@ -39,7 +39,8 @@ SUMMARY = TrainingSummary(script="run_classification.py", task="text classificat
 
 
 def test_card_written_and_nothing_uploaded_without_push_to_hub(tmp_path, fake_hub):
-    assert publish_run(finished_run(tmp_path), SUMMARY, base_model="junnyu/roformer_chinese_base") is None
+    run = finished_run(tmp_path)
+    assert publish_run(run, run.args, SUMMARY, base_model="junnyu/roformer_chinese_base") is None
     card = (tmp_path / "README.md").read_text(encoding="utf-8")
     assert "run_classification.py" in card and "junnyu/roformer_chinese_base" in card
     assert fake_hub["repos"] == [] and fake_hub["uploads"] == []
@@ -48,7 +49,8 @@ def test_card_written_and_nothing_uploaded_without_push_to_hub(tmp_path, fake_hu
 def test_push_uploads_the_output_folder_without_checkpoints_and_names_the_repo_in_the_card(tmp_path, fake_hub):
     output_dir = tmp_path / "my-classifier"
     output_dir.mkdir()
-    repo_id = publish_run(finished_run(output_dir, push_to_hub=True, hub_private_repo=True), SUMMARY, None)
+    run = finished_run(output_dir, push_to_hub=True, hub_private_repo=True)
+    repo_id = publish_run(run, run.args, SUMMARY, None)
     assert repo_id == "someone/my-classifier"
     assert fake_hub["repos"] == [("my-classifier", {"private": True, "exist_ok": True})]
     [(uploaded_to, folder, options)] = fake_hub["uploads"]
@@ -58,5 +60,6 @@ def test_push_uploads_the_output_folder_without_checkpoints_and_names_the_repo_i
 
 
 def test_other_processes_write_and_upload_nothing(tmp_path, fake_hub):
-    assert publish_run(finished_run(tmp_path, main_process=False, push_to_hub=True), SUMMARY, None) is None
+    run = finished_run(tmp_path, main_process=False, push_to_hub=True)
+    assert publish_run(run, run.args, SUMMARY, None) is None
     assert not (tmp_path / "README.md").exists() and fake_hub["uploads"] == []

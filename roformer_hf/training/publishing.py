@@ -3,7 +3,7 @@
 
 from pathlib import Path
 
-from transformers import Trainer
+from transformers import Trainer, TrainingArguments
 
 from ..model_card import TrainingSummary, write_model_card
 
@@ -11,14 +11,17 @@ from ..model_card import TrainingSummary, write_model_card
 NOT_UPLOADED = ["checkpoint-*", "stage-*", "runs/*"]
 
 
-def publish_run(trainer: Trainer, summary: TrainingSummary | None, base_model: str | None) -> str | None:
+def publish_run(
+    trainer: Trainer, args: TrainingArguments, summary: TrainingSummary | None, base_model: str | None
+) -> str | None:
     """
     On the main process: write output_dir/README.md, the model card, and with `--push_to_hub` upload output_dir
     (model, tokenizer, code, card and results) to `--hub_model_id` (default: the folder's name), the card then
     showing how to load the model from there.
 
     Args:
-        trainer (`Trainer`): the trainer of the run, whose output_dir holds the final model.
+        trainer (`Trainer`): the trainer that trained the model (the last stage's for run_mlm.py).
+        args (`TrainingArguments`): the run's arguments, whose output_dir holds the final model (not a stage's).
         summary (`TrainingSummary`, *optional*): how the model was trained; `None` when the run only evaluated, so
             that the card claims no training.
         base_model (`str`, *optional*): the checkpoint the run started from (`--model_name_or_path`).
@@ -28,7 +31,6 @@ def publish_run(trainer: Trainer, summary: TrainingSummary | None, base_model: s
     """
     if not trainer.is_world_process_zero():
         return None
-    args = trainer.args
     repo_id = None
     if args.push_to_hub:
         from huggingface_hub import HfApi
