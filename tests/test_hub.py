@@ -46,6 +46,7 @@ else:
     raise SystemExit("roformer_hf is importable in the child process")
 
 import json
+from pathlib import Path
 
 import torch
 import transformers
@@ -85,6 +86,13 @@ results["feature-extraction"] = {
     "tokenizer": type(extractor.tokenizer).__module__,
     "features": [torch.tensor(features[0]) for features in extractor(texts)],
 }
+
+# Saving where roformer_hf is missing: the checkpoint's own code saves it, without the publishing modules (the
+# sentence-transformers files of a pooled model are written only where roformer_hf is installed).
+model = transformers.AutoModel.from_pretrained(mlm_folder, trust_remote_code=True)
+model.config.add_pooling_layer = True
+model.save_pretrained("resaved")
+results["resaved"] = sorted(path.name for path in Path("resaved").iterdir())
 torch.save(results, result_file)
 """
 
@@ -313,3 +321,11 @@ def test_model_card_states_what_the_run_did(tmp_path):
     untrained = str(model_card(config))
     assert f"| max_position_embeddings | {config.max_position_embeddings} " in untrained
     assert "trained length" not in untrained
+
+
+def test_a_model_with_remote_code_saves_where_roformer_hf_is_missing(remote_code_results):
+    saved = remote_code_results["resaved"]
+    assert {"config.json", "model.safetensors"} <= set(saved)  # and the code, on newer transformers
+    assert (
+        "modules.json" not in saved and "model_card.py" not in saved and "sentence_transformers_files.py" not in saved
+    )
