@@ -64,6 +64,7 @@ from roformer_hf.training.data_files import (
     check_data_file,
     data_file_error,
     hold_out_validation,
+    limit_examples,
 )
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.interrupts import StopAtStepBoundary, raise_if_stopped
@@ -254,9 +255,7 @@ def load_labelled_documents(
         "validation": data_args.max_eval_samples,
         "test": data_args.max_predict_samples,
     }
-    for split, limit in limits.items():
-        if limit is not None and split in raw_datasets:
-            raw_datasets[split] = raw_datasets[split].select(range(min(limit, len(raw_datasets[split]))))
+    raw_datasets = limit_examples(raw_datasets, limits, streaming=False)
     label_info = build_label_maps(raw_datasets, data_args.label_column_name, data_args.problem_type, model_args)
     return raw_datasets, label_info
 

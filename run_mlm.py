@@ -38,7 +38,7 @@ from roformer_hf.training.cli import (
     parse_arguments,
 )
 from roformer_hf.training.console import loading_instructions, setup_logging
-from roformer_hf.training.data_files import hold_out_validation
+from roformer_hf.training.data_files import hold_out_validation, limit_examples
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.interrupts import StopAtStepBoundary
 from roformer_hf.training.launch import check_distributed_launch
@@ -62,7 +62,6 @@ from roformer_hf.training.text_corpus import (
     cut_long_texts,
     has_text,
     keep_text_column,
-    limit_examples,
     load_saved_dataset,
     load_text_files,
     number_examples,

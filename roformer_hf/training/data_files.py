@@ -1,5 +1,6 @@
 """Reading data files and saying what is wrong with one that cannot be read: missing, empty, not UTF-8 (GBK, UTF-16,
-a binary format), not JSON; the cache `datasets` cannot write."""
+a binary format), not JSON; the cache `datasets` cannot write. Also what both scripts do to the rows they read: the
+validation split and the sample limits."""
 
 import codecs
 import errno
@@ -234,3 +235,15 @@ def hold_out_validation(
         )
     cut = len(train) - max(1, len(train) * percentage // 100)
     return train.select(range(cut)), train.select(range(cut, len(train)))
+
+
+def limit_examples(
+    examples: datasets.DatasetDict, limits: dict[str, int | None], streaming: bool
+) -> datasets.DatasetDict:
+    """Keep only the first `limits[split]` examples of each split that has a limit (`None`: all): the
+    `--max_train_samples`, `--max_eval_samples` and `--max_predict_samples` of both scripts."""
+    for split, limit in limits.items():
+        if limit is not None and split in examples:
+            part = examples[split]
+            examples[split] = part.take(limit) if streaming else part.select(range(min(limit, len(part))))
+    return examples

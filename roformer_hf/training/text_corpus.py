@@ -144,17 +144,6 @@ def add_index(example: dict[str, Any], index: int, name: str) -> dict[str, int]:
     return {name: index}
 
 
-def limit_examples(
-    examples: datasets.DatasetDict, limits: dict[str, int | None], streaming: bool
-) -> datasets.DatasetDict:
-    """Keep only the first `limits[split]` examples of each split that has a limit (`None`: all)."""
-    for split, limit in limits.items():
-        if limit is not None and split in examples:
-            part = examples[split]
-            examples[split] = part.take(limit) if streaming else part.select(range(min(limit, len(part))))
-    return examples
-
-
 def number_examples(examples: datasets.DatasetDict) -> datasets.DatasetDict:
     """
     Number the examples, which seeds their masks (`WholeWordMaskCollator`): training examples by `example_index`
