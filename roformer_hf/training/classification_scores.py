@@ -13,10 +13,10 @@ import evaluate
 import numpy as np
 from transformers import EvalPrediction, Trainer
 
-from roformer_hf.metrics import load as load_metric
-from roformer_hf.training.labels import MULTI_LABEL, REGRESSION, SINGLE_LABEL, LabelInfo
-from roformer_hf.training.long_documents import DocumentReading, pool_documents
-from roformer_hf.training.run_outputs import atomic_path, save_metrics
+from ..metrics import load as load_metric
+from .labels import MULTI_LABEL, REGRESSION, SINGLE_LABEL, LabelInfo
+from .long_documents import DocumentReading, pool_documents
+from .run_outputs import atomic_path, save_metrics
 
 SPLIT_NAMES = {"eval": "validation", "test": "test"}
 
@@ -50,9 +50,10 @@ def report_split(
     trainer.log_metrics(split, metrics)
     save_metrics(trainer, split, metrics)
     if labels is not None and label_info.problem_type == SINGLE_LABEL and trainer.is_world_process_zero():
+        predictions = np.argmax(logits, axis=-1)
         path = Path(trainer.args.output_dir) / f"confusion_matrix_{split}.png"
-        save_confusion_matrix(labels, np.argmax(logits, axis=-1), label_info.label_names, path)
-        print(accuracy_against_chance(labels, np.argmax(logits, axis=-1), split))
+        save_confusion_matrix(labels, predictions, label_info.label_names, path)
+        print(accuracy_against_chance(labels, predictions, split))
 
 
 def logits_to_scores(logits: np.ndarray, problem_type: str) -> np.ndarray:

@@ -209,9 +209,10 @@ def hold_out_validation(
         train (`datasets.Dataset` or `datasets.IterableDataset`): the training rows.
         percentage (`int`): the share to hold out, 1 to 99.
         seed (`int`, *optional*):
-            `None` holds out the last rows in file order (run_mlm.py: the lines of a corpus follow its documents, so
-            validation text is not a neighbour of training text); a seed holds out a random sample (run_classification.py:
-            labelled files are often sorted by label, so the last rows would all be of one class).
+            `None` holds out the last rows in file order (run_mlm.py: the lines of a corpus follow its documents,
+            so validation text is not a neighbour of training text); a seed holds out a random sample
+            (run_classification.py: labelled files are often sorted by label, so the last rows would all be of one
+            class).
 
     Returns:
         `tuple`: the rows left for training and the rows held out.

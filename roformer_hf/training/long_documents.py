@@ -14,9 +14,9 @@ from typing import Protocol, TypeVar
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
-from roformer_hf import RoFormerForSequenceClassification
-from roformer_hf.training.errors import ScriptError
-from roformer_hf.training.labels import LabelInfo, encode_label
+from ..modeling import RoFormerForSequenceClassification
+from .errors import ScriptError
+from .labels import LabelInfo, encode_label
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,6 @@
 """What a run writes into its output folder, and how it keeps a user's earlier work whole: the refusal to mix with an
-earlier run, the free-space check, files written atomically, and a final model that replaces the old one file by file."""
+earlier run, the free-space check, files written atomically, and a final model that replaces the old one file by
+file."""
 
 import errno
 import json
