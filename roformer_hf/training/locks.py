@@ -22,6 +22,7 @@ from pathlib import Path
 from types import TracebackType
 
 from .errors import ScriptError
+from .run_outputs import output_dir_not_writable
 
 LOCK_FILE_NAME = ".roformer_hf.lock"
 
@@ -122,10 +123,7 @@ def lock_output_dir(training_args) -> FolderLock | contextlib.nullcontext:
     except FolderLockedError:
         raise
     except OSError as error:
-        raise ScriptError(
-            f"cannot write to --output_dir {training_args.output_dir}: {error.strerror or error}; choose a folder you "
-            "can write to."
-        ) from error
+        raise output_dir_not_writable(training_args.output_dir, error) from error
 
 
 def _same_file(opened, path: Path) -> bool:

@@ -65,9 +65,14 @@ def check_output_dir(training_args: TrainingArguments) -> None:
         with tempfile.TemporaryFile(dir=output_dir, prefix=".write-test-"):
             pass
     except OSError as error:
-        raise ScriptError(
-            f"cannot write to --output_dir {output_dir}: {error.strerror or error}; choose a folder you can write to."
-        ) from error
+        raise output_dir_not_writable(output_dir, error) from error
+
+
+def output_dir_not_writable(output_dir: str | Path, error: OSError) -> ScriptError:
+    """The one line for an output folder that cannot be created or written (checked, or locked, before a run)."""
+    return ScriptError(
+        f"cannot write to --output_dir {output_dir}: {error.strerror or error}; choose a folder you can write to."
+    )
 
 
 def prepare_output_dir(
