@@ -40,6 +40,7 @@ chunk with a running summary, so memory stays O(chunk_size^2 + d^2) per head wha
 """
 
 import math
+from typing import NamedTuple
 
 import numpy
 import torch
@@ -48,8 +49,8 @@ from transformers import PreTrainedConfig
 
 from .rope import apply_rotary
 
-# Elements of one block of scores, (batch * heads, block_rows, key_len): 16 MiB of float32, the fastest size measured
-# (smaller blocks make smaller matrix products, larger ones more cache misses; docs/benchmarks.md).
+# Elements of one block of scores, (heads, rows, keys): 16 MiB of float32, the fastest size measured (smaller blocks
+# make smaller matrix products, larger ones more cache misses; docs/benchmarks.md).
 BLOCK_ELEMENTS = 2**22
 
 
@@ -87,8 +88,10 @@ def blockwise_attention_forward(
             Rotated queries.
         key, value (`torch.Tensor` of shape `(batch_size, num_heads, key_len, head_dim)`):
             Rotated keys and values; key_len >= query_len (the queries are the last positions).
-        attention_mask (`torch.Tensor` of shape `(batch_size, 1, query_len, key_len)`, *optional*):
-            Boolean (True where a query may look, as transformers builds for SDPA) or additive float.
+        attention_mask (`torch.Tensor` of shape `(batch_size, 1, query_len or 1, key_len)`, *optional*):
+            Boolean (True where a query may look, as transformers builds for SDPA) or additive float. A boolean mask
+            with one row for every query (`roformer_hf.masks` gives padding so) lets each sequence skip the keys
+            after its last visible one.
         scaling (`float`):
             Multiplies the scores, usually head_dim ** -0.5.
         dropout (`float`):
@@ -125,66 +128,110 @@ class _BlockBuffers:
         return buffer[:numel].view(shape)
 
 
-def _row_blocks(batch_heads: int, query_len: int, key_len: int) -> list[slice]:
-    rows = max(1, BLOCK_ELEMENTS // (batch_heads * key_len))
-    return [slice(start, min(start + rows, query_len)) for start in range(0, query_len, rows)]
+class _Block(NamedTuple):
+    """The scores computed together: some heads of one sequence (a slice of the folded batch * heads dimension), some
+    of their queries (`rows`) and the first `key_len` keys of the sequence. Every slice of a block is contiguous, so
+    matrix products read and write it in place."""
+
+    sequence: int
+    heads: slice
+    rows: slice
+    key_len: int
 
 
-def _additive_block_mask(
-    attention_mask: torch.Tensor | None, is_causal: bool, rows: slice, query_len: int, key_len: int, dtype: torch.dtype
-) -> torch.Tensor | None:
-    """The mask of the queries in `rows` as a term to add to their scores: (batch_size or 1, 1, rows, key_len)."""
-    if attention_mask is not None:
-        block_mask = attention_mask[:, :, rows]
-        if block_mask.dtype != torch.bool:
-            return block_mask  # already additive (the "eager" form)
-        allowed = block_mask
-    elif is_causal:
-        # The queries are the last query_len positions: query i sees keys up to i + (key_len - query_len).
-        positions = torch.arange(rows.start, rows.stop)[:, None] + (key_len - query_len)
-        allowed = (torch.arange(key_len) <= positions)[None, None]
-    else:
-        return None
-    additive = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
-    return additive.masked_fill_(~allowed.to(additive.device), torch.finfo(dtype).min)
+class _Masking:
+    """The mask of one call as the blocks apply it: how many keys each sequence reads, and each block's additive mask.
+
+    A boolean mask with one row for all queries, (batch_size, 1, 1, key_len), hides keys only (padding): a sequence
+    then reads its keys up to its last visible one, and needs no mask at all when those are all visible (a
+    right-padded batch). Any other mask is added to the scores of each block, rows by rows.
+    """
+
+    def __init__(
+        self, attention_mask: torch.Tensor | None, is_causal: bool, batch_size: int, query_len: int, key_len: int
+    ):
+        self.attention_mask, self.is_causal, self.query_len = attention_mask, is_causal, query_len
+        self.key_lens, self.hidden_keys = [key_len] * batch_size, [False] * batch_size
+        self.hides_keys_only = (
+            attention_mask is not None and attention_mask.dtype == torch.bool and attention_mask.shape[2] == 1
+        )
+        if self.hides_keys_only:
+            visible = attention_mask[:, 0, 0].expand(batch_size, key_len)  # (B, Tk)
+            last_visible = (visible * torch.arange(1, key_len + 1, device=visible.device)).amax(dim=-1)  # (B,)
+            # A sequence that sees no key reads them all (each then gets the same weight, as in eager attention).
+            self.key_lens = [length or key_len for length in last_visible.tolist()]
+            visible_counts = visible.sum(dim=-1).tolist()
+            self.hidden_keys = [count < length for count, length in zip(visible_counts, self.key_lens, strict=True)]
+
+    def block_mask(self, block: _Block, buffers: _BlockBuffers, dtype: torch.dtype) -> torch.Tensor | None:
+        """The term to add to the block's scores, broadcast over its heads: (1, rows or 1, key_len), or None."""
+        keys = slice(0, block.key_len)
+        sequence = block.sequence if self.attention_mask is not None and self.attention_mask.shape[0] > 1 else 0
+        if self.hides_keys_only:
+            if not self.hidden_keys[block.sequence]:
+                return None
+            allowed = self.attention_mask[sequence, :, :, keys]  # (1, 1, key_len)
+        elif self.attention_mask is not None:
+            allowed = self.attention_mask[sequence, :, block.rows, keys]  # (1, rows, key_len)
+            if allowed.dtype != torch.bool:
+                return allowed  # already additive (the "eager" form)
+        elif self.is_causal:
+            # The queries are the last query_len positions: query i sees keys up to i + (key_len - query_len).
+            positions = torch.arange(block.rows.start, block.rows.stop)[:, None] + (block.key_len - self.query_len)
+            allowed = (torch.arange(block.key_len) <= positions)[None]  # (1, rows, key_len)
+        else:
+            return None
+        additive = buffers.get("mask", allowed.shape, dtype).zero_()
+        return additive.masked_fill_(~allowed.to(additive.device), torch.finfo(dtype).min)
+
+
+def _blocks(num_heads: int, query_len: int, key_lens: list[int]) -> list[_Block]:
+    """The blocks of a call, sequence by sequence: as many heads with all their queries as fit in `BLOCK_ELEMENTS`
+    scores, or one head and as many queries as fit."""
+    blocks = []
+    for sequence, key_len in enumerate(key_lens):
+        heads_per_block = max(1, min(num_heads, BLOCK_ELEMENTS // (query_len * key_len)))
+        rows_per_block = query_len if heads_per_block > 1 else max(1, min(query_len, BLOCK_ELEMENTS // key_len))
+        first_head, end_head = sequence * num_heads, (sequence + 1) * num_heads
+        for head in range(first_head, end_head, heads_per_block):
+            heads = slice(head, min(head + heads_per_block, end_head))
+            for row in range(0, query_len, rows_per_block):
+                blocks.append(_Block(sequence, heads, slice(row, min(row + rows_per_block, query_len)), key_len))
+    return blocks
 
 
 def _block_probabilities(
-    scaled_query: torch.Tensor,
-    key: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    is_causal: bool,
-    rows: slice,
-    out: torch.Tensor,
+    scaled_query: torch.Tensor, key: torch.Tensor, masking: _Masking, block: _Block, buffers: _BlockBuffers
 ) -> torch.Tensor:
-    """softmax(q k^T * scaling + mask) for the queries in `rows` (queries come scaled), computed in `out`.
+    """softmax(q k^T * scaling + mask) of the block (queries come scaled), in the reused "scores" buffer.
 
-    Shapes: `scaled_query` (B * nh, Tq, hs), `key` (B * nh, Tk, hs), `out` (B * nh, rows, Tk).
+    Shapes: `scaled_query` (B * nh, Tq, hs), `key` (B * nh, Tk, hs); returns (heads, rows, key_len).
     """
-    torch.matmul(scaled_query[:, rows], key.transpose(1, 2), out=out)
-    query_len, key_len = scaled_query.shape[1], key.shape[1]
-    additive_mask = _additive_block_mask(attention_mask, is_causal, rows, query_len, key_len, out.dtype)
+    block_query, block_key = scaled_query[block.heads, block.rows], key[block.heads, : block.key_len]
+    scores = buffers.get("scores", (block_query.shape[0], block_query.shape[1], block.key_len), scaled_query.dtype)
+    torch.bmm(block_query, block_key.transpose(1, 2), out=scores)
+    additive_mask = masking.block_mask(block, buffers, scores.dtype)
     if additive_mask is not None:
-        out.view(additive_mask.shape[0], -1, *out.shape[1:]).add_(additive_mask)  # (B, nh, rows, Tk) + (B, 1, ...)
-    return torch.softmax(out, dim=-1, out=out)
+        scores.add_(additive_mask)
+    return torch.softmax(scores, dim=-1, out=scores)
 
 
 def _keep_mask(
     buffers: _BlockBuffers, shape: torch.Size, dropout: float, seed: int, block_index: int, dtype: torch.dtype
 ) -> torch.Tensor:
-    """A 0/1 tensor of `shape`, 0 with probability `dropout`; the same for the same (seed, block_index).
+    """A 0/1 tensor of `shape` and `dtype`, 0 with probability `dropout`; the same for the same (seed, block_index).
 
-    Built from 16 random bits per element with float operations: torch's boolean kernels (`lt`, `masked_fill`)
-    are several times slower on the CPU than a float pass.
+    numpy compares 16 random bits per element with the threshold into a reused byte buffer, which torch widens into
+    the reused buffer of `dtype`: two passes, no allocation of the block's size but numpy's random words. torch's
+    boolean kernels (`lt`, `bernoulli_`, converting from bool) are several times slower on the CPU.
     """
     numel = math.prod(shape)
     # numpy's PCG64 draws 64 random bits in half the time of torch's CPU generator (mt19937, single-threaded).
-    random_words = numpy.random.PCG64(seed + block_index).random_raw((numel + 3) // 4)
-    uniform = torch.from_numpy(random_words.view(numpy.int16)[:numel]).view(shape)  # 16 random bits per element
-    threshold = round(dropout * 65536) - 32768  # dropped where uniform < threshold
-    keep = buffers.get("keep", shape, torch.float32)
-    keep.copy_(uniform).sub_(threshold - 1).clamp_(0, 1)  # integers: >= threshold gives 1, below gives 0, exactly
-    return keep if dtype == torch.float32 else keep.to(dtype)
+    random_bits = numpy.random.PCG64(seed + block_index).random_raw((numel + 3) // 4).view(numpy.int16)[:numel]
+    kept = buffers.get("kept", (numel,), torch.uint8)
+    threshold = round(dropout * 65536) - 32768  # dropped where the random bits, as an int16, are below it
+    numpy.greater_equal(random_bits, threshold, out=kept.numpy(), casting="unsafe")
+    return buffers.get("keep", shape, dtype).copy_(kept.view(shape))
 
 
 def _kept_scale(dropout: float) -> float:
@@ -193,34 +240,34 @@ def _kept_scale(dropout: float) -> float:
 
 
 class _BlockwiseAttention(torch.autograd.Function):
-    """Attention over (batch * heads)-folded tensors, a block of query rows at a time (FlashAttention's recipe)."""
+    """Attention over (batch * heads)-folded tensors, a block at a time (FlashAttention's recipe)."""
 
     @staticmethod
     def forward(ctx, query, key, value, attention_mask, is_causal, scaling, dropout, seed):
         batch_size, num_heads, query_len, head_dim = query.shape
-        key_len, batch_heads = key.shape[2], batch_size * num_heads
+        key_len = key.shape[2]
         # Scaling the (B, nh, Tq, hs) queries is cheaper than scaling every block of scores.
-        scaled_query = (query * scaling).reshape(batch_heads, query_len, head_dim)  # (B * nh, Tq, hs)
-        key, value = key.reshape(batch_heads, key_len, head_dim), value.reshape(batch_heads, key_len, head_dim)
+        scaled_query = (query * scaling).reshape(-1, query_len, head_dim)  # (B * nh, Tq, hs)
+        key, value = key.reshape(-1, key_len, head_dim), value.reshape(-1, key_len, head_dim)  # (B * nh, Tk, hs)
+        masking = _Masking(attention_mask, is_causal, batch_size, query_len, key_len)
         buffers, output = _BlockBuffers(query.device), torch.empty_like(scaled_query)
-        for block_index, rows in enumerate(_row_blocks(batch_heads, query_len, key_len)):
-            shape = (batch_heads, rows.stop - rows.start, key_len)
-            scores = buffers.get("scores", shape, query.dtype)
-            probabilities = _block_probabilities(scaled_query, key, attention_mask, is_causal, rows, scores)
+        for block_index, block in enumerate(_blocks(num_heads, query_len, masking.key_lens)):
+            probabilities = _block_probabilities(scaled_query, key, masking, block, buffers)
             if dropout > 0:
-                probabilities.mul_(_keep_mask(buffers, shape, dropout, seed, block_index, query.dtype))
-            output[:, rows] = torch.bmm(probabilities, value)
+                probabilities.mul_(_keep_mask(buffers, probabilities.shape, dropout, seed, block_index, query.dtype))
+            block_value = value[block.heads, : block.key_len]
+            torch.bmm(probabilities, block_value, out=output[block.heads, block.rows])
         if dropout > 0:
             output.mul_(_kept_scale(dropout))  # the rescaling of dropout, applied to the (smaller) output
         ctx.save_for_backward(scaled_query, key, value, attention_mask, output)
-        ctx.settings = (query.shape, (batch_size, num_heads, key_len, head_dim), is_causal, scaling, dropout, seed)
+        ctx.settings = (query.shape, key_len, is_causal, scaling, dropout, seed)
         return output.view(query.shape)
 
     @staticmethod
     def backward(ctx, grad_output):
         scaled_query, key, value, attention_mask, output = ctx.saved_tensors
-        query_shape, key_shape, is_causal, scaling, dropout, seed = ctx.settings
-        batch_heads, query_len, key_len = scaled_query.shape[0], scaled_query.shape[1], key.shape[1]
+        query_shape, key_len, is_causal, scaling, dropout, seed = ctx.settings
+        batch_size, num_heads, query_len, _ = query_shape
         grad_output = grad_output.reshape(output.shape)  # (B * nh, Tq, hs)
         # softmax backward needs sum_j P_ij dP_ij per query, which equals dO_i . O_i (dropout included).
         output_dot_grad = (grad_output * output).sum(dim=-1, keepdim=True)  # (B * nh, Tq, 1)
@@ -228,29 +275,28 @@ class _BlockwiseAttention(torch.autograd.Function):
             grad_output = grad_output * _kept_scale(dropout)
         grad_query, grad_key, grad_value = (
             torch.empty_like(scaled_query),
-            torch.zeros_like(key),
+            torch.zeros_like(key),  # keys no query reads keep a zero gradient
             torch.zeros_like(value),
         )
+        masking = _Masking(attention_mask, is_causal, batch_size, query_len, key_len)
         buffers = _BlockBuffers(scaled_query.device)
-        for block_index, rows in enumerate(_row_blocks(batch_heads, query_len, key_len)):
-            shape = (batch_heads, rows.stop - rows.start, key_len)
-            scores = buffers.get("scores", shape, scaled_query.dtype)
-            probabilities = _block_probabilities(scaled_query, key, attention_mask, is_causal, rows, scores)
-            block_grad_output = grad_output[:, rows]  # (B * nh, rows, hs)
-            grad_dropped = buffers.get("grad_scores", shape, scaled_query.dtype)
-            torch.bmm(block_grad_output, value.transpose(1, 2), out=grad_dropped)  # d(dropped probabilities)
+        for block_index, block in enumerate(_blocks(num_heads, query_len, masking.key_lens)):
+            heads, rows, keys = block.heads, block.rows, slice(0, block.key_len)
+            probabilities = _block_probabilities(scaled_query, key, masking, block, buffers)
+            block_grad_output = grad_output[heads, rows]  # (heads, rows, hs)
+            grad_dropped = buffers.get("grad_scores", probabilities.shape, probabilities.dtype)
+            torch.bmm(block_grad_output, value[heads, keys].transpose(1, 2), out=grad_dropped)  # d(dropped probs)
             dropped = probabilities
             if dropout > 0:
-                dropped = _keep_mask(buffers, shape, dropout, seed, block_index, scaled_query.dtype).mul_(
-                    probabilities
-                )
-            grad_value.baddbmm_(dropped.transpose(1, 2), block_grad_output)
+                keep = _keep_mask(buffers, probabilities.shape, dropout, seed, block_index, probabilities.dtype)
+                dropped = keep.mul_(probabilities)
+            grad_value[heads, keys].baddbmm_(dropped.transpose(1, 2), block_grad_output)
             # dS = P * (keep * dP_dropped - D) = dropped * dP_dropped - P * D
-            grad_scores = grad_dropped.mul_(dropped).addcmul_(probabilities, output_dot_grad[:, rows], value=-1)
-            grad_query[:, rows] = torch.bmm(grad_scores, key)
-            grad_key.baddbmm_(grad_scores.transpose(1, 2), scaled_query[:, rows])
+            grad_scores = grad_dropped.mul_(dropped).addcmul_(probabilities, output_dot_grad[heads, rows], value=-1)
+            torch.bmm(grad_scores, key[heads, keys], out=grad_query[heads, rows])
+            grad_key[heads, keys].baddbmm_(grad_scores.transpose(1, 2), scaled_query[heads, rows])
         grads = (grad_query.mul_(scaling), grad_key, grad_value)
-        shapes = (query_shape, key_shape, key_shape)
+        shapes = (query_shape, (*query_shape[:2], key_len, query_shape[3]), (*query_shape[:2], key_len, -1))
         return *(grad.view(shape) for grad, shape in zip(grads, shapes, strict=True)), None, None, None, None, None
 
 

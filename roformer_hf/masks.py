@@ -26,7 +26,20 @@ def layer_attention_mask(
         return create_causal_mask(
             config=config, inputs_embeds=hidden_states, attention_mask=attention_mask, **cache_argument(cache)
         )
-    return create_bidirectional_mask(config=config, inputs_embeds=hidden_states, attention_mask=attention_mask)
+    return bidirectional_layer_mask(config, attention_mask, hidden_states)
+
+
+def bidirectional_layer_mask(
+    config: RoFormerConfig, attention_mask: torch.Tensor | None, hidden_states: torch.Tensor
+) -> torch.Tensor | None:
+    """The encoder's mask: padding hides the same keys from every query. For "sdpa" it keeps that shape,
+    `(batch_size, 1, 1, seq_len)`, True where a key may be seen, rather than one row per query: SDPA broadcasts it,
+    and blockwise attention (CPU training) reads it as padding, skipping the keys after each sequence's last token."""
+    mask = create_bidirectional_mask(config=config, inputs_embeds=hidden_states, attention_mask=attention_mask)
+    spelled_out = config._attn_implementation == "sdpa" and mask is not None and mask.dtype == torch.bool
+    if not spelled_out or attention_mask is None or attention_mask.dim() != 2:
+        return mask  # no padding, another backend's form, or a prepared 4-D mask
+    return attention_mask.to(device=mask.device, dtype=torch.bool)[:, None, None, :]  # (B, 1, 1, T)
 
 
 def unilm_layer_mask(
@@ -48,7 +61,7 @@ def unilm_layer_mask(
     if past_len > 0:
         check_unilm_continuation(token_type_ids)
     elif token_type_ids is None:  # one segment: both directions
-        return create_bidirectional_mask(config=config, inputs_embeds=hidden_states, attention_mask=attention_mask)
+        return bidirectional_layer_mask(config, attention_mask, hidden_states)
     return unilm_attention_mask(token_type_ids, attention_mask, past_len)
 
 

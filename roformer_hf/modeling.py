@@ -160,8 +160,8 @@ class RoFormerSelfAttention(nn.Module):
         query_shape = query_states.shape[:-1]
         query = self.query(query_states).view(*query_shape, -1, self.head_dim).transpose(1, 2)  # (B, nh, Tq, hs)
         query_cos, query_sin = (table[:, positions] for table in position_embeddings)
-        if query_positions is not None and attention_mask is not None:
-            attention_mask = attention_mask[:, :, query_positions]  # (B, 1, Tq, Tk)
+        if query_positions is not None and attention_mask is not None and attention_mask.shape[2] > 1:
+            attention_mask = attention_mask[:, :, query_positions]  # (B, 1, Tq, Tk); a padding mask has one row
         key = self.key(hidden_states).view(hidden_shape).transpose(1, 2)  # (B, nh, T, hs)
         value = self.value(hidden_states).view(hidden_shape).transpose(1, 2)  # (B, nh, T, hs)
         cos, sin = position_embeddings

@@ -25,6 +25,7 @@ import roformer_hf
 from roformer_hf import RoFormerConfig, RoFormerForCausalLM, RoFormerForMaskedLM, RoFormerModel
 from roformer_hf.attention_kernels import blockwise_attention_forward
 from roformer_hf.compat import cache_of
+from roformer_hf.masks import layer_attention_mask
 from roformer_hf.modeling import eager_attention_forward
 
 TOLERANCE = {"eager": 1e-5, "sdpa": 1e-4}
@@ -210,6 +211,20 @@ def test_eager_equals_sdpa(is_decoder):
     assert (expected[real] - actual[real]).abs().max() <= 1e-5
 
 
+def test_the_encoders_sdpa_mask_is_one_row_per_sequence():
+    """Padding hides the same keys from every query: for "sdpa" the encoder's mask is (B, 1, 1, T), True where a key
+    is seen; eager keeps transformers' additive (B, 1, T, T); without padding there is none."""
+    config = RoFormerModel(tiny_config()).config  # the model sets its backend: "sdpa"
+    inputs = batch_with_padding()
+    hidden_states = torch.zeros(2, 13, TINY["hidden_size"])
+    mask = layer_attention_mask(config, inputs["attention_mask"], hidden_states, None, None)
+    assert mask.dtype == torch.bool and torch.equal(mask, inputs["attention_mask"].bool()[:, None, None, :])
+    assert layer_attention_mask(config, torch.ones(2, 13, dtype=torch.long), hidden_states, None, None) is None
+    config._attn_implementation = "eager"
+    eager_mask = layer_attention_mask(config, inputs["attention_mask"], hidden_states, None, None)
+    assert eager_mask.shape == (2, 1, 13, 13) and eager_mask.dtype == torch.float32
+
+
 @pytest.mark.parametrize("is_decoder", [False, True])
 def test_training_with_attention_dropout_hides_padding_and_the_future(is_decoder):
     """On the CPU, training with attention dropout runs blockwise attention on the SDPA form of the mask (boolean, or
@@ -268,6 +283,75 @@ def test_blockwise_attention_matches_eager(monkeypatch, is_causal, with_padding,
     expected_grads = torch.autograd.grad(expected, (query, key, value), grad_output)
     for got, want in zip(grads, expected_grads, strict=True):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+
+
+def padding_visibility(padding: str) -> torch.Tensor:
+    """Which of 37 keys each of 3 sequences may see: (3, 37), True where visible."""
+    visible = torch.ones(3, 37, dtype=torch.bool)
+    if padding == "right":
+        visible[1, 30:], visible[2, 9:] = False, False
+    elif padding == "left":
+        visible[1, :7], visible[2, :20] = False, False
+    elif padding == "nothing visible":
+        visible[1, 30:], visible[2] = False, False
+    return visible
+
+
+@pytest.mark.parametrize("padding", ["right", "left", "nothing visible"])
+@pytest.mark.parametrize("query_len", [37, 1])
+def test_blockwise_attention_reads_a_padding_mask_of_one_row(monkeypatch, padding, query_len):
+    """The encoder's SDPA mask is one row per sequence, (B, 1, 1, Tk) (masks.py): each sequence then reads its keys
+    up to its last visible one. Outputs and gradients are those of the same mask spelled out for every query."""
+    monkeypatch.setattr("roformer_hf.attention_kernels.BLOCK_ELEMENTS", 2 * 37 * 37)  # 2 heads, or rows of one
+    torch.manual_seed(0)
+    query = torch.randn(3, 4, query_len, 8, requires_grad=True)
+    key, value = (torch.randn(3, 4, 37, 8, requires_grad=True) for _ in range(2))
+    one_row = padding_visibility(padding)[:, None, None, :]  # (B, 1, 1, Tk)
+    module = _Attention(is_causal=False)
+    outputs, grads = [], []
+    for mask in (one_row, one_row.expand(3, 1, query_len, 37)):
+        output, _ = blockwise_attention_forward(module, query, key, value, mask, 8**-0.5)
+        outputs.append(output)
+        grads.append(torch.autograd.grad(output, (query, key, value), torch.ones_like(output)))
+    torch.testing.assert_close(outputs[0], outputs[1], atol=1e-6, rtol=1e-5)
+    for got, want in zip(*grads, strict=True):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+    if padding == "right":
+        assert (grads[0][1][2, :, 9:] == 0).all()  # keys after the last visible one: never read, no gradient
+
+
+@pytest.mark.parametrize("mask_form", ["one row per sequence", "spelled out", "none"])
+def test_blockwise_attention_in_bf16_rounds_no_worse_than_eager_attention(monkeypatch, mask_form):
+    """Under bf16 autocast the kernel gets bf16 queries, keys and values. Against float32 attention of the same
+    (rounded) inputs, its output and gradients are as close as eager attention's in bf16 (softmax in float32, its
+    probabilities then rounded to bf16): within 2x of eager's error."""
+    monkeypatch.setattr("roformer_hf.attention_kernels.BLOCK_ELEMENTS", 2 * 37 * 37)
+    torch.manual_seed(0)
+    query, key, value = (torch.randn(3, 4, 37, 16).bfloat16().requires_grad_() for _ in range(3))
+    visible = padding_visibility("right")[:, None, None, :]
+    mask = {"one row per sequence": visible, "spelled out": visible.expand(3, 1, 37, 37), "none": None}[mask_form]
+    module = _Attention(is_causal=False).eval()
+    additive = None if mask is None else torch.zeros(mask.shape).masked_fill(~mask, torch.finfo(torch.float32).min)
+    grad_output = torch.randn(3, 37, 4, 16)
+
+    def output_and_grads(attention, dtype, attention_mask):
+        inputs = [tensor.detach().to(dtype).requires_grad_() for tensor in (query, key, value)]
+        output, _ = attention(module, *inputs, attention_mask, 16**-0.5)
+        output.backward(grad_output.to(dtype))
+        return [output.float(), *(tensor.grad.float() for tensor in inputs)]
+
+    reference = output_and_grads(eager_attention_forward, torch.float32, additive)
+    eager = output_and_grads(eager_attention_forward, torch.bfloat16, additive)
+    blockwise = output_and_grads(blockwise_attention_forward, torch.bfloat16, mask)
+    assert all(tensor.dtype == torch.float32 for tensor in reference)
+    real = visible[:, 0, 0] if mask is not None else torch.ones(3, 37, dtype=torch.bool)  # (B, T)
+    for name, want, eager_got, got in zip(
+        ["output", "query", "key", "value"], reference, eager, blockwise, strict=True
+    ):
+        positions = real if name == "output" else real[:, None, :].expand(3, 4, 37)  # (B, T) or (B, nh, T)
+        eager_error = (eager_got - want)[positions].abs().max()
+        error = (got - want)[positions].abs().max()
+        assert error <= 2 * eager_error + 1e-6, (name, float(error), float(eager_error))
 
 
 def test_blockwise_attention_dropout_gradients(monkeypatch):
