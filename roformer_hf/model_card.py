@@ -88,7 +88,8 @@ class TrainingSummary:
     def from_trainer(cls, trainer, *, script: str, task: str, datasets: list[str], **kwargs) -> "TrainingSummary":
         """
         Reads the usual hyperparameters from `trainer.args` (a `TrainingArguments`): `max_steps` when it set the
-        length of training, else `num_train_epochs`; and the steps taken from `trainer.state`. `kwargs` fill the rest.
+        length of training, else `num_train_epochs`, and the mixed precision ("bf16", "fp16" or "no": float32); and
+        the steps taken from `trainer.state`. `kwargs` fill the rest.
         """
         args = trainer.args
         length_of_training = (
@@ -103,6 +104,7 @@ class TrainingSummary:
             "warmup_steps": args.warmup_steps,
             "weight_decay": args.weight_decay,
             "seed": args.seed,
+            "mixed_precision": "bf16" if args.bf16 else "fp16" if args.fp16 else "no",
         }
         hyperparameters.update(kwargs.pop("hyperparameters", {}))
         kwargs.setdefault("trained_steps", trainer.state.global_step)

@@ -81,6 +81,15 @@ def tokenizer(roformer_vocab):
     return RoFormerJiebaTokenizer(vocab_file=str(roformer_vocab))
 
 
+def skip_unless_bf16_pays() -> None:
+    """Skips a test of bf16 mixed precision on a CPU where the scripts would not use it (no bf16 instructions)."""
+    from roformer_hf.training.cpu_precision import cpu_bf16
+
+    decision = cpu_bf16()
+    if not decision.pays:
+        pytest.skip(f"bf16 mixed precision is not used on this CPU: {decision.reason}")
+
+
 def skip_unless_transformers_causal_lm_is_causal() -> None:
     """Skips a comparison with transformers' own RoFormerForCausalLM where it is no reference: before transformers
     5.18 it attends to later tokens (its first token's logits change with the last token)."""

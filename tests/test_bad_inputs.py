@@ -777,3 +777,34 @@ def test_a_resume_to_more_steps_is_applied_with_a_warning(script, tmp_path, capl
     checkpoint = tmp_path / "out" / "checkpoint-2"
     assert f"--max_steps 3 differs from the 2 of {checkpoint}: applied" in caplog.text
     assert json.loads((tmp_path / "out" / "trainer_state.json").read_text())["global_step"] == 3
+
+
+def recorded_as_bf16(arguments: list[str], tmp: Path) -> list[str]:
+    """The checkpoints as a run in bf16 mixed precision writes them, e.g. on a CPU with bf16 instructions (where it
+    is the default): weights and optimizer state in float32, the precision in the run's settings."""
+    for settings_file in (tmp / "out").rglob(RUN_SETTINGS_FILE):
+        settings = json.loads(settings_file.read_text())
+        assert settings["mixed_precision"] == "no"
+        settings_file.write_text(json.dumps({**settings, "mixed_precision": "bf16"}))
+    return arguments
+
+
+@pytest.mark.parametrize("script", list(SCRIPTS))
+def test_a_resume_in_another_precision_is_applied_with_a_warning(script, tmp_path, caplog):
+    """The precision is the one recorded setting a resume may change without being told: an unset --bf16 follows
+    the machine. A run resumed elsewhere goes on in this machine's precision, with one warning."""
+    arguments = resumed_run(recorded_as_bf16, "--bf16", "false")(script, tmp_path)
+    SCRIPTS[script].main(arguments)
+    checkpoint = tmp_path / "out" / "checkpoint-2"
+    assert f"{checkpoint} was trained with mixed precision bf16, this run uses no" in caplog.text
+    assert json.loads((tmp_path / "out" / "trainer_state.json").read_text())["global_step"] == 3
+
+
+@pytest.mark.parametrize("script", list(SCRIPTS))
+def test_a_resume_with_the_default_precision_goes_on_silently(script, tmp_path, caplog):
+    """Trained and resumed with --bf16 unset: both resolve to this machine's precision, which nothing compares."""
+    arguments = resumed_run(lambda arguments, tmp: arguments)(script, tmp_path)
+    recorded = json.loads((tmp_path / "out" / "checkpoint-2" / RUN_SETTINGS_FILE).read_text())
+    assert recorded["mixed_precision"] in ("bf16", "no")  # bf16 where the CPU has it
+    SCRIPTS[script].main(arguments)
+    assert "was trained with mixed precision" not in caplog.text

@@ -318,6 +318,7 @@ def test_model_card_states_what_the_run_did(tmp_path):
         datasets=["data/cail_sample.jsonl"],
     )
     assert by_epochs.hyperparameters["num_train_epochs"] == 2 and "max_steps" not in by_epochs.hyperparameters
+    assert by_epochs.hyperparameters["mixed_precision"] == "no"  # float32; "bf16" after --bf16 (test_run_mlm.py)
     untrained = str(model_card(config))
     assert f"| max_position_embeddings | {config.max_position_embeddings} " in untrained
     assert "trained length" not in untrained

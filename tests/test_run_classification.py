@@ -45,12 +45,14 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 
 def tiny_run(roformer_vocab, output_dir: Path, *arguments: str) -> dict:
+    """A run in float32 on every machine: its predictions are compared with a float32 forward pass to 1e-4."""
     return run_classification.main(
         [
             *("--tokenizer_name", str(roformer_vocab), "--config_overrides", TINY_MODEL),
             *("--output_dir", str(output_dir), "--max_steps", "3", "--max_seq_length", "64"),
             *("--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "8", "--learning_rate", "1e-3"),
             *("--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true", "--use_cpu", "true"),
+            *("--bf16", "false"),
             *arguments,
         ]
     )
@@ -130,6 +132,7 @@ def test_predict_with_the_fine_tuned_checkpoint(single_label_run, tmp_path):
         [
             *("--model_name_or_path", str(output_dir), "--test_file", str(test), "--do_predict"),
             *("--max_seq_length", "64", "--output_dir", str(tmp_path), "--report_to", "none", "--use_cpu", "true"),
+            *("--bf16", "false"),  # as the run that made the checkpoint
         ]
     )
     again, first = read_predictions(tmp_path), read_predictions(output_dir)

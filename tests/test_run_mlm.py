@@ -1,6 +1,7 @@
 """Tests of run_mlm.py: arguments, whole-word masking, packing, resuming, outputs and bad input (the stage schedule:
 test_stages.py; 2-process runs: test_distributed.py)."""
 
+import functools
 import json
 import logging
 import math
@@ -11,6 +12,7 @@ from pathlib import Path
 import datasets
 import pytest
 import torch
+from conftest import skip_unless_bf16_pays
 from safetensors.torch import load_file
 from transformers import AutoModelForMaskedLM, AutoTokenizer, TrainerCallback
 
@@ -20,6 +22,7 @@ from roformer_hf.training import text_corpus
 from roformer_hf.training.building import build_config, parse_config_overrides
 from roformer_hf.training.cli import ModelArguments
 from roformer_hf.training.errors import ScriptError
+from roformer_hf.training.resume import RUN_SETTINGS_FILE
 from roformer_hf.training.text_corpus import pack_into_blocks, split_long_text
 from roformer_hf.training.whole_word_masking import WholeWordMaskCollator, predicted_token_ids
 
@@ -44,6 +47,10 @@ def news_file(tmp_path, news_lines) -> Path:
     path = tmp_path / "news.txt"
     path.write_text("\n".join(news_lines[:150]) + "\n", encoding="utf-8")
     return path
+
+
+def run_arguments_of_precision(train_file: Path, output_dir: Path, *extra: str, bf16: str) -> list[str]:
+    return run_arguments(train_file, output_dir, "--bf16", bf16, *extra)
 
 
 def run_arguments(train_file: Path, output_dir: Path, *extra: str) -> list[str]:
@@ -431,6 +438,19 @@ def test_predicted_token_ids_puts_sparse_predictions_back_in_place():
     assert torch.equal(predicted_token_ids((dense_logits,), labels), torch.tensor([[1, 5, 1], [3, 1, 2]]))
 
 
+def test_a_bf16_run_saves_float32_weights_and_records_its_precision(tmp_path, news_file):
+    """bf16 mixed precision computes in bf16 under autocast; the weights, checkpoints and saved model stay float32,
+    and the run's settings and model card say how it trained."""
+    skip_unless_bf16_pays()
+    output_dir = tmp_path / "out"
+    run_mlm.main(run_arguments(news_file, output_dir, "--stages", "32:8:2", "--bf16", "true"))
+    for weights in (output_dir / "model.safetensors", output_dir / "stage-1" / "checkpoint-2" / "model.safetensors"):
+        assert {tensor.dtype for tensor in load_file(weights).values()} == {torch.float32}
+    settings = json.loads((output_dir / "stage-1" / "checkpoint-2" / RUN_SETTINGS_FILE).read_text())
+    assert settings["mixed_precision"] == "bf16"
+    assert "| mixed_precision | bf16 |" in (output_dir / "README.md").read_text()
+
+
 def test_bf16_and_activation_checkpointing_pass_through(tmp_path, news_file):
     extra = ["--stages", "32:4:2", "--bf16", "--use_cpu", "--activation_checkpointing"]
     table = run_mlm.main(run_arguments(news_file, tmp_path / "out", *extra))
@@ -438,7 +458,8 @@ def test_bf16_and_activation_checkpointing_pass_through(tmp_path, news_file):
 
 
 def test_gradient_accumulation_matches_a_larger_batch(tmp_path, news_file):
-    """A global batch of 8 as 1 x 8 or as 2 accumulated x 4 gives the same loss and the same weights."""
+    """A global batch of 8 as 1 x 8 or as 2 accumulated x 4 gives the same loss and the same weights (in float32:
+    bf16, the default on a CPU that has it, rounds the two half batches' products differently from the whole's)."""
     no_dropout = TINY_MODEL + ",hidden_dropout_prob=0,attention_probs_dropout_prob=0"
     tables, weights = [], []
     for per_device in ("8", "4"):
@@ -447,7 +468,7 @@ def test_gradient_accumulation_matches_a_larger_batch(tmp_path, news_file):
             news_file, output_dir, "--stages", "32:8:2", "--per_device_train_batch_size", per_device
         )
         arguments[arguments.index(TINY_MODEL)] = no_dropout
-        tables.append(run_mlm.main([*arguments, "--do_eval", "False"]))
+        tables.append(run_mlm.main([*arguments, "--do_eval", "False", "--bf16", "false"]))
         weights.append(load_file(output_dir / "model.safetensors"))
     assert tables[0][0]["train_loss"] == pytest.approx(tables[1][0]["train_loss"], rel=1e-5)
     for name, weight in weights[0].items():
@@ -468,10 +489,18 @@ class InterruptAt(TrainerCallback):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("stage", "step"), [(2, 3), (2, 1)], ids=["inside-stage", "at-stage-boundary"])
-def test_interrupted_run_resumes_to_the_same_weights(tmp_path, news_file, monkeypatch, stage, step):
-    """Exactly the same weights (CPU, fp32): resuming restores weights, optimizer, schedule, RNG and data order."""
-    run_mlm.main(run_arguments(news_file, tmp_path / "straight"))
+@pytest.mark.parametrize(
+    ("stage", "step", "bf16"),
+    [(2, 3, "false"), (2, 1, "false"), (2, 3, "true")],
+    ids=["inside-stage", "at-stage-boundary", "inside-stage-bf16"],
+)
+def test_interrupted_run_resumes_to_the_same_weights(tmp_path, news_file, monkeypatch, stage, step, bf16):
+    """Exactly the same weights (CPU, float32 or bf16 mixed precision): resuming restores weights, optimizer,
+    schedule, RNG and data order."""
+    if bf16 == "true":
+        skip_unless_bf16_pays()
+    arguments = functools.partial(run_arguments_of_precision, bf16=bf16)
+    run_mlm.main(arguments(news_file, tmp_path / "straight"))
 
     interrupted = tmp_path / "interrupted"
     build_trainer = run_mlm.build_stage_trainer
@@ -483,9 +512,9 @@ def test_interrupted_run_resumes_to_the_same_weights(tmp_path, news_file, monkey
 
     monkeypatch.setattr(run_mlm, "build_stage_trainer", build_interrupted_trainer)
     with pytest.raises(Interrupt):
-        run_mlm.main(run_arguments(news_file, interrupted))
+        run_mlm.main(arguments(news_file, interrupted))
     monkeypatch.setattr(run_mlm, "build_stage_trainer", build_trainer)
-    run_mlm.main(run_arguments(news_file, interrupted, "--resume_from_checkpoint", "True"))
+    run_mlm.main(arguments(news_file, interrupted, "--resume_from_checkpoint", "True"))
 
     straight_weights = load_file(tmp_path / "straight" / "model.safetensors")
     resumed_weights = load_file(interrupted / "model.safetensors")

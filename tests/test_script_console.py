@@ -1,6 +1,6 @@
 """What the training scripts show on the console: a short grouped `--help` (and `--help-all`), a quiet default log
 level that still prints the results, the demo's equivalent command, the closing "model saved to" lines whose Python
-loads the model, the validation pass named for what it is, and `--bf16` on a CPU trained in float32.
+loads the model, the validation pass named for what it is, and the one line on bf16 that a CPU run may show.
 
 Runs use the samples shipped in `data/`, so these tests need no other data."""
 
@@ -22,9 +22,9 @@ from transformers import TrainingArguments
 
 import run_classification
 import run_mlm
+from roformer_hf.training import cpu_precision
 from roformer_hf.training.cli import COMMON_TRAINING_OPTIONS, ScriptTrainingArguments
 from roformer_hf.training.errors import ScriptError
-from roformer_hf.training.launch import BF16_ON_CPU_WARNING
 from roformer_hf.training.run_outputs import check_output_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -164,21 +164,52 @@ def test_demo_prints_an_equivalent_command(script, monkeypatch, capsys):
 
 # --- bf16 on a CPU ---
 
+WITH_BF16 = cpu_precision.CpuBf16(True, "this CPU has bf16 instructions (avx512_bf16)")
+WITHOUT_BF16 = cpu_precision.CpuBf16(False, "this CPU has no bf16 instructions (none of ...)")
 
-@pytest.mark.parametrize("extra", [[], ["--use_cpu"]])
-def test_bf16_on_a_cpu_trains_in_float32_with_a_warning(extra, caplog):
-    if not extra and torch.accelerator.is_available():
-        pytest.skip("the machine has an accelerator, where --bf16 is kept")
-    with caplog.at_level(logging.WARNING, logger="roformer_hf.training.cli"):
-        training_args = run_classification.parse_classification_arguments(
-            [*CLASSIFICATION_ARGUMENTS, "--bf16", *extra]
-        )[2]
+
+def parsed_with_cpu(monkeypatch, caplog, cpu: cpu_precision.CpuBf16, *extra: str) -> TrainingArguments:
+    """The training arguments of run_classification.py on a CPU (--use_cpu) whose bf16 verdict is `cpu`."""
+    monkeypatch.setattr(cpu_precision, "cpu_bf16", lambda: cpu)
+    with caplog.at_level(logging.WARNING, logger="roformer_hf.training.cpu_precision"):
+        return run_classification.parse_classification_arguments([*CLASSIFICATION_ARGUMENTS, "--use_cpu", *extra])[2]
+
+
+@pytest.mark.parametrize("given", [["--bf16"], ["--bf16", "true"], ["--bf16_full_eval", "true", "--bf16"]])
+def test_bf16_on_a_cpu_without_bf16_instructions_is_dropped_in_one_line(monkeypatch, caplog, given):
+    training_args = parsed_with_cpu(monkeypatch, caplog, WITHOUT_BF16, *given)
     assert training_args.bf16 is False and training_args.bf16_full_eval is False
-    assert BF16_ON_CPU_WARNING in caplog.messages
-    assert "slow" in BF16_ON_CPU_WARNING and "leave out --bf16" in BF16_ON_CPU_WARNING
+    assert training_args.mixed_precision == "no"
+    [line] = caplog.messages
+    assert line.startswith("--bf16") and "dropped" in line and WITHOUT_BF16.reason in line
 
 
-def test_bf16_from_an_arguments_file_on_a_cpu(tmp_path):
+def test_bf16_on_a_cpu_with_bf16_instructions_is_kept_silently(monkeypatch, caplog):
+    training_args = parsed_with_cpu(monkeypatch, caplog, WITH_BF16, "--bf16", "true")
+    assert training_args.bf16 is True and training_args.mixed_precision == "bf16"
+    assert caplog.messages == []
+
+
+def test_bf16_is_the_default_on_a_cpu_where_it_pays_said_in_one_line(monkeypatch, caplog):
+    training_args = parsed_with_cpu(monkeypatch, caplog, WITH_BF16)
+    assert training_args.bf16 is True and training_args.mixed_precision == "bf16"
+    [line] = caplog.messages
+    assert WITH_BF16.reason in line and "--bf16 false" in line
+
+
+@pytest.mark.parametrize(
+    ("cpu", "given"),
+    [(WITH_BF16, ["--bf16", "false"]), (WITHOUT_BF16, []), (WITHOUT_BF16, ["--bf16", "false"])],
+    ids=["bf16-cpu-bf16-false", "no-bf16-cpu-default", "no-bf16-cpu-bf16-false"],
+)
+def test_float32_on_a_cpu_without_a_word(monkeypatch, caplog, cpu, given):
+    training_args = parsed_with_cpu(monkeypatch, caplog, cpu, *given)
+    assert training_args.bf16 is False and training_args.mixed_precision == "no"
+    assert caplog.messages == []
+
+
+def test_bf16_from_an_arguments_file_on_a_cpu(tmp_path, monkeypatch):
+    monkeypatch.setattr(cpu_precision, "cpu_bf16", lambda: WITHOUT_BF16)
     (tmp_path / "args.yaml").write_text("train_file: x.jsonl\ndo_train: true\nbf16: true\nuse_cpu: true\n")
     assert run_classification.parse_classification_arguments([str(tmp_path / "args.yaml")])[2].bf16 is False
     plain = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, bf16=True)  # transformers' own is unchanged

@@ -14,9 +14,10 @@ from typing import Any
 
 from transformers import HfArgumentParser, TrainingArguments
 
+from .cpu_precision import choose_cpu_precision
 from .data_files import read_utf8_text
 from .errors import ScriptError
-from .launch import BF16_ON_CPU_WARNING, launch_defaults, trains_on_cpu
+from .launch import launch_defaults
 
 logger = logging.getLogger(__name__)
 
@@ -189,7 +190,8 @@ COMMON_TRAINING_OPTIONS = {
     "save_strategy": "When to save a checkpoint: 'no', 'steps', 'epoch' or 'best'.",
     "save_steps": "Steps between checkpoints with --save_strategy steps.",
     "logging_steps": "Steps between loss reports.",
-    "bf16": "bfloat16 mixed precision on a GPU (on a CPU, where it is slow, the run trains in float32).",
+    "bf16": "bfloat16 mixed precision. On a CPU the default where it pays (bf16 instructions, e.g. avx512_bf16), "
+    "dropped where it does not; on a GPU off unless given.",
     "seed": "Random seed of initialisation, masking and data order.",
     "resume_from_checkpoint": "A checkpoint folder to continue from, or True for the newest in output_dir.",
     "log_level": "Console verbosity: 'warning' shows warnings and results, 'info' also transformers' progress.",
@@ -367,7 +369,7 @@ def check_counts(arguments: Sequence[Any]) -> None:
 class ScriptTrainingArguments(TrainingArguments):
     """
     `TrainingArguments` with the option transformers 5 dropped (whether a run may replace an earlier one), a quiet
-    console by default, and `--bf16` on a CPU mapped to float32 (see `__post_init__`).
+    console by default, and on a CPU the precision that pays there (`cpu_precision.choose_cpu_precision`).
     """
 
     overwrite_output_dir: bool = field(
@@ -375,6 +377,15 @@ class ScriptTrainingArguments(TrainingArguments):
         metadata={
             "help": "Replace an earlier run in output_dir: its checkpoints, stage folders, model and results are "
             "deleted when training starts. Without it such a folder stops the script before training."
+        },
+    )
+    bf16: bool | None = field(
+        default=None,  # not given: chosen from the machine in __post_init__
+        metadata={
+            "help": "bfloat16 mixed precision. On a CPU: by default where bf16 pays (the CPU has bf16 instructions: "
+            "avx512_bf16, amx_bf16), dropped with a warning where it does not. On a GPU: off unless given.",
+            "nargs": "?",  # --bf16 alone means true, as for transformers' own boolean options
+            "const": True,
         },
     )
     log_level: str = field(
@@ -387,11 +398,5 @@ class ScriptTrainingArguments(TrainingArguments):
     )
 
     def __post_init__(self):
-        # bf16 on a CPU: transformers refuses it without --use_cpu, and with it trains much slower than float32 for
-        # the same accuracy (docs/scripts.md). So a command written for a GPU runs unchanged on a CPU, in float32,
-        # with a warning.
-        if (self.bf16 or self.bf16_full_eval) and trains_on_cpu(self.use_cpu):
-            if int(os.environ.get("RANK", "0")) == 0:
-                logger.warning(BF16_ON_CPU_WARNING)
-            self.bf16 = self.bf16_full_eval = False
+        choose_cpu_precision(self)
         super().__post_init__()

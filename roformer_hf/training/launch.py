@@ -55,12 +55,6 @@ def check_distributed_launch(training_args: TrainingArguments) -> None:
         )
 
 
-BF16_ON_CPU_WARNING = (
-    "--bf16 on a CPU is much slower than float32 for the same accuracy: training in float32 instead (leave out "
-    "--bf16 on a machine without a GPU)."
-)
-
-
 def trains_on_cpu(use_cpu: bool) -> bool:
     """Whether training runs on the CPU: `--use_cpu`, or no accelerator (GPU, XPU, MPS...) and no TPU."""
     from transformers.utils import is_torch_xla_available

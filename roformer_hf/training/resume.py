@@ -94,6 +94,10 @@ TRAINING_SETTINGS = (
 # TrainingArguments a resume applies (as transformers does): they say where training ends, which is what a longer
 # resumed run changes; the learning-rate schedule then runs to the new end from the step reached.
 APPLIED_SETTINGS = ("max_steps", "num_train_epochs")
+# The arithmetic ("bf16", "fp16" or "no"), applied with a warning: the weights, the optimizer state and the
+# checkpoints are float32 either way, and on a CPU an unset --bf16 follows the machine (cpu_precision.py), so a run
+# resumed elsewhere may differ here without being told to.
+PRECISION_SETTING = "mixed_precision"
 # Config fields that do not describe the model's weights or computation (bookkeeping, or settings the scripts
 # derive and check on their own: `classification_inputs` is compared as the run's settings).
 IGNORED_CONFIG_FIELDS = {
@@ -114,9 +118,11 @@ NEW_RUN_ADVICE = "or start a new run (another --output_dir, or --overwrite_outpu
 def run_settings(training_args: Any, **script_settings: Any) -> dict[str, Any]:
     """
     The settings of this run a checkpoint records: `script_settings` (option name without dashes -> value; a data
-    file as its absolute path) and the `TRAINING_SETTINGS` of `training_args`, all as JSON values.
+    file as its absolute path), the `TRAINING_SETTINGS` and `APPLIED_SETTINGS` of `training_args` and its mixed
+    precision, all as JSON values.
     """
     settings = {name: getattr(training_args, name, None) for name in (*TRAINING_SETTINGS, *APPLIED_SETTINGS)}
+    settings[PRECISION_SETTING] = "bf16" if training_args.bf16 else "fp16" if training_args.fp16 else "no"
     settings.update(script_settings)
     return json.loads(json.dumps(settings, default=str))
 
@@ -157,8 +163,15 @@ def check_resume(checkpoint: str | Path, model: PreTrainedModel, tokenizer: Any,
         return
     recorded = json.loads(settings_file.read_text(encoding="utf-8"))
     changed = [name for name, value in settings.items() if name in recorded and recorded[name] != value]
-    for name in sorted(changed, key=lambda name: name in APPLIED_SETTINGS):  # refusals before the warnings
+    applied = (*APPLIED_SETTINGS, PRECISION_SETTING)
+    for name in sorted(changed, key=lambda name: name in applied):  # refusals before the warnings
         old, new = _shown(recorded[name]), _shown(settings[name])
+        if name == PRECISION_SETTING:
+            logger.warning(
+                f"{checkpoint} was trained with mixed precision {old}, this run uses {new} ('no': float32; --bf16 "
+                "chooses): applied, the weights and the optimizer state stay float32 either way."
+            )
+            continue
         if name not in APPLIED_SETTINGS:
             raise ScriptError(
                 f"cannot resume from {checkpoint}: it was trained with --{name} {old}, this run gives --{name} {new}, "
