@@ -1,24 +1,33 @@
 """The two attention functions `RoFormerSelfAttention` runs besides transformers' backends: softmax attention in
-blocks of queries (CPU training with dropout) and linear attention. One module, since both are kernels the
-self-attention picks per call; each keeps its own section.
+blocks (CPU training with dropout, bf16 on a CPU that has bf16 instructions) and linear attention. One module, since
+both are kernels the self-attention picks per call; each keeps its own section.
 
 ## Blockwise softmax attention
 
 torch's SDPA has a fused CPU kernel only without dropout. With dropout (RoFormer trains with 0.1 on the attention
 probabilities) it falls back to its "math" kernel, which is slower than eager attention and, like eager, keeps several
-(seq_len x seq_len) tensors per head for the backward pass: about 1 GB per layer at 2,048 tokens and 12 heads.
+(seq_len x seq_len) tensors per head for the backward pass: about 1 GB per layer at 2,048 tokens and 12 heads. Its
+fused kernel, for its part, computes in float32 whatever the dtype of its inputs, so bf16 gains nothing there.
 
 `blockwise_attention_forward` computes the same function, softmax(q k^T * scaling + mask) with dropout, times v, a
-block of queries at a time, and recomputes the probabilities of each block in the backward pass (the FlashAttention
-recipe). Memory is linear in the length (one block of scores at a time). What makes it fast on the CPU (timings in
-docs/benchmarks.md):
+block of scores at a time (some heads of one sequence, or some queries of one head), and recomputes the probabilities
+of each block in the backward pass (the FlashAttention recipe). Memory is linear in the length (one block of scores
+at a time). It computes in the dtype of its inputs: under bf16 autocast its matrix products run in bf16, the softmax
+of each row in float32 (torch's CPU softmax widens bf16 rows) with its probabilities stored in bf16, as eager attention
+does. What makes it fast on the CPU (timings in docs/benchmarks.md):
 
 - one buffer per role (scores, their gradients, the dropout mask) reused by every block, so the large tensors are
   not allocated afresh (glibc maps them from the kernel, and the page faults cost as much as the matrix products);
+- every slice a block reads or writes is contiguous, so the matrix products work in place, without copies;
+- padding: with the encoder's mask of one row per sequence (`masks.py`), each sequence reads its keys only up to its
+  last visible one, and a right-padded sequence needs no mask at all (4 x 512 tokens padded to 512, 384, 256 and 128
+  real tokens: 5/8 of the scores);
 - softmax in place, the scaling applied to the queries rather than to every score, the gradient of the scores in
   two fused passes;
-- dropout masks made of float operations on random bits from numpy's PCG64: torch's CPU generator and its boolean
-  kernels (`bernoulli_`, `masked_fill`) take most of the time of eager attention's dropout.
+- dropout masks from numpy: 16 random bits per element from PCG64, compared with the threshold by numpy into a
+  reused byte buffer, widened by torch into the reused mask of the scores' dtype. torch's CPU generator and its
+  boolean kernels (`bernoulli_`, `masked_fill`, converting from bool) take most of the time of eager attention's
+  dropout.
 
 The dropout masks are drawn from generators seeded from torch's global generator (so `torch.manual_seed` and
 gradient checkpointing replay them) and redrawn from the same seed in the backward pass instead of being stored. Each
@@ -47,6 +56,7 @@ import torch
 from torch.nn import functional as F
 from transformers import PreTrainedConfig
 
+from .cpu_arithmetic import cpu_bf16
 from .rope import apply_rotary
 
 # Elements of one block of scores, (heads, rows, keys): 16 MiB of float32, the fastest size measured (smaller blocks
@@ -55,18 +65,22 @@ BLOCK_ELEMENTS = 2**22
 
 
 def prefers_blockwise_attention(config: PreTrainedConfig, query: torch.Tensor, dropout: float) -> bool:
-    """Whether the SDPA backend should hand this call to `blockwise_attention_forward`.
+    """Whether the SDPA backend should hand this call to `blockwise_attention_forward`. Only on the CPU, in two cases:
 
-    Only on the CPU with attention dropout, where torch's SDPA has no fused kernel and its fallback is slower than
-    eager attention. Blockwise attention is then faster than eager at every length measured (its dropout masks cost a
-    fraction of `F.dropout`'s, and its buffers are reused; docs/benchmarks.md), and its memory is linear in the length.
+    - with attention dropout (training), where torch's SDPA has no fused kernel and its fallback is slower than eager
+      attention. Blockwise attention is then faster than eager at every length measured (its dropout masks cost a
+      fraction of `F.dropout`'s, and its buffers are reused; docs/benchmarks.md), and its memory is linear in the
+      length;
+    - with bf16 queries on a CPU where bf16 pays (`cpu_arithmetic`): SDPA's fused CPU kernel computes in float32
+      whatever the inputs, so bf16 gains nothing there, while the matrix products of blockwise attention run in bf16
+      (2.6x SDPA's speed at 4,096 tokens on this project's AVX-512 BF16 CPU; docs/benchmarks.md).
 
     Not under `torch.compile`: numpy's generator cannot be traced, so `fullgraph=True` would fail; the compiled
     graph keeps SDPA, whose dropout the compiler traces like any other operation.
     """
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_compiling() or config._attn_implementation != "sdpa" or query.device.type != "cpu":
         return False
-    return config._attn_implementation == "sdpa" and query.device.type == "cpu" and dropout > 0
+    return dropout > 0 or (query.dtype == torch.bfloat16 and cpu_bf16().pays)
 
 
 def blockwise_attention_forward(

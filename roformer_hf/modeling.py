@@ -127,8 +127,9 @@ def eager_attention_forward(
 
 class RoFormerSelfAttention(nn.Module):
     """Multi-head self-attention with RoPE on queries and keys (and values if `config.rotary_value`), through
-    transformers' attention interface, but for CPU training with dropout, where torch's SDPA is slower than eager and
-    "sdpa" runs `blockwise_attention_forward` (faster than eager at every length measured; docs/benchmarks.md)."""
+    transformers' attention interface, but for CPU training with dropout (where torch's SDPA is slower than eager) and
+    bf16 on a CPU that has bf16 instructions (where SDPA computes in float32), where "sdpa" runs
+    `blockwise_attention_forward` (`prefers_blockwise_attention`; docs/benchmarks.md)."""
 
     def __init__(self, config: RoFormerConfig, layer_idx: int):
         super().__init__()
@@ -180,9 +181,9 @@ class RoFormerSelfAttention(nn.Module):
         attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
         )
-        if self.training and prefers_blockwise_attention(self.config, query, self.attention_dropout):
-            attention_interface = blockwise_attention_forward
         dropout = self.attention_dropout if self.training else 0.0
+        if prefers_blockwise_attention(self.config, query, dropout):
+            attention_interface = blockwise_attention_forward
         attention_output, attention_weights = attention_interface(
             self, query, key, value, attention_mask, dropout=dropout, scaling=self.scaling, **kwargs
         )

@@ -83,7 +83,7 @@ def tokenizer(roformer_vocab):
 
 def skip_unless_bf16_pays() -> None:
     """Skips a test of bf16 mixed precision on a CPU where the scripts would not use it (no bf16 instructions)."""
-    from roformer_hf.training.cpu_precision import cpu_bf16
+    from roformer_hf.cpu_arithmetic import cpu_bf16
 
     decision = cpu_bf16()
     if not decision.pays:

@@ -1,6 +1,6 @@
-"""cpu_precision.py: whether bf16 pays on a CPU, decided from its instruction sets (mocked here) or a probe, what a
-run on a GPU keeps, and bf16 mixed-precision training tracking float32 (on a CPU that has bf16, skipped elsewhere).
-What the scripts print for each case: test_script_console.py."""
+"""training/cpu_precision.py: the precision of a run on a CPU from the CPU's verdict (mocked here; the verdict itself:
+test_cpu_arithmetic.py), what a run on a GPU keeps, and bf16 mixed-precision training tracking float32 (on a CPU that
+has bf16, skipped elsewhere). What the scripts print for each case: test_script_console.py."""
 
 from types import SimpleNamespace
 
@@ -9,55 +9,13 @@ import torch
 from conftest import TINY, skip_unless_bf16_pays
 
 from roformer_hf import RoFormerConfig, RoFormerForSequenceClassification
+from roformer_hf.cpu_arithmetic import CpuBf16
 from roformer_hf.training import cpu_precision
-from roformer_hf.training.cpu_precision import CpuBf16, choose_cpu_precision, cpu_flags, decide_cpu_bf16
-
-X86_WITHOUT_BF16 = {"fpu", "sse2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni"}
+from roformer_hf.training.cpu_precision import choose_cpu_precision
 
 
 def no_probe() -> float:
-    pytest.fail("the probe ran although the CPU's flags were known")
-
-
-@pytest.mark.parametrize(
-    ("flags", "named"),
-    [
-        (X86_WITHOUT_BF16 | {"avx512_bf16"}, "avx512_bf16"),  # AMD Zen 4, Intel Cooper Lake
-        (X86_WITHOUT_BF16 | {"amx_bf16", "amx_tile"}, "amx_bf16"),  # Intel Sapphire Rapids
-        ({"fp", "asimd", "sve", "bf16"}, "bf16"),  # Arm with the BF16 extension
-    ],
-)
-def test_bf16_instructions_make_bf16_pay(flags, named):
-    decision = decide_cpu_bf16(flags, probe=no_probe)
-    assert decision.pays and decision.reason == f"this CPU has bf16 instructions ({named})"
-
-
-@pytest.mark.parametrize("flags", [X86_WITHOUT_BF16, {"fp", "asimd"}, set()])
-def test_without_bf16_instructions_bf16_does_not_pay(flags):
-    decision = decide_cpu_bf16(flags, probe=no_probe)
-    assert not decision.pays
-    assert decision.reason.startswith("this CPU has no bf16 instructions (none of avx512_bf16, amx_bf16, bf16")
-
-
-@pytest.mark.parametrize(("speedup", "pays"), [(3.7, True), (1.5, True), (1.2, False), (0.1, False)])
-def test_without_cpuinfo_a_matrix_product_probe_decides(speedup, pays):
-    decision = decide_cpu_bf16(None, probe=lambda: speedup)
-    assert decision.pays is pays
-    assert f"runs {speedup:.1f}x as fast as float32" in decision.reason and "no /proc/cpuinfo" in decision.reason
-
-
-def test_cpu_flags_of_x86_and_arm_cpuinfo(tmp_path):
-    x86 = tmp_path / "x86"
-    x86.write_text("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx2 avx512_bf16\n\nprocessor\t: 1\n")
-    arm = tmp_path / "arm"
-    arm.write_text("processor\t: 0\nBogoMIPS\t: 2100.00\nFeatures\t: fp asimd bf16 i8mm\nCPU part\t: 0xd40\n")
-    assert cpu_flags(x86) == {"fpu", "avx2", "avx512_bf16"}
-    assert cpu_flags(arm) == {"fp", "asimd", "bf16", "i8mm"}
-    assert cpu_flags(tmp_path / "missing") is None
-
-
-def test_the_probe_measures_a_ratio_of_speeds():
-    assert 0.01 < cpu_precision.matmul_speedup(size=64, repeats=2) < 100
+    pytest.fail("the CPU was asked although the run is on a GPU")
 
 
 def training_arguments(**given) -> SimpleNamespace:

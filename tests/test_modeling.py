@@ -25,6 +25,7 @@ import roformer_hf
 from roformer_hf import RoFormerConfig, RoFormerForCausalLM, RoFormerForMaskedLM, RoFormerModel
 from roformer_hf.attention_kernels import blockwise_attention_forward
 from roformer_hf.compat import cache_of
+from roformer_hf.cpu_arithmetic import CpuBf16
 from roformer_hf.masks import layer_attention_mask
 from roformer_hf.modeling import eager_attention_forward
 
@@ -283,6 +284,30 @@ def test_blockwise_attention_matches_eager(monkeypatch, is_causal, with_padding,
     expected_grads = torch.autograd.grad(expected, (query, key, value), grad_output)
     for got, want in zip(grads, expected_grads, strict=True):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("pays", [True, False], ids=["cpu-with-bf16", "cpu-without-bf16"])
+def test_bf16_inference_runs_blockwise_attention_where_bf16_pays(monkeypatch, pays):
+    """SDPA's fused CPU kernel computes in float32 whatever its inputs: bf16 goes to blockwise attention on a CPU
+    where bf16 pays (mocked here), and stays with SDPA elsewhere, as float32 does. Both agree with float32 within
+    bf16's rounding."""
+    monkeypatch.setattr("roformer_hf.attention_kernels.cpu_bf16", lambda: CpuBf16(pays, "mocked"))
+    calls = []
+
+    def recording(*args, **kwargs):
+        calls.append("blockwise")
+        return blockwise_attention_forward(*args, **kwargs)
+
+    monkeypatch.setattr("roformer_hf.modeling.blockwise_attention_forward", recording)
+    model = RoFormerModel(tiny_config()).eval()
+    inputs = batch_with_padding()
+    real = inputs["attention_mask"].bool()
+    with torch.no_grad():
+        expected = model(**inputs).last_hidden_state
+        assert calls == []  # float32: SDPA
+        actual = model.to(torch.bfloat16)(**inputs).last_hidden_state
+    assert calls == (["blockwise", "blockwise"] if pays else [])
+    assert (actual.float() - expected)[real].abs().max() < 0.05  # hidden states of norm ~1, bf16 keeps 8 bits
 
 
 def padding_visibility(padding: str) -> torch.Tensor:

@@ -22,6 +22,7 @@ from transformers import TrainingArguments
 
 import run_classification
 import run_mlm
+from roformer_hf.cpu_arithmetic import CpuBf16
 from roformer_hf.training import cpu_precision
 from roformer_hf.training.cli import COMMON_TRAINING_OPTIONS, ScriptTrainingArguments
 from roformer_hf.training.errors import ScriptError
@@ -164,11 +165,11 @@ def test_demo_prints_an_equivalent_command(script, monkeypatch, capsys):
 
 # --- bf16 on a CPU ---
 
-WITH_BF16 = cpu_precision.CpuBf16(True, "this CPU has bf16 instructions (avx512_bf16)")
-WITHOUT_BF16 = cpu_precision.CpuBf16(False, "this CPU has no bf16 instructions (none of ...)")
+WITH_BF16 = CpuBf16(True, "this CPU has bf16 instructions (avx512_bf16)")
+WITHOUT_BF16 = CpuBf16(False, "this CPU has no bf16 instructions (none of ...)")
 
 
-def parsed_with_cpu(monkeypatch, caplog, cpu: cpu_precision.CpuBf16, *extra: str) -> TrainingArguments:
+def parsed_with_cpu(monkeypatch, caplog, cpu: CpuBf16, *extra: str) -> TrainingArguments:
     """The training arguments of run_classification.py on a CPU (--use_cpu) whose bf16 verdict is `cpu`."""
     monkeypatch.setattr(cpu_precision, "cpu_bf16", lambda: cpu)
     with caplog.at_level(logging.WARNING, logger="roformer_hf.training.cpu_precision"):
