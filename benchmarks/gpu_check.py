@@ -188,6 +188,7 @@ def model_benchmark(report: Report, args: argparse.Namespace) -> None:
     kept = [
         line for line in output if line.startswith(("|", "command:", "machine:", "roofs", "software:", "agreement"))
     ]
+    kept = list(dict.fromkeys(kept))  # the agreement line comes on stderr and again in the header
     report.add("## bench_model.py", "", f"exit {status}, {seconds:.0f} s", "", *kept)
     if status != 0:
         report.add("```", *tail(log, 15), "```")
