@@ -36,6 +36,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = Path(os.environ.get("ROFORMER_HF_DATA", REPO_ROOT.parent / "shared" / "data"))
 BENCH_ROWS = {"full": "train:4x512,train:1x2048,infer:1x8192,infer:1x16384", "tiny": "train:2x64,infer:1x128"}
 MLM_BATCH, MLM_LENGTH = 32, 512
+DEVICE_TEST_FILES = ("tests/test_modeling.py", "tests/test_reference.py", "tests/test_precision.py")
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors", "accelerate", "datasets", "evaluate", "jieba")
 LIBRARIES += ("rjieba", "numpy")
 
@@ -47,7 +48,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--tiny", action="store_true", help="Tiny sizes everywhere: the dry run of the command.")
     parser.add_argument("--budget_s", type=float, default=450, help="Seconds for all parts together (default 450).")
     parser.add_argument("--mlm_steps", type=int, default=300, help="Optimizer steps of the run_mlm.py part.")
+    parser.add_argument(
+        "--mlm_workers",
+        default="0,4",
+        help="--dataloader_num_workers of the run_mlm.py runs, one run each (default 0,4: the collator in the "
+        "training process, then in 4 worker processes).",
+    )
     parser.add_argument("--parts", default="versions,tests,bench,collator,mlm", help="Parts to run, in this order.")
+    parser.add_argument("--collator_worker", help=argparse.SUPPRESS)  # internal: time the collator with this vocab
     return parser.parse_args()
 
 
@@ -134,7 +142,9 @@ def versions(report: Report, args: argparse.Namespace) -> None:
 
 def device_tests(report: Report, args: argparse.Namespace) -> None:
     xml_path, log = args.out / "device_tests.xml", args.out / "device_tests.log"
-    command = [sys.executable, "-m", "pytest", "-m", "device", "-q", "-rfE", "-p", "no:cacheprovider"]
+    # The files of the device tests: collecting the others needs packages a GPU machine may lack (nbclient, ...).
+    command = [sys.executable, "-m", "pytest", *DEVICE_TEST_FILES, "-m", "device", "-q", "-rfE"]
+    command += ["-p", "no:cacheprovider"]
     command += ["-o", "junit_family=legacy", f"--junitxml={xml_path}", "--durations=5"]
     status, seconds = run_logged(command, log, report.seconds_left(240), args.device)
     lines = [f"`ROFORMER_HF_TEST_DEVICE={args.device} python -m pytest -m device`: exit {status}, {seconds:.0f} s"]
@@ -198,13 +208,25 @@ def model_benchmark(report: Report, args: argparse.Namespace) -> None:
 
 
 def collator_time(report: Report, args: argparse.Namespace) -> None:
+    """The collator's time, measured in a subprocess that has the repository on its path."""
+    command = [sys.executable, __file__, "--out", str(args.out), "--collator_worker", str(vocab_file(args))]
+    completed = subprocess.run(
+        command, cwd=REPO_ROOT, env=child_environment("cpu"), capture_output=True, text=True, check=True
+    )
+    median = float(completed.stdout.split()[-1])
+    report.collator_seconds = median
+    report.add("## Whole-word-masking collator", "", f"{MLM_BATCH} x {MLM_LENGTH}: {median * 1000:.1f} ms a batch "
+               f"(median of 18, one host CPU process)")  # fmt: skip
+
+
+def measure_collator(vocab: str) -> float:
     """Seconds per batch of the whole-word-masking collator on random blocks with words of 1 to 3 tokens."""
     import torch
 
     from roformer_hf import RoFormerJiebaTokenizer
     from roformer_hf.training.whole_word_masking import WholeWordMaskCollator
 
-    tokenizer = RoFormerJiebaTokenizer(str(vocab_file(args)))
+    tokenizer = RoFormerJiebaTokenizer(vocab)
     collator = WholeWordMaskCollator(tokenizer, seed=0)
     generator = torch.Generator().manual_seed(0)
     examples = []
@@ -218,10 +240,7 @@ def collator_time(report: Report, args: argparse.Namespace) -> None:
         started = time.perf_counter()
         collator(examples)
         seconds.append(time.perf_counter() - started)
-    median = statistics.median(seconds[2:])
-    report.collator_seconds = median
-    report.add("## Whole-word-masking collator", "", f"{MLM_BATCH} x {MLM_LENGTH}: {median * 1000:.1f} ms a batch "
-               f"(median of 18, one host CPU process)")  # fmt: skip
+    return statistics.median(seconds[2:])
 
 
 def vocab_file(args: argparse.Namespace) -> Path:
@@ -255,22 +274,30 @@ def mlm_arguments(args: argparse.Namespace, output_dir: Path) -> list[str]:
 
 
 def pretraining(report: Report, args: argparse.Namespace) -> None:
+    for workers in args.mlm_workers.split(","):
+        pretraining_run(report, args, int(workers))
+
+
+def pretraining_run(report: Report, args: argparse.Namespace, workers: int) -> None:
     output_dir = Path(os.environ.get("TMPDIR", "/tmp")) / "gpu_check_run_mlm"
-    command = [sys.executable, "run_mlm.py", *mlm_arguments(args, output_dir)]
-    log = args.out / "run_mlm.log"
-    sampler = start_utilisation_sampler(args.out / "gpu_utilisation.csv") if args.device == "cuda" else None
-    status, seconds = run_logged(command, log, report.seconds_left(240), args.device)
+    arguments = [*mlm_arguments(args, output_dir), "--dataloader_num_workers", str(workers)]
+    log, samples = args.out / f"run_mlm_workers{workers}.log", args.out / f"gpu_utilisation_workers{workers}.csv"
+    sampler = start_utilisation_sampler(samples) if args.device == "cuda" else None
+    status, seconds = run_logged(
+        [sys.executable, "run_mlm.py", *arguments], log, report.seconds_left(240), args.device
+    )
     if sampler:
         sampler.terminate()
-    lines = [f"`python run_mlm.py {' '.join(mlm_arguments(args, Path('OUT')))}`", f"exit {status}, {seconds:.0f} s"]
+    shown = " ".join(arguments).replace(str(output_dir), "OUT")
+    lines = [f"`python run_mlm.py {shown}`", f"exit {status}, {seconds:.0f} s"]
     results = output_dir / "all_results.json"
     if status == 0 and results.exists():
         lines += mlm_figures(json.loads(results.read_text()), args, getattr(report, "collator_seconds", None))
     else:
         lines += ["```", *tail(log, 20), "```"]
     if sampler:
-        lines += utilisation_summary(args.out / "gpu_utilisation.csv")
-    report.add("## run_mlm.py on the device", "", *lines)
+        lines += utilisation_summary(samples)
+    report.add(f"## run_mlm.py on the device, {workers} data-loading workers", "", *lines)
 
 
 def mlm_figures(results: dict, args: argparse.Namespace, collator_seconds: float | None) -> list[str]:
@@ -322,6 +349,9 @@ PARTS = {
 
 def main() -> None:
     args = parse_args()
+    if args.collator_worker:
+        print(measure_collator(args.collator_worker))
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     report = Report(args.out, args.budget_s)
     report.add(f"# GPU check ({'tiny dry run, ' if args.tiny else ''}device {args.device})", "",
