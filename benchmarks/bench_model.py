@@ -40,6 +40,21 @@ resident-set high-water mark (VmHWM, reset after loading) over the warm-up and t
 wall-clock time and from the process's CPU time (steadier when other jobs share the cores); memory is our peak /
 transformers' peak (below 1: ours is smaller).
 
+`--dtype` takes one precision or several, comma-separated (`float32,bf16`), each measured on every row with the same
+checkpoints:
+
+- float32 (the default): float32 weights and arithmetic.
+- bf16, fp16: mixed precision as users run it. Training rows keep float32 weights and run forward and loss under
+  `torch.autocast(device, dtype)`, as `--bf16 true` / `--fp16 true` of the Trainer do; inference rows load the
+  weights in that dtype, as `from_pretrained(..., dtype=torch.bfloat16)` does. Both sides alike.
+- bfloat16, float16: every row with its weights in that dtype (training included, without float32 master weights).
+
+Speed-ups are against transformers at the same precision; with float32 among the precisions, a second column gives
+the speed-up against transformers in float32 (what a switch of library and of precision together gains). The header
+names the machine and measures its roofs: the CPU model, its ISA level as torch dispatches it, whether it has bf16
+instructions, and the GFLOP/s of a 4096 x 4096 matrix product in float32 and bf16 (on a GPU, its name and the same
+product's TFLOP/s, TF32 off): the figures each row is read against.
+
 With `--v2`, the rows compare RoFormer-V2 (RMS norm without weights, no biases in the encoder, ReLU) with our own
 V1 at the base shape with the V2 checkpoints' 12,000-word vocabulary, both roformer_hf with SDPA, both with random
 weights: speed-ups and memory are then V1's / V2's and V2's / V1's.
@@ -49,7 +64,9 @@ The default run (both models, 2 rounds) takes about 7 minutes on a quiet 2-core 
     python benchmarks/bench_model.py                         # base rows, then the 2-layer rows, on the CPU
     python benchmarks/bench_model.py --only base --rounds 3  # steadier base rows
     python benchmarks/bench_model.py --only small --variants eager,full-last-layer --rounds 3 --repeats 3
-    python benchmarks/bench_model.py --device cuda --only base --rows train:4x512,train:1x2048,infer:1x16384
+    python benchmarks/bench_model.py --only base --dtype float32,bf16  # mixed precision beside float32
+    python benchmarks/bench_model.py --device cuda --only base --dtype float32,bf16 \
+        --rows train:4x512,train:1x2048,infer:1x8192,infer:1x16384
     python benchmarks/bench_model.py --v2                    # V2 against V1, base shape, 512 and 2,048 tokens
 """
 
@@ -83,7 +100,10 @@ V2_SIZE = {**BASE_SIZE, "vocab_size": 12000}  # the --v2 comparison, at the voca
 V2_ROWS = "train:512,train:2048,infer:512,infer:2048"
 V2_SETTINGS = {"norm_type": "rms_norm", "use_bias": False, "hidden_act": "relu"}
 TASK_HEADS = {"train": "classification", "mlm": "mlm", "infer": "classification"}  # the checkpoint each task loads
-VARIANTS = ("eager", "full-last-layer")
+MIXED_PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16}  # autocast for training, half weights for inference
+PRECISIONS = ("float32", *MIXED_PRECISIONS, "bfloat16", "float16")
+ROOF_SIZE = 4096  # the matrix product of the header's roofs
+VARIANTS = ("eager", "full-last-layer", "compile")
 LABELLED_FRACTION = 0.15  # of the real tokens in an MLM row, as in pretraining
 WARMUP_TOKENS = 128
 AUTO_REPEAT_SECONDS, AUTO_REPEAT_MAX = 2.0, 5
@@ -120,7 +140,12 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--v2", action="store_true", help="RoFormer-V2 against our V1 at the base shape.")
     parser.add_argument("--num_hidden_layers", type=int, help="Override the number of layers of every model (checks).")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help="Weights.")
+    parser.add_argument(
+        "--dtype",
+        default="float32",
+        help=f"Precisions, comma-separated, of {', '.join(PRECISIONS)}: bf16/fp16 are mixed precision (autocast for "
+        "training, half weights for inference), bfloat16/float16 half weights everywhere (default float32).",
+    )
     parser.add_argument(
         "--attention_dropout", type=float, default=0.1, help="attention_probs_dropout_prob of the model (0.1 default)."
     )
@@ -172,19 +197,32 @@ def load_model(spec: dict):
     if spec["library"] == "roformer_hf" and spec["task"] == "mlm":
         kwargs["sparse_prediction"] = spec["sparse_prediction"]
     model_class = model_classes(spec["library"])[spec["task"]]
-    model = model_class.from_pretrained(spec["checkpoint"], dtype=getattr(torch, spec["dtype"]), **kwargs)
+    model = model_class.from_pretrained(spec["checkpoint"], dtype=weights_dtype(spec), **kwargs)
     model = model.to(spec["device"])
-    return model.eval() if spec["task"] == "infer" else model.train()
+    model = model.eval() if spec["task"] == "infer" else model.train()
+    return torch.compile(model) if spec.get("compile") else model
 
 
-def run_step(model, task: str, batch: dict, full_last_layer: bool) -> None:
-    if task == "infer":
+def weights_dtype(spec: dict) -> torch.dtype:
+    """float32 master weights for mixed-precision training; half weights for mixed-precision inference."""
+    precision = spec.get("dtype", "float32")
+    if precision in MIXED_PRECISIONS:
+        return MIXED_PRECISIONS[precision] if spec["task"] == "infer" else torch.float32
+    return getattr(torch, precision)
+
+
+def run_step(model, spec: dict, batch: dict) -> None:
+    if spec["task"] == "infer":
         with torch.inference_mode():
             model(**batch)
         return
     # Asking for every layer's hidden states makes our classifier compute every position of its last layer.
-    extra = {"output_hidden_states": True} if full_last_layer else {}
-    model(**batch, **extra).loss.backward()
+    extra = {"output_hidden_states": True} if spec["full_last_layer"] else {}
+    autocast_dtype = MIXED_PRECISIONS.get(spec["dtype"])
+    device_type = torch.device(spec["device"]).type
+    with torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+        loss = model(**batch, **extra).loss
+    loss.backward()
     model.zero_grad(set_to_none=True)
 
 
@@ -215,7 +253,7 @@ def peak_memory(device: str) -> int:
 def timed_step(model, spec: dict, batch: dict) -> tuple[float, float]:
     """Wall-clock and CPU seconds of one step."""
     start, cpu_start = time.perf_counter(), time.process_time()
-    run_step(model, spec["task"], batch, spec["full_last_layer"])
+    run_step(model, spec, batch)
     if spec["device"].startswith("cuda"):
         torch.cuda.synchronize()
     return time.perf_counter() - start, time.process_time() - cpu_start
@@ -226,10 +264,13 @@ def measure(spec: dict) -> dict:
     torch.manual_seed(0)  # the dropout masks
     model = load_model(spec)
     shape = (spec["task"], spec["batch_size"])
-    warmup = make_batch(*shape, min(spec["length"], WARMUP_TOKENS), spec["vocab_size"], spec["device"])
+    # On a GPU a full-size warm-up costs little, and it settles what a first step at a new shape does once (the
+    # matrix-product heuristics, a compilation).
+    warmup_length = spec["length"] if spec["device"].startswith("cuda") else min(spec["length"], WARMUP_TOKENS)
+    warmup = make_batch(*shape, warmup_length, spec["vocab_size"], spec["device"])
     batch = make_batch(*shape, spec["length"], spec["vocab_size"], spec["device"])
     baseline = reset_peak_memory(spec["device"])
-    run_step(model, spec["task"], warmup, spec["full_last_layer"])
+    run_step(model, spec, warmup)
     times, cpu_times = [], []
     while not enough_steps(times, spec["repeats"]):
         seconds, cpu_seconds = timed_step(model, spec, batch)
@@ -343,6 +384,8 @@ def implementations(args: argparse.Namespace, task: str) -> list[dict]:
     variants = {variant for variant in args.variants.split(",") if variant}
     if task == "train" and "full-last-layer" in variants:
         names.append({**ours, "name": "roformer_hf-sdpa-full-last-layer", "full_last_layer": True})
+    if "compile" in variants:
+        names.append({**ours, "name": "roformer_hf-sdpa-compiled", "compile": True})
     if "eager" in variants:
         suffix = "-sparse" if task == "mlm" else ""
         names.append({**ours, "name": "roformer_hf-eager" + suffix, "attention": "eager"})
@@ -367,12 +410,26 @@ def run_in_subprocess(spec: dict) -> dict:
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
+def parse_precisions(text: str) -> list[str]:
+    """`float32,bf16` -> ["float32", "bf16"]; exits on an unknown one."""
+    precisions = [precision.strip() for precision in text.split(",") if precision.strip()]
+    unknown = [precision for precision in precisions if precision not in PRECISIONS]
+    if unknown or not precisions:
+        sys.exit(f"--dtype takes {', '.join(PRECISIONS)}, comma-separated; got {text!r}")
+    return precisions
+
+
 def measure_row(model: str, row: tuple[str, int, int], folder: Path, size: dict, args: argparse.Namespace) -> list:
-    """Every implementation for one row, `--rounds` times in turn, so that a change of load hits all of them alike."""
+    """Every implementation at every precision for one row, `--rounds` times in turn, so that a change of load hits
+    all of them alike."""
     task, batch_size, length = row
-    runs = {implementation["name"]: (implementation, []) for implementation in implementations(args, task)}
+    runs = {
+        (precision, implementation["name"]): (implementation, [])
+        for precision in parse_precisions(args.dtype)
+        for implementation in implementations(args, task)
+    }
     for _ in range(args.rounds):
-        for name, (implementation, results) in runs.items():
+        for (precision, name), (implementation, results) in runs.items():
             checkpoint = folder / name if args.v2 else folder
             spec = {
                 **implementation,
@@ -382,17 +439,23 @@ def measure_row(model: str, row: tuple[str, int, int], folder: Path, size: dict,
                 "batch_size": batch_size,
                 "length": length,
                 "device": args.device,
-                "dtype": args.dtype,
+                "dtype": precision,
                 "repeats": args.repeats,
             }
             results.append(run_in_subprocess(spec))
-            print(f"  {model} {task} {batch_size}x{length} {name}: {results[-1]}", file=sys.stderr, flush=True)
-    return [summarize(model, row, name, results) for name, (_, results) in runs.items()]
+            print(
+                f"  {model} {task} {batch_size}x{length} {precision} {name}: {results[-1]}",
+                file=sys.stderr,
+                flush=True,
+            )
+    return [summarize(model, row, key, results) for key, (_, results) in runs.items()]
 
 
-def summarize(model: str, row: tuple[str, int, int], name: str, results: list[dict]) -> dict:
+def summarize(model: str, row: tuple[str, int, int], key: tuple[str, str], results: list[dict]) -> dict:
     task, batch_size, length = row
-    summary = {"model": model, "task": task, "batch_size": batch_size, "length": length, "implementation": name}
+    precision, name = key
+    summary = {"model": model, "task": task, "batch_size": batch_size, "length": length}
+    summary |= {"precision": precision, "implementation": name}
     failed = [result["error"] for result in results if "error" in result]
     if failed:
         return {**summary, "error": failed[0]}
@@ -409,56 +472,114 @@ COLUMNS = (
     "model",
     "task",
     "batch x tokens",
+    "precision",
     "implementation",
     "time (s)",
+    "tokens/s",
     "CPU time (s)",
     "peak (MB)",
     "speed-up",
     "CPU speed-up",
     "memory",
+    "speed-up vs float32 reference",
 )
 
 
 def print_table(results: list[dict]) -> None:
-    """Markdown table; speed-ups are the reference's time / the row's (the first implementation of a row:
-    transformers, or our V1 with --v2), memory is the row's peak / the reference's."""
-    print("| " + " | ".join(COLUMNS) + " |")
-    print("|" + "|".join("-" * (len(column) + 2) for column in COLUMNS) + "|")
+    """Markdown table; speed-ups are the reference's time / the row's (the reference: the first implementation of a
+    row at the same precision, transformers or our V1 with --v2; the last column: the reference in float32), memory
+    is the row's peak / the reference's."""
+    columns = COLUMNS if any(row["precision"] == "float32" for row in results) else COLUMNS[:-1]
+    columns = columns if len({row["precision"] for row in results}) > 1 else columns[:-1]
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "|".join("-" * (len(column) + 2) for column in columns) + "|")
     references = {}
     for row in results:
-        cells = [row["model"], row["task"], f"{row['batch_size']} x {row['length']}", row["implementation"]]
+        cells = [row["model"], row["task"], f"{row['batch_size']} x {row['length']}", row["precision"]]
+        cells.append(row["implementation"])
         if "error" in row:
             print("| " + " | ".join([*cells, row["error"][:80]]) + " |")
             continue
-        reference = references.setdefault((row["model"], row["task"], row["batch_size"], row["length"]), row)
-        cells += [f"{row['seconds']:.3f}", f"{row['cpu_seconds']:.3f}", f"{row['peak_bytes'] / 2**20:.0f}"]
+        shape = (row["model"], row["task"], row["batch_size"], row["length"])
+        reference = references.setdefault((*shape, row["precision"]), row)
+        tokens_per_second = row["batch_size"] * row["length"] / row["seconds"]
+        cells += [f"{row['seconds']:.3f}", f"{tokens_per_second:,.0f}", f"{row['cpu_seconds']:.3f}"]
         cells += [
+            f"{row['peak_bytes'] / 2**20:.0f}",
             f"{reference['seconds'] / row['seconds']:.2f}x",
             f"{reference['cpu_seconds'] / row['cpu_seconds']:.2f}x",
             f"{row['peak_bytes'] / reference['peak_bytes']:.2f}x" if reference["peak_bytes"] > 0 else "-",
         ]
+        if len(columns) == len(COLUMNS):
+            float32_reference = references.get((*shape, "float32"))
+            cells.append(f"{float32_reference['seconds'] / row['seconds']:.2f}x" if float32_reference else "-")
         print("| " + " | ".join(cells) + " |")
 
 
 def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
+    return cpu_info().get("model name", platform.processor() or platform.machine())
+
+
+def cpu_info() -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo (empty where there is none)."""
+    info = {}
+    cpuinfo = Path("/proc/cpuinfo")
+    for line in cpuinfo.read_text().splitlines() if cpuinfo.exists() else []:
+        if not line.strip():
+            break
+        name, _, value = line.partition(":")
+        info[name.strip()] = value.strip()
+    return info
+
+
+def matmul_rate(device: str, dtype: torch.dtype, size: int = ROOF_SIZE) -> float:
+    """FLOP/s of a size x size matrix product on random data: the median of 5 after 2 warm-ups."""
+    left, right = (torch.randn(size, size, device=device).to(dtype) for _ in range(2))
+    seconds = []
+    for _ in range(7):
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        left @ right
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        seconds.append(time.perf_counter() - start)
+    return 2 * size**3 / statistics.median(seconds[2:])
+
+
+def machine_lines(device: str) -> list[str]:
+    """The machine each row is read against: what it is, and its float32 and bf16 matrix-product roofs."""
+    if device.startswith("cuda"):
+        torch.backends.cuda.matmul.allow_tf32 = False  # float32 as float32, as the rows run it
+        roofs = f"{matmul_rate(device, torch.float32) / 1e12:.0f} TFLOP/s float32 (TF32 off), "
+        roofs += f"{matmul_rate(device, torch.bfloat16) / 1e12:.0f} TFLOP/s bf16"
+        properties = torch.cuda.get_device_properties(device)
+        name = f"GPU {properties.name}, {properties.total_memory / 2**30:.0f} GiB, CUDA {torch.version.cuda}"
+        return [f"machine: {name}; host CPU {cpu_name()}", f"roofs ({ROOF_SIZE}^3 matrix product): {roofs}"]
+    flags = set(cpu_info().get("flags", "").split())
+    bf16_instructions = sorted(flags & {"avx512_bf16", "amx_bf16", "avx_ne_convert"})
+    roofs = f"{matmul_rate(device, torch.float32) / 1e9:.0f} GFLOP/s float32, "
+    roofs += f"{matmul_rate(device, torch.bfloat16) / 1e9:.0f} GFLOP/s bf16"
+    return [
+        f"machine: CPU {cpu_name()}, {os.cpu_count()} cores, ISA {torch.backends.cpu.get_cpu_capability()}, "
+        f"bf16 instructions: {', '.join(bf16_instructions) if bf16_instructions else 'none'}",
+        f"roofs ({ROOF_SIZE}^3 matrix product, {torch.get_num_threads()} threads): {roofs}",
+    ]
 
 
 def header_lines(args: argparse.Namespace, models: dict[str, dict]) -> list[str]:
-    """The command, the machine and the settings, printed above the table."""
+    """The command, the machine and its roofs, and the settings, printed above the table."""
     import transformers
 
-    device = torch.cuda.get_device_name() if args.device.startswith("cuda") else cpu_name()
     repeats = f"{args.repeats} timed steps" if args.repeats else f"timed steps for {AUTO_REPEAT_SECONDS:g} s (1-5)"
+    peak = "torch.cuda.max_memory_allocated" if args.device.startswith("cuda") else "resident-set (VmHWM)"
     return [
         "command: " + shlex.join(["python", "benchmarks/bench_model.py", *sys.argv[1:]]),
-        f"machine: {device}, {os.cpu_count()} cores, torch {torch.__version__} ({torch.get_num_threads()} threads), "
-        f"transformers {transformers.__version__}, device {args.device}, {args.dtype}",
+        *machine_lines(args.device),
+        f"software: torch {torch.__version__} ({torch.get_num_threads()} threads), transformers "
+        f"{transformers.__version__}; device {args.device}, precisions {args.dtype}",
         f"settings: attention dropout {args.attention_dropout}, {args.rounds} rounds x {repeats} after a warm-up on "
-        f"<= {WARMUP_TOKENS} tokens, median time, peak = resident-set growth (VmHWM) over the loaded model",
+        f"{'full size' if args.device.startswith('cuda') else f'<= {WARMUP_TOKENS} tokens'}, median time, peak = growth of {peak} over the loaded model",
         *(f"model {name}: {size}" for name, size in models.items()),
     ]
 
@@ -472,6 +593,7 @@ def main() -> None:
     if args.worker:
         print(json.dumps(measure(json.loads(args.worker))))
         return
+    parse_precisions(args.dtype)
     unknown = set(args.variants.split(",")) - {"", *VARIANTS}
     if unknown:
         sys.exit(f"--variants takes {', '.join(VARIANTS)}; got {', '.join(sorted(unknown))}")

@@ -18,6 +18,9 @@ ROFORMER_VOCAB = DATA_DIR / "vocab" / "roformer_chinese_base_vocab.txt"
 BERT_VOCAB = DATA_DIR / "vocab" / "bert_base_chinese_vocab.txt"
 PEOPLES_DAILY = DATA_DIR / "pretrain" / "peoples_daily_199801.txt"
 CLS_DIR = DATA_DIR / "cls"
+# The device of the tests that take the `device` fixture (marked `device`): the CPU unless this names another, as
+# `benchmarks/gpu_check.py` does (`ROFORMER_HF_TEST_DEVICE=cuda python -m pytest -m device`).
+TEST_DEVICE = os.environ.get("ROFORMER_HF_TEST_DEVICE", "cpu")
 
 # A model of a few thousand parameters, without dropout: the tests' default configuration.
 TINY = {
@@ -59,6 +62,23 @@ def pytest_runtest_makereport(item, call):
     if report.skipped and isinstance(report.longrepr, tuple) and MISSING_DATA in report.longrepr[2]:
         report.longrepr = (__file__, skip_without_data.__code__.co_firstlineno + 1, f"Skipped: {MISSING_DATA}")
     return report
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(items) -> None:
+    """Marks `device` every test that runs on the `device` fixture, so `-m device` selects what a GPU can check."""
+    for item in items:
+        if "device" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.device)
+
+
+@pytest.fixture(scope="session")
+def device() -> torch.device:
+    """Where the model tests that can run on an accelerator run: `ROFORMER_HF_TEST_DEVICE`, the CPU by default."""
+    device = torch.device(TEST_DEVICE)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        pytest.exit(f"ROFORMER_HF_TEST_DEVICE={TEST_DEVICE}, but torch {torch.__version__} sees no CUDA device", 2)
+    return device
 
 
 @pytest.fixture(scope="session")
@@ -131,10 +151,12 @@ def enable_activation_checkpointing(model: torch.nn.Module) -> None:
 
 
 def assert_padding_changes_nothing(model: torch.nn.Module) -> None:
-    """Nine random tokens read alone and followed by four masked padding tokens give the same hidden states."""
-    input_ids = torch.randint(1, TINY["vocab_size"], (1, 9))
-    padded = torch.cat([input_ids, torch.zeros(1, 4, dtype=torch.long)], dim=1)
-    mask = torch.cat([torch.ones(1, 9), torch.zeros(1, 4)], dim=1).long()
+    """Nine random tokens read alone and followed by four masked padding tokens give the same hidden states (on the
+    model's device)."""
+    device = next(model.parameters()).device
+    input_ids = torch.randint(1, TINY["vocab_size"], (1, 9)).to(device)
+    padded = torch.cat([input_ids, torch.zeros(1, 4, dtype=torch.long, device=device)], dim=1)
+    mask = torch.cat([torch.ones(1, 9), torch.zeros(1, 4)], dim=1).long().to(device)
     with torch.no_grad():
         expected = model(input_ids).last_hidden_state
         actual = model(padded, attention_mask=mask).last_hidden_state[:, :9]

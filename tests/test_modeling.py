@@ -53,14 +53,15 @@ def transformers_checkpoint(folder, head: str, **overrides) -> torch.nn.Module:
     return model
 
 
-def batch_with_padding(batch_size: int = 2, seq_len: int = 13) -> dict:
+def batch_with_padding(batch_size: int = 2, seq_len: int = 13, device: torch.device | str = "cpu") -> dict:
     torch.manual_seed(1)
     input_ids = torch.randint(1, TINY["vocab_size"], (batch_size, seq_len))
     attention_mask = torch.ones(batch_size, seq_len, dtype=torch.long)
     attention_mask[-1, seq_len - 4 :] = 0
     token_type_ids = torch.zeros(batch_size, seq_len, dtype=torch.long)
     token_type_ids[:, seq_len // 2 :] = 1
-    return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+    batch = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+    return {name: tensor.to(device) for name, tensor in batch.items()}
 
 
 def outputs_to_compare(head: str, output, attention_mask: torch.Tensor) -> list[torch.Tensor]:
@@ -79,17 +80,19 @@ def outputs_to_compare(head: str, output, attention_mask: torch.Tensor) -> list[
 @pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
 @pytest.mark.parametrize("head", HEADS)
 @pytest.mark.parametrize(("rotary_value", "embedding_size"), [(False, None), (True, None), (False, 16)])
-def test_parity_with_transformers(tmp_path, head, attn_implementation, rotary_value, embedding_size):
+def test_parity_with_transformers(tmp_path, device, head, attn_implementation, rotary_value, embedding_size):
     if head == "RoFormerForCausalLM":
         skip_unless_transformers_causal_lm_is_causal()
     reference = transformers_checkpoint(tmp_path, head, rotary_value=rotary_value, embedding_size=embedding_size)
+    reference = reference.to(device)
     ours, loading_info = getattr(roformer_hf, head).from_pretrained(
         tmp_path, attn_implementation=attn_implementation, output_loading_info=True
     )
     assert type(ours).__module__ == "roformer_hf.modeling"
     # embed_positions: ignored
     assert not loading_info["missing_keys"] and not loading_info["unexpected_keys"]
-    inputs = batch_with_padding()
+    ours = ours.to(device)
+    inputs = batch_with_padding(device=device)
     if head == "RoFormerForMultipleChoice":  # (batch, choices, seq); transformers summarises the last position
         inputs = {name: tensor[None].repeat(2, 1, 1) for name, tensor in inputs.items()}
         inputs["attention_mask"] = torch.ones_like(inputs["attention_mask"])
@@ -154,21 +157,21 @@ def test_transformers_config_reads_without_warning(tmp_path, caplog):
 # --- RoPE: no cap, relative ------------------------------------------------------------------------------------
 
 
-def test_no_length_cap():
+def test_no_length_cap(device):
     torch.manual_seed(0)
-    model = RoFormerModel(tiny_config(max_position_embeddings=64)).eval()
-    input_ids = torch.randint(1, TINY["vocab_size"], (1, 1000))
+    model = RoFormerModel(tiny_config(max_position_embeddings=64)).to(device).eval()
+    input_ids = torch.randint(1, TINY["vocab_size"], (1, 1000)).to(device)
     with torch.no_grad():
         hidden_states = model(input_ids).last_hidden_state
     assert hidden_states.shape == (1, 1000, TINY["hidden_size"]) and torch.isfinite(hidden_states).all()
 
 
 @pytest.mark.parametrize("rotary_value", [False, True])
-def test_shifting_positions_leaves_outputs_unchanged(rotary_value):
+def test_shifting_positions_leaves_outputs_unchanged(device, rotary_value):
     torch.manual_seed(0)
-    model = RoFormerModel(tiny_config(rotary_value=rotary_value, initializer_range=0.5)).eval()
-    inputs = batch_with_padding()
-    positions = torch.arange(inputs["input_ids"].shape[1])[None]
+    model = RoFormerModel(tiny_config(rotary_value=rotary_value, initializer_range=0.5)).to(device).eval()
+    inputs = batch_with_padding(device=device)
+    positions = torch.arange(inputs["input_ids"].shape[1], device=device)[None]
     with torch.no_grad():
         at_zero = model(**inputs, position_ids=positions).last_hidden_state
         shifted = model(**inputs, position_ids=positions + 1234).last_hidden_state
@@ -196,15 +199,15 @@ def test_two_dimensional_positions_pass_through():
 
 
 @pytest.mark.parametrize("is_decoder", [False, True])
-def test_eager_equals_sdpa(is_decoder):
+def test_eager_equals_sdpa(device, is_decoder):
     torch.manual_seed(0)
     config = tiny_config(is_decoder=is_decoder)
-    eager = RoFormerModel(config).eval()
+    eager = RoFormerModel(config).to(device).eval()
     eager.set_attn_implementation("eager")
-    sdpa = RoFormerModel(tiny_config(is_decoder=is_decoder)).eval()
+    sdpa = RoFormerModel(tiny_config(is_decoder=is_decoder)).to(device).eval()
     sdpa.load_state_dict(eager.state_dict())
     assert sdpa.config._attn_implementation == "sdpa"  # the default
-    inputs = batch_with_padding()
+    inputs = batch_with_padding(device=device)
     real = inputs["attention_mask"].bool()
     with torch.no_grad():
         expected = eager(**inputs, use_cache=False).last_hidden_state
@@ -227,13 +230,14 @@ def test_the_encoders_sdpa_mask_is_one_row_per_sequence():
 
 
 @pytest.mark.parametrize("is_decoder", [False, True])
-def test_training_with_attention_dropout_hides_padding_and_the_future(is_decoder):
+def test_training_with_attention_dropout_hides_padding_and_the_future(device, is_decoder):
     """On the CPU, training with attention dropout runs blockwise attention on the SDPA form of the mask (boolean, or
-    none at all for a plain causal mask): padded tokens, and in a decoder later tokens, must stay invisible."""
+    none at all for a plain causal mask), on a GPU SDPA's fused kernels with their dropout: padded tokens, and in a
+    decoder later tokens, must stay invisible."""
     torch.manual_seed(0)
     config = tiny_config(is_decoder=is_decoder, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.1)
-    model = RoFormerModel(config).train()
-    inputs = batch_with_padding()
+    model = RoFormerModel(config).to(device).train()
+    inputs = batch_with_padding(device=device)
     real = inputs["attention_mask"].bool()
     changed = inputs["input_ids"].masked_fill(~real, 5)  # other tokens under the padding
     changed[0, -1] = 6  # and another last token in the unpadded row: the future of every other position
@@ -429,9 +433,24 @@ def test_training_on_cpu_with_dropout_runs_blockwise_attention(monkeypatch, seq_
     assert len(calls) == 2  # without attention dropout SDPA's fused kernel trains too
 
 
-def test_linear_attention_ignores_padding():
+def test_training_with_dropout_runs_blockwise_attention_on_the_cpu_only(monkeypatch, device):
+    """Blockwise attention exists because SDPA has no fused CPU kernel with dropout; on a GPU, SDPA's fused kernels
+    take the dropout and blockwise attention never runs."""
+    calls = []
+
+    def recording(*args, **kwargs):
+        calls.append("blockwise")
+        return blockwise_attention_forward(*args, **kwargs)
+
+    monkeypatch.setattr("roformer_hf.modeling.blockwise_attention_forward", recording)
+    model = RoFormerModel(tiny_config(attention_probs_dropout_prob=0.1)).to(device).train()
+    model(torch.randint(1, TINY["vocab_size"], (2, 16), device=device)).last_hidden_state.sum().backward()
+    assert len(calls) == (TINY["num_hidden_layers"] if device.type == "cpu" else 0)
+
+
+def test_linear_attention_ignores_padding(device):
     torch.manual_seed(0)
-    model = RoFormerModel(tiny_config(attention_type="linear")).eval()
+    model = RoFormerModel(tiny_config(attention_type="linear")).to(device).eval()
     assert_padding_changes_nothing(model)
 
 
@@ -450,10 +469,10 @@ def test_multiple_choice_summarises_the_last_real_token():
 # --- decoding --------------------------------------------------------------------------------------------------
 
 
-def test_generate_with_cache_equals_without():
+def test_generate_with_cache_equals_without(device):
     torch.manual_seed(0)
-    model = RoFormerForCausalLM(tiny_config(is_decoder=True)).eval()
-    prompt = torch.randint(1, TINY["vocab_size"], (2, 5))
+    model = RoFormerForCausalLM(tiny_config(is_decoder=True)).to(device).eval()
+    prompt = torch.randint(1, TINY["vocab_size"], (2, 5)).to(device)
     settings = {"max_new_tokens": 8, "do_sample": False, "pad_token_id": 0}
     with_cache = model.generate(prompt, attention_mask=torch.ones_like(prompt), use_cache=True, **settings)
     without_cache = model.generate(prompt, attention_mask=torch.ones_like(prompt), use_cache=False, **settings)
@@ -461,10 +480,10 @@ def test_generate_with_cache_equals_without():
     assert torch.equal(with_cache, without_cache)
 
 
-def test_cached_steps_match_full_forward():
+def test_cached_steps_match_full_forward(device):
     torch.manual_seed(0)
-    model = RoFormerForCausalLM(tiny_config(is_decoder=True)).eval()
-    input_ids = torch.randint(1, TINY["vocab_size"], (1, 10))
+    model = RoFormerForCausalLM(tiny_config(is_decoder=True)).to(device).eval()
+    input_ids = torch.randint(1, TINY["vocab_size"], (1, 10)).to(device)
     with torch.no_grad():
         full = model(input_ids).logits
         first = model(input_ids[:, :6], use_cache=True)
@@ -526,13 +545,13 @@ def test_resize_token_embeddings_keeps_the_decoder_tied():
 
 
 @pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
-def test_classifier_computes_the_last_layer_at_cls_only_with_the_same_numbers(attn_implementation):
+def test_classifier_computes_the_last_layer_at_cls_only_with_the_same_numbers(device, attn_implementation):
     """The sequence classifier reads [CLS] only, so its last layer computes that position alone: the loss, the logits
     and every gradient equal those of the full computation (which `output_hidden_states=True` forces)."""
     torch.manual_seed(0)
     config = tiny_config(num_labels=3, num_hidden_layers=3, attn_implementation=attn_implementation)
-    model = roformer_hf.RoFormerForSequenceClassification(config).train()  # dropouts are 0 in TINY
-    inputs = {**batch_with_padding(), "labels": torch.tensor([0, 2])}
+    model = roformer_hf.RoFormerForSequenceClassification(config).to(device).train()  # dropouts are 0 in TINY
+    inputs = {**batch_with_padding(device=device), "labels": torch.tensor([0, 2], device=device)}
     feed_forward_inputs = []
     last_layer = model.roformer.encoder.layer[-1]
     last_layer.intermediate.dense.register_forward_hook(
@@ -574,12 +593,12 @@ def test_last_layer_positions_returns_those_positions_or_everything_when_it_cann
         assert decoded.shape == full.shape  # decoders compute every position
 
 
-def test_sparse_prediction_gives_the_loss_and_gradients_of_dense_logits():
+def test_sparse_prediction_gives_the_loss_and_gradients_of_dense_logits(device):
     torch.manual_seed(0)
-    dense = RoFormerForMaskedLM(tiny_config()).train()  # dropouts are 0 in TINY
-    sparse = RoFormerForMaskedLM(tiny_config(sparse_prediction=True)).train()
+    dense = RoFormerForMaskedLM(tiny_config()).to(device).train()  # dropouts are 0 in TINY
+    sparse = RoFormerForMaskedLM(tiny_config(sparse_prediction=True)).to(device).train()
     sparse.load_state_dict(dense.state_dict())
-    inputs = batch_with_padding()
+    inputs = batch_with_padding(device=device)
     labels = torch.full_like(inputs["input_ids"], -100)
     labels[0, [1, 4, 9]], labels[1, [0, 7]] = inputs["input_ids"][0, [1, 4, 9]], inputs["input_ids"][1, [0, 7]]
     outputs = {}
@@ -596,10 +615,10 @@ def test_sparse_prediction_gives_the_loss_and_gradients_of_dense_logits():
         assert sparse(**inputs).logits.shape == (*labels.shape, TINY["vocab_size"])  # no labels: dense logits
 
 
-def test_gradient_checkpointing_gives_the_same_gradients():
+def test_gradient_checkpointing_gives_the_same_gradients(device):
     torch.manual_seed(0)
-    model = RoFormerForMaskedLM(tiny_config()).train()
-    inputs = batch_with_padding()
+    model = RoFormerForMaskedLM(tiny_config()).to(device).train()
+    inputs = batch_with_padding(device=device)
     labels = inputs["input_ids"].masked_fill(inputs["attention_mask"] == 0, -100)
 
     def gradients() -> dict[str, torch.Tensor]:

@@ -4,7 +4,8 @@ The fixtures in `tests/fixtures/reference/` are tiny random checkpoints in the o
 outputs on a right-padded batch, written by `tests/fixtures/make_reference.py` in a separate environment (see the
 README there). Each test rebuilds the checkpoint as it lies on the Hub (`config.json` with model_type "roformer" and
 `pytorch_model.bin`, no sinusoid table) and loads it with our classes, which must take every weight and give the
-reference's outputs at every non-padding position, with eager and sdpa attention.
+reference's outputs at every non-padding position, with eager and sdpa attention, on the CPU and, where
+`ROFORMER_HF_TEST_DEVICE` names one, on a GPU (the `device` fixture).
 """
 
 import json
@@ -52,30 +53,31 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
     return folders
 
 
-def reference_batch(family: str) -> dict[str, torch.Tensor]:
+def reference_batch(family: str, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
     inputs = json.loads((REFERENCE / family / "inputs.json").read_text())
-    return {name: torch.tensor(values) for name, values in inputs.items()}
+    return {name: torch.tensor(values, device=device) for name, values in inputs.items()}
 
 
 def reference_outputs(family: str) -> dict[str, torch.Tensor]:
     return load_file(REFERENCE / family / "outputs.safetensors")
 
 
-def load_every_weight(model_class: type, folder: Path, ignored_prefix: str | None = None, **kwargs):
+def load_every_weight(model_class: type, folder: Path, ignored_prefix: str | None = None, device="cpu", **kwargs):
     """`from_pretrained` that fails on any missing, unexpected or mismatched weight (but those under
-    `ignored_prefix`, a head the class does not have), instead of initialising it at random."""
+    `ignored_prefix`, a head the class does not have), instead of initialising it at random; on `device`."""
     model, loading_info = model_class.from_pretrained(folder, output_loading_info=True, **kwargs)
     problems = {
         kind: sorted(str(key) for key in keys if not (ignored_prefix and str(key).startswith(ignored_prefix)))
         for kind, keys in loading_info.items()
     }
     assert not any(problems.values()), f"{model_class.__name__} from {folder.name}: {problems}"
-    return model.eval()
+    return model.to(device).eval()
 
 
 def assert_matches(name: str, actual: torch.Tensor, expected: torch.Tensor, attention_mask: torch.Tensor) -> None:
     """Compares per-token outputs where attention_mask is 1 (the reference's padding positions mean nothing)."""
     assert actual.shape == expected.shape, f"{name}: shape {tuple(actual.shape)}, reference {tuple(expected.shape)}"
+    actual, attention_mask = actual.cpu(), attention_mask.cpu()
     if expected.dim() >= 3:
         actual, expected = actual[attention_mask.bool()], expected[attention_mask.bool()]
     difference = (actual - expected).abs().max().item()
@@ -93,10 +95,12 @@ def assert_hidden_states_match(hidden_states: tuple, expected: dict, attention_m
 
 @pytest.mark.parametrize("attn_implementation", ATTENTION)
 @pytest.mark.parametrize("family", list(HEADS))
-def test_head_matches_reference(checkpoints, family, attn_implementation):
+def test_head_matches_reference(checkpoints, device, family, attn_implementation):
     settings = SIM_SETTINGS if family == "sim" else {}
-    model = load_every_weight(HEADS[family], checkpoints[family], attn_implementation=attn_implementation, **settings)
-    batch, expected = reference_batch(family), reference_outputs(family)
+    model = load_every_weight(
+        HEADS[family], checkpoints[family], device=device, attn_implementation=attn_implementation, **settings
+    )
+    batch, expected = reference_batch(family, device), reference_outputs(family)
     with torch.no_grad():
         output = model(**batch, output_hidden_states=True)
     assert_matches("logits", output.logits, expected["logits"], batch["attention_mask"])
@@ -108,18 +112,19 @@ def test_head_matches_reference(checkpoints, family, attn_implementation):
 
 @pytest.mark.parametrize("attn_implementation", ATTENTION)
 @pytest.mark.parametrize("family", ["v2", "v2_classification", "sim"])
-def test_bare_model_matches_reference(checkpoints, family, attn_implementation):
+def test_bare_model_matches_reference(checkpoints, device, family, attn_implementation):
     """The encoder alone, from a checkpoint with a head; Sim's with its pooler (the sentence vector)."""
     pooled = family == "sim"
     model = load_every_weight(
         RoFormerModel,
         checkpoints[family],
         ignored_prefix="cls." if family != "v2_classification" else "classifier.",
+        device=device,
         attn_implementation=attn_implementation,
         add_pooling_layer=pooled,
         **(SIM_SETTINGS if pooled else {}),
     )
-    batch, expected = reference_batch(family), reference_outputs(family)
+    batch, expected = reference_batch(family, device), reference_outputs(family)
     with torch.no_grad():
         output = model(**batch, output_hidden_states=True)
     assert_hidden_states_match(output.hidden_states, expected, batch["attention_mask"])
@@ -133,16 +138,16 @@ def test_bare_model_matches_reference(checkpoints, family, attn_implementation):
 @pytest.mark.parametrize("attn_implementation", ATTENTION)
 @pytest.mark.parametrize("settings", [SIM_SETTINGS, {}], ids=["by-hand", "as-published"])
 @pytest.mark.parametrize("use_cache", [True, False])
-def test_sim_greedy_generation_matches_reference(checkpoints, use_cache, settings, attn_implementation):
+def test_sim_greedy_generation_matches_reference(checkpoints, device, use_cache, settings, attn_implementation):
     """The reference encodes the prompt in both directions, then each new token (token type 1) attends to everything
     before it; generation.json holds its greedy tokens, whose every step wins by a margin fp32 cannot flip. Without
     the cache, the UniLM mask over token types gives every step the same view, so the same tokens. The published
     checkpoint needs no settings: loading reads its layout."""
     model = load_every_weight(
-        RoFormerForCausalLM, checkpoints["sim"], attn_implementation=attn_implementation, **settings
+        RoFormerForCausalLM, checkpoints["sim"], device=device, attn_implementation=attn_implementation, **settings
     )
     generation = json.loads((REFERENCE / "sim" / "generation.json").read_text())
-    prompt = torch.tensor(generation["prompt"])
+    prompt = torch.tensor(generation["prompt"], device=device)
     sequences = model.generate(
         prompt,
         attention_mask=torch.ones_like(prompt),
@@ -155,12 +160,12 @@ def test_sim_greedy_generation_matches_reference(checkpoints, use_cache, setting
 
 
 @pytest.mark.parametrize("attn_implementation", ATTENTION)
-def test_published_sim_loads_as_a_unilm_with_its_pooler(checkpoints, attn_implementation):
+def test_published_sim_loads_as_a_unilm_with_its_pooler(checkpoints, device, attn_implementation):
     """A Sim checkpoint as published says is_decoder and pooler_activation but neither decoder_mask nor
     add_pooling_layer: the causal LM and the bare encoder, with no extra argument or with add_pooling_layer=True
     only, give the reference's logits and pooler_output (a left-to-right mask gave 1.75e-2 off, the pooler dropped)."""
-    batch, expected = reference_batch("sim"), reference_outputs("sim")
-    folder, attention = checkpoints["sim"], {"attn_implementation": attn_implementation}
+    batch, expected = reference_batch("sim", device), reference_outputs("sim")
+    folder, attention = checkpoints["sim"], {"attn_implementation": attn_implementation, "device": device}
     causal_lm = load_every_weight(RoFormerForCausalLM, folder, **attention)
     encoders = [
         load_every_weight(RoFormerModel, folder, ignored_prefix="cls.", **attention),
