@@ -188,7 +188,9 @@ def apply_rotary(hidden_states: torch.Tensor, cos: torch.Tensor, sin: torch.Tens
         rotated = hidden_states.to(compute_dtype) * cos + rotate_pairs(hidden_states.to(compute_dtype)) * sin
         return rotated.to(hidden_states.dtype)
     # Read every pair (x_2i, x_2i+1) as the complex number x_2i + i x_2i+1: the rotation is then one complex product,
-    # a single pass over the tensor instead of five (the same numbers as x * cos + rotate_pairs(x) * sin).
+    # a single pass over the tensor instead of five (the same numbers as x * cos + rotate_pairs(x) * sin). bf16 inputs
+    # (autocast) are widened for it, there being no complex bf16: still cheaper than the real form computed in bf16,
+    # and the result is rounded once (benchmarks/bench_attention.py, rows rope).
     rotation = torch.complex(cos[..., 0::2], sin[..., 0::2]).unsqueeze(1)  # (B, 1, T, D/2): each angle once
     pairs = torch.view_as_complex(_pair_layout(hidden_states.to(compute_dtype)).unflatten(-1, (-1, 2)))
     return torch.view_as_real(pairs * rotation.to(pairs.dtype)).flatten(-2).to(hidden_states.dtype)
