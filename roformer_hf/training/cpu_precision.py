@@ -44,8 +44,7 @@ def choose_cpu_precision(training_args: Any) -> None:
         )
     elif keep and not given:
         logger.warning(
-            f"training in bf16 mixed precision, the default where it pays: {decision.reason}; --bf16 false trains "
-            "in float32."
+            f"bf16 mixed precision, the default where it pays: {decision.reason}; --bf16 false runs in float32."
         )
 
 
