@@ -73,7 +73,7 @@ def prefers_blockwise_attention(config: PreTrainedConfig, query: torch.Tensor, d
       length;
     - with bf16 queries on a CPU where bf16 pays (`cpu_arithmetic`): SDPA's fused CPU kernel computes in float32
       whatever the inputs, so bf16 gains nothing there, while the matrix products of blockwise attention run in bf16
-      (2.6x SDPA's speed at 4,096 tokens on this project's AVX-512 BF16 CPU; docs/benchmarks.md).
+      (docs/benchmarks.md).
 
     Not under `torch.compile`: numpy's generator cannot be traced, so `fullgraph=True` would fail; the compiled
     graph keeps SDPA, whose dropout the compiler traces like any other operation.

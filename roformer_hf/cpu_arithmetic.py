@@ -3,11 +3,10 @@ default (`training/cpu_precision.py`) and the attention kernels' choice for bf16
 it.
 
 bf16 (weights in bf16, or `torch.autocast("cpu", dtype=torch.bfloat16)`, what the scripts' `--bf16 true` turns on) is
-fast on a CPU only where the CPU multiplies bf16 numbers natively: AVX-512 BF16 (`avx512_bf16`: AMD Zen 4 and later, Intel Cooper
-Lake), AMX (`amx_bf16`: Intel Sapphire Rapids and later), or Arm's BF16 extension (`bf16`). On this project's AMD EPYC
-with AVX-512 BF16 a matrix product runs 3-4x as fast as in float32 and a training step about 2-3x (docs/benchmarks.md;
-the other instruction sets are not measured here). Without them torch converts every bf16 number to float32 and
-back, and the same step runs several times slower than in float32.
+fast on a CPU only where the CPU multiplies bf16 numbers natively: AVX-512 BF16 (`avx512_bf16`: AMD Zen 4 and later,
+Intel Cooper Lake), AMX (`amx_bf16`: Intel Sapphire Rapids and later), or Arm's BF16 extension (`bf16`). There matrix
+products run several times as fast as in float32 (measured on AVX-512 BF16 only: docs/benchmarks.md). Without them
+torch converts every bf16 number to float32 and back, and bf16 runs slower than float32.
 
 The decision reads the CPU's instruction sets from /proc/cpuinfo (Linux). Where there is none (macOS, Windows), a
 short probe decides instead: a 512 x 512 matrix product in both dtypes, bf16 paying if it runs at least
