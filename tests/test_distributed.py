@@ -2,8 +2,9 @@
 
 Each 2-process run goes through `tests/distributed_worker.py`, which records per rank the weights after every step
 and the examples of every step. The reference is the same script in one process with the same global batch (twice
-the per-device batch), without dropout: the same examples at every step, the same weights up to float rounding and
-the same evaluation before training.
+the per-device batch), without dropout: the same examples at every step, the same weights up to float32 rounding
+(`--bf16 false`: bf16, the default on a CPU with bf16 instructions, rounds two half batches otherwise than their
+whole) and the same evaluation before training.
 """
 
 import json
@@ -98,6 +99,7 @@ def mlm_arguments(train_file: Path, output_dir: Path, per_device_batch: int, per
         *("--per_device_eval_batch_size", str(per_device_eval_batch), "--max_eval_samples", "16"),
         *("--validation_split_percentage", "10", "--save_steps", "2", "--output_dir", str(output_dir)),
         *("--cache_dir", str(output_dir.parent / "cache"), "--seed", "7", "--disable_tqdm", "true"),
+        *("--bf16", "false"),
     ]
 
 
@@ -132,7 +134,7 @@ def classification_arguments(data_dir: Path, output_dir: Path, per_device_batch:
             str(per_device_eval),
         ),
         *("--eval_on_start", "true", "--eval_strategy", "steps", "--eval_steps", "100", "--save_strategy", "no"),
-        *("--output_dir", str(output_dir), "--report_to", "none", "--disable_tqdm", "true"),
+        *("--output_dir", str(output_dir), "--report_to", "none", "--disable_tqdm", "true", "--bf16", "false"),
     ]
 
 
