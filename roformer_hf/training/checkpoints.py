@@ -21,8 +21,8 @@ its place is removed, never followed.
 
 Files written whole: `atomic_path` gives a temporary name beside the file, renamed onto it once written, so that a
 reader, or a process killed while writing, sees the old file or the new one, never half of one. The temporary file has
-the mode a plain write gives (`0o666` less the umask), and the rename replaces a symbolic link in the file's place
-rather than writing through it. Every write first checks that the run still holds its output folder's lock
+the mode a plain write gives (`0o666` less the umask; so do the weights, which safetensors writes 0o600:
+`give_plain_modes`), and the rename replaces a symbolic link in the file's place rather than writing through it. Every write first checks that the run still holds its output folder's lock
 (`locks.check_folder_held`).
 """
 
@@ -32,6 +32,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import zipfile
 import zlib
 from collections.abc import Iterator, Mapping
@@ -98,6 +99,18 @@ def _new_file_beside(path: Path) -> Path:
         return temporary
 
 
+def give_plain_modes(folder: Path) -> None:
+    """Give the weights files of `folder` the mode a plain write gives: safetensors writes them 0o600 whatever the
+    umask, while the config.json and vocab.txt beside them follow it."""
+    probe = _new_file_beside(folder / "mode-probe")
+    try:
+        mode = stat.S_IMODE(probe.stat().st_mode)
+    finally:
+        probe.unlink()
+    for path in folder.glob("*.safetensors"):
+        os.chmod(path, mode)
+
+
 def write_json_atomically(path: str | Path, content: Any, **dump_options: Any) -> None:
     """Write `content` as JSON (UTF-8, `ensure_ascii=False`) through `atomic_path`."""
     with atomic_path(path) as temporary:
@@ -124,6 +137,7 @@ def save_checkpoints_whole(trainer: Trainer, extra_files: Mapping[str, Any] | No
             clear_checkpoint_folder(checkpoint, trainer.args)
         save_model(output_dir, _internal_call=_internal_call)
         if checkpoint is not None and trainer.args.should_save:
+            give_plain_modes(checkpoint)
             for name, content in extra_files.items():
                 write_json_atomically(checkpoint / name, content, indent=2)
 
@@ -405,6 +419,7 @@ __all__ = [
     "atomic_path",
     "check_given_checkpoint",
     "checkpoint_problem",
+    "give_plain_modes",
     "is_complete_checkpoint",
     "last_complete_checkpoint",
     "save_checkpoints_whole",

@@ -66,72 +66,78 @@ class FolderLock:
         self.folder, self.option = Path(folder), option
         self.path = Path(lock_file) if lock_file is not None else self.folder / LOCK_FILE_NAME
         self._locks_folder = lock_file is None
-        self._locked: int | None = None  # the descriptor flock holds: the folder's, or the record file's
-        self._record: int | None = None  # the record file's descriptor
+        # Descriptors held open while locked: the folder's (flocked where its file system can; open in any case, so
+        # that a folder made again in its place, even with its inode number, is told apart) and the record file's.
+        self._folder: int | None = None
+        self._record: int | None = None
+        self._folder_locked = False
 
     def acquire(self) -> "FolderLock":
         """Take the lock, or raise `FolderLockedError` naming the process that holds it."""
         refuse_dangling_link(self.path.parent, self.option)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self._locks_folder:
-            self._locked = self._lock_folder()
         try:
-            if self._locked is None:  # the converter's lock, or a file system that cannot lock a folder
-                self._locked = self._record = self._lock_record_file()
-            else:
+            if self._locks_folder:
+                self._folder = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                self._folder_locked = self._lock_folder()
+            if self._folder_locked:
                 self._record = _open_record(self.path)
+            else:  # the converter's lock, or a file system that cannot lock a folder
+                self._record = self._lock_record_file()
             self._record_holder()
         except BaseException:
-            for descriptor in {self._record, self._locked} - {None}:
-                os.close(descriptor)
-            self._locked = self._record = None
+            self._close()
             raise
-        _held_locks[_absolute(self.folder)] = self
+        _held_locks.append(self)
         return self
 
     def release(self) -> None:
         """Delete the record and drop the lock (deleting first, so nobody locks a record about to vanish)."""
-        if self._locked is None:
+        if self._record is None:
             return
-        _held_locks.pop(_absolute(self.folder), None)
+        _held_locks.remove(self)
         if _same_file(self._record, self.path):  # ours, not one that replaced it
             self.path.unlink(missing_ok=True)
-        for descriptor in {self._record, self._locked}:
-            os.close(descriptor)
-        self._locked = self._record = None
+        self._close()
 
     def check_held(self) -> None:
         """
-        Raise `FolderLostError` if the folder was deleted, moved or replaced since the lock was taken (or, for a lock
-        on the record file, the record was); write the record again where only the record of a folder lock is gone.
+        Raise `FolderLostError` if the folder was deleted, moved or replaced since the lock was taken, or (a lock on
+        the record file) the record was; write the record again where only the record of a folder lock is gone.
         """
-        if self._locked is None:
+        if self._record is None:
             return
-        if not _same_file(self._locked, self.folder if self._locks_folder else self.path):
-            raise FolderLostError(self._lost_message())
-        if self._locks_folder and not _same_file(self._record, self.path):
-            os.close(self._record)
-            self._record = _open_record(self.path)
-            self._record_holder()
+        if self._folder is not None and not _same_file(self._folder, self.folder):
+            raise FolderLostError(self._lost_message(folder_lost=True))
+        if _same_file(self._record, self.path):
+            return
+        if not self._folder_locked:
+            raise FolderLostError(self._lost_message(folder_lost=False))
+        os.close(self._record)
+        self._record = _open_record(self.path)
+        self._record_holder()
 
     def __enter__(self) -> "FolderLock":
-        return self if self._locked is not None else self.acquire()
+        return self if self._record is not None else self.acquire()
 
     def __exit__(self, kind: type | None, error: BaseException | None, traceback: TracebackType | None) -> None:
         self.release()
 
-    def _lock_folder(self) -> int | None:
-        """flock the folder itself; `None` where its file system cannot lock a directory."""
-        descriptor = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            _lock(descriptor)
-        except FolderLockedError:
+    def _close(self) -> None:
+        for descriptor in {self._record, self._folder} - {None}:
             os.close(descriptor)
+        self._folder = self._record = None
+        self._folder_locked = False
+
+    def _lock_folder(self) -> bool:
+        """flock the folder itself; `False` where its file system cannot lock a directory."""
+        try:
+            _lock(self._folder)
+        except FolderLockedError:
             raise FolderLockedError(self._refusal()) from None
         except OSError:
-            os.close(descriptor)
-            return None
-        return descriptor
+            return False
+        return True
 
     def _lock_record_file(self) -> int:
         while True:
@@ -169,8 +175,8 @@ class FolderLock:
             f"finish or choose another {self.option}."
         )
 
-    def _lost_message(self) -> str:
-        if self._locks_folder or not self.folder.is_dir():
+    def _lost_message(self, folder_lost: bool) -> str:
+        if folder_lost:
             return (
                 f"{self.option} {self.folder} was deleted, moved or replaced while this run was writing to it: the run "
                 "stops here rather than write into a folder it holds no lock on; start it again (if you moved the "
@@ -184,8 +190,8 @@ class FolderLock:
         )
 
 
-# The locks this process holds, by folder (absolute, symbolic links as named), for `check_folder_held`.
-_held_locks: dict[Path, FolderLock] = {}
+# The locks this process holds, for `check_folder_held`.
+_held_locks: list[FolderLock] = []
 
 
 def check_folder_held(path: str | Path) -> None:
@@ -194,7 +200,8 @@ def check_folder_held(path: str | Path) -> None:
     folder this process locked that has been deleted, moved or replaced since. Paths outside every held lock pass.
     """
     path = _absolute(path)
-    for folder, lock in list(_held_locks.items()):
+    for lock in list(_held_locks):
+        folder = _absolute(lock.folder)  # symbolic links as named, as the run names the paths it writes
         if path == folder or folder in path.parents:
             lock.check_held()
 

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from transformers import Trainer, TrainingArguments
 
-from .checkpoints import atomic_path, last_complete_checkpoint, write_json_atomically
+from .checkpoints import atomic_path, give_plain_modes, last_complete_checkpoint, write_json_atomically
 from .errors import ScriptError
 from .interrupts import deferred_stops
 from .locks import check_folder_held, output_dir_not_writable, refuse_dangling_link
@@ -218,6 +218,7 @@ def save_model_atomically(trainer: Trainer, output_dir: str | Path | None = None
             shutil.rmtree(staging, ignore_errors=True)  # frees the space of what was written
             raise final_save_failed_error(output_dir, rescue_final_model(trainer, output_dir), error) from error
         if trainer.args.should_save:
+            give_plain_modes(staging)
             with deferred_stops():
                 for path in sorted(staging.iterdir(), key=lambda path: path.suffix == ".safetensors"):
                     os.replace(path, output_dir / path.name)
