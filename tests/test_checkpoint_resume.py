@@ -112,7 +112,7 @@ def test_a_damaged_checkpoint_given_by_path_is_refused_in_one_line_and_nothing_c
     line = exit_line(run_classification.main, resume, capsys)
     assert line == (
         f"error: --resume_from_checkpoint {output_dir / 'checkpoint-4'} cannot be resumed from: its optimizer.pt is "
-        f"missing; the newest complete checkpoint beside it is {output_dir / 'checkpoint-2'}: resume from that one."
+        f"missing; {output_dir / 'checkpoint-2'} is complete: resume from that one."
     )
     assert files_sha256(output_dir) == before
 
@@ -152,7 +152,11 @@ def test_every_checkpoint_a_script_writes_is_verified(straight_classification_ru
         assert verify_checkpoint(straight / f"checkpoint-{step}") is True
 
 
-def test_a_run_killed_before_its_first_checkpoint_is_told_a_way_out_that_works(tmp_path, news_file, capsys):  # noqa: F811
+def test_a_run_killed_before_its_first_checkpoint_is_told_a_way_out_that_works(
+    tmp_path,
+    news_file,  # noqa: F811
+    capsys,
+):
     output_dir = tmp_path / "out"
     arguments = mlm_arguments(news_file, output_dir, "--stages", "32:4:2")
     # what a run_mlm.py killed (SIGKILL) during its first step leaves: its first stage's folder and initial results

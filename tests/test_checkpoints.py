@@ -1,5 +1,5 @@
 """A checkpoint is resumed from only once it is verified (`roformer_hf.training.checkpoints`): its manifest, written
-last, lists every file with its size and CRC-32 and the step; a checkpoint without one is checked as far as it can be.
+last, lists every file with its size and checksum and the step; a checkpoint without one is checked as far as it can be.
 Files written through `atomic_path` get the mode a plain write gives. Checkpoints here are written by hand, as the
 Trainer lays them out, with tiny tensors: the end-to-end runs are in test_checkpoint_resume.py."""
 
@@ -118,9 +118,7 @@ def test_a_damaged_checkpoint_given_by_path_is_refused_naming_the_file_and_the_n
         find_resume_checkpoint(Arguments)
     message = str(error_info.value)
     assert message.startswith(f"--resume_from_checkpoint {newest} cannot be resumed from: {named}")
-    assert message.endswith(
-        f"; the newest complete checkpoint beside it is {tmp_path / 'checkpoint-2'}: resume from that one."
-    )
+    assert message.endswith(f"; {tmp_path / 'checkpoint-2'} is complete: resume from that one.")
     assert "\n" not in message
 
 
@@ -156,7 +154,7 @@ def test_the_manifest_lists_every_file_with_its_size_and_checksum(tmp_path):
     (checkpoint / "optimizer_0" / "shard.distcp").write_bytes(b"State")
     assert (
         checkpoint_problem(checkpoint)
-        == "its optimizer_0/shard.distcp is not the file saved (its CRC-32 differs from its manifest's)"
+        == "its optimizer_0/shard.distcp is not the file saved (its checksum differs from its manifest's)"
     )
     (checkpoint / "notes.txt").write_text("a file of the user's, not listed: no part of the checkpoint")
     (checkpoint / "optimizer_0" / "shard.distcp").write_bytes(b"state")

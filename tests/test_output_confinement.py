@@ -86,7 +86,13 @@ def test_a_stage_folder_linked_elsewhere_is_refused(tmp_path, news_file, other_m
 
 
 @pytest.mark.parametrize("script", ["run_mlm", "run_classification"])
-def test_a_dangling_link_as_output_dir_gets_one_line(script, tmp_path, news_file, classification_files, capsys):  # noqa: F811
+def test_a_dangling_link_as_output_dir_gets_one_line(
+    script,
+    tmp_path,
+    news_file,  # noqa: F811
+    classification_files,  # noqa: F811
+    capsys,
+):
     output_dir = tmp_path / "out"
     output_dir.symlink_to(tmp_path / "scratch" / "run", target_is_directory=True)  # the scratch disk is not mounted
     main, arguments = {

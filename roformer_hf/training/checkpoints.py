@@ -4,16 +4,17 @@ transformers' `Trainer` writes a checkpoint file by file, none of them atomicall
 resume loads the optimizer, scheduler and RNG states only where their files exist: a checkpoint that lost
 `optimizer.pt` resumed with a new Adam without a word, and one whose `trainer_state.json` was of a later step than its
 weights trained nothing. So every checkpoint the scripts write gets a manifest, `checkpoint_manifest.json`, written
-last: the step, and every file with its size and CRC-32. A checkpoint is complete when its manifest lists what a resume
-loads, every file it lists is there with that size and checksum, and the manifest, `trainer_state.json` and the
-folder's name are of one step. A checkpoint without a manifest (older than manifests, or cut off between
-`trainer_state.json` and its manifest) is checked as far as it can be without one: what a resume loads is there and
-whole (each JSON file an object, each tensor file complete, `vocab.txt` UTF-8 text) and `trainer_state.json` is of the
-folder's step.
+last: the step, and every file with its size and checksum (XXH3, 64 bits). A checkpoint is complete when its manifest
+lists what a resume loads, every file it lists is there with that size and checksum, and the manifest,
+`trainer_state.json` and the folder's name are of one step. A checkpoint without a manifest (older than manifests, or
+cut off between `trainer_state.json` and its manifest) is checked as far as it can be without one: what a resume loads
+is there and whole (each JSON file an object, each tensor file complete, `vocab.txt` UTF-8 text) and
+`trainer_state.json` is of the folder's step.
 
-CRC-32 rather than a cryptographic hash: the manifest guards against accidents (a file cut short, lost, swapped for
+XXH3 rather than a cryptographic hash: the manifest guards against accidents (a file cut short, lost, swapped for
 another checkpoint's, changed on disk), not against tampering, since whoever can change a file can change the manifest
-too; zlib's CRC-32 costs a third of SHA-256 here (the numbers are in docs/scripts.md).
+too. At the base shape (1.4 GiB of weights and Adam state) it adds 15% to the save where zlib's CRC-32 added 60% and
+SHA-256 170% (`benchmarks/bench_checkpoint_manifest.py`, the numbers in docs/scripts.md).
 
 Before a checkpoint is written, an earlier folder of its step (a damaged one that the resume skipped, or one past the
 checkpoint a resume was given) is deleted, so that none of its files passes for part of the new one; a symbolic link in
@@ -22,8 +23,8 @@ its place is removed, never followed.
 Files written whole: `atomic_path` gives a temporary name beside the file, renamed onto it once written, so that a
 reader, or a process killed while writing, sees the old file or the new one, never half of one. The temporary file has
 the mode a plain write gives (`0o666` less the umask; so do the weights, which safetensors writes 0o600:
-`give_plain_modes`), and the rename replaces a symbolic link in the file's place rather than writing through it. Every write first checks that the run still holds its output folder's lock
-(`locks.check_folder_held`).
+`give_plain_modes`), and the rename replaces a symbolic link in the file's place rather than writing through it. Every
+write first checks that the run still holds its output folder's lock (`locks.check_folder_held`).
 """
 
 import fnmatch
@@ -34,22 +35,25 @@ import re
 import shutil
 import stat
 import zipfile
-import zlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from safetensors import SafetensorError, safe_open
-from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers import TrainerCallback, TrainingArguments
 
 from .errors import ScriptError
 from .locks import check_folder_held
 
+if TYPE_CHECKING:
+    from transformers import Trainer
+
 logger = logging.getLogger(__name__)
 
 MANIFEST_NAME = "checkpoint_manifest.json"
+CHECKSUM = "xxh3_64"  # the manifest's name for its checksums
 CHECKPOINT_NAME = re.compile(r"checkpoint-(\d+)")
 READ_CHUNK_BYTES = 4 * 2**20
 
@@ -120,7 +124,7 @@ def write_json_atomically(path: str | Path, content: Any, **dump_options: Any) -
 # --- writing checkpoints ---
 
 
-def save_checkpoints_whole(trainer: Trainer, extra_files: Mapping[str, Any] | None = None) -> None:
+def save_checkpoints_whole(trainer: "Trainer", extra_files: Mapping[str, Any] | None = None) -> None:
     """
     Make `trainer` write every checkpoint into a folder of its own and verifiably: an earlier folder of its step is
     deleted first (`clear_checkpoint_folder`), `extra_files` (name -> JSON content) are written right after the weights,
@@ -155,8 +159,8 @@ def clear_checkpoint_folder(checkpoint: Path, args: TrainingArguments) -> None:
         check_folder_held(checkpoint)
         if checkpoint.is_symlink():
             logger.warning(
-                f"removing the symbolic link {checkpoint} (to {os.readlink(checkpoint)}, which stays as it is) to write "
-                "this run's checkpoint in its place"
+                f"removing the symbolic link {checkpoint} (to {os.readlink(checkpoint)}, which stays as it is) to "
+                "write this run's checkpoint in its place"
             )
             checkpoint.unlink()
         elif checkpoint.is_dir():
@@ -179,29 +183,37 @@ class ManifestCallback(TrainerCallback):
 
 
 def write_manifest(checkpoint: Path, step: int) -> None:
-    """Write `checkpoint`'s manifest: the step, and the size and CRC-32 of every file in it."""
+    """Write `checkpoint`'s manifest: the step, and the size and checksum of every file in it."""
     files = {
-        path.relative_to(checkpoint).as_posix(): {"size": path.stat().st_size, "crc32": file_checksum(path)}
+        path.relative_to(checkpoint).as_posix(): {"size": path.stat().st_size, CHECKSUM: file_checksum(path)}
         for path in _checkpoint_files(checkpoint)
     }
     write_json_atomically(checkpoint / MANIFEST_NAME, {"global_step": step, "files": files}, indent=1)
 
 
 def file_checksum(path: Path) -> str:
-    """The CRC-32 of a file's bytes, as 8 hex digits."""
-    checksum = 0
-    with open(path, "rb") as file:
-        while chunk := file.read(READ_CHUNK_BYTES):
-            checksum = zlib.crc32(chunk, checksum)
-    return f"{checksum:08x}"
+    """The XXH3 (64-bit) checksum of a file's bytes, as 16 hex digits, read in chunks into one buffer."""
+    import xxhash  # the `train` extra's (datasets needs it too); the converter imports this module without it
+
+    checksum, buffer = xxhash.xxh3_64(), memoryview(bytearray(READ_CHUNK_BYTES))
+    with open(path, "rb", buffering=0) as file:
+        while length := file.readinto(buffer):
+            checksum.update(buffer[:length])
+    return checksum.hexdigest()
 
 
 def _checkpoint_files(checkpoint: Path) -> list[Path]:
-    """Every file of a checkpoint folder and its subfolders (FSDP, DeepSpeed), not its manifest; links not followed."""
+    """Every file of a checkpoint folder and its subfolders (FSDP, DeepSpeed), but its manifest and the temporary files
+    of writes cut off by a kill; links not followed."""
     files = []
     for folder, _, names in os.walk(checkpoint):
         files += [Path(folder, name) for name in names if not Path(folder, name).is_symlink()]
-    return sorted(path for path in files if path != checkpoint / MANIFEST_NAME)
+    return sorted(path for path in files if path != checkpoint / MANIFEST_NAME and not _is_partial(path))
+
+
+def _is_partial(path: Path) -> bool:
+    """Whether `path` is the temporary file of an `atomic_path` write that a killed process left behind."""
+    return path.name.startswith(".") and ".partial-" in path.name
 
 
 def _wait_for_every_process(args: TrainingArguments) -> None:
@@ -220,8 +232,6 @@ def verify_checkpoint(checkpoint: str | Path) -> bool:
     Raises `DamagedCheckpoint` naming the first file found missing, cut short, changed or of another step.
     """
     checkpoint = Path(checkpoint)
-    if checkpoint.is_symlink():
-        raise DamagedCheckpoint(f"it is a symbolic link (to {os.readlink(checkpoint)}), not a folder of this run")
     if not checkpoint.is_dir():
         raise DamagedCheckpoint("it is not a folder")
     if not (checkpoint / MANIFEST_NAME).exists():
@@ -251,7 +261,9 @@ def _verify_with_manifest(checkpoint: Path) -> None:
     _check_step(checkpoint, step, f"its {MANIFEST_NAME} is of step {step}")
     for name, (size, _) in files.items():  # sizes first: a missing file is named before a long checksum is computed
         path = checkpoint / name
-        if path.is_symlink() or not path.is_file():
+        if path.is_symlink():
+            raise DamagedCheckpoint(f"its {name} is a symbolic link (to {os.readlink(path)}), not the file saved")
+        if not path.is_file():
             raise DamagedCheckpoint(f"its {name} is missing")
         if path.stat().st_size != size:
             raise DamagedCheckpoint(
@@ -260,19 +272,21 @@ def _verify_with_manifest(checkpoint: Path) -> None:
             )
     for name, (_, checksum) in files.items():
         if file_checksum(checkpoint / name) != checksum:
-            raise DamagedCheckpoint(f"its {name} is not the file saved (its CRC-32 differs from its manifest's)")
+            raise DamagedCheckpoint(f"its {name} is not the file saved (its checksum differs from its manifest's)")
     state_step = _trainer_state_step(checkpoint)
     if state_step != step:
         raise DamagedCheckpoint(f"its trainer_state.json is of step {state_step}, its manifest of step {step}")
 
 
 def _read_manifest(checkpoint: Path) -> tuple[int, dict[str, tuple[int, str]]]:
-    """The step and the files (name -> size, CRC-32) of a checkpoint's manifest."""
+    """The step and the files (name -> size, checksum) of a checkpoint's manifest."""
     try:
         manifest = json.loads((checkpoint / MANIFEST_NAME).read_text(encoding="utf-8"))
-        files = {str(name): (int(entry["size"]), str(entry["crc32"])) for name, entry in manifest["files"].items()}
+        files = {str(name): (int(entry["size"]), str(entry[CHECKSUM])) for name, entry in manifest["files"].items()}
         return int(manifest["global_step"]), files
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+    except KeyError as error:
+        raise DamagedCheckpoint(f"its {MANIFEST_NAME} has no {error.args[0]!r} field") from None
+    except (OSError, ValueError, TypeError, AttributeError) as error:
         raise DamagedCheckpoint(f"its {MANIFEST_NAME} cannot be read ({_reason(error)})") from None
 
 
@@ -349,6 +363,10 @@ def last_complete_checkpoint(*folders: str | Path, announce: bool = True) -> str
     skipped = []
     for checkpoint in _checkpoints_newest_first(folders):
         try:
+            if checkpoint.is_symlink():  # a run's own checkpoints are folders of its own (run_outputs refuses links)
+                raise DamagedCheckpoint(
+                    f"it is a symbolic link (to {os.readlink(checkpoint)}), not a folder of the run"
+                )
             verified = verify_checkpoint(checkpoint)
         except DamagedCheckpoint as problem:
             skipped.append(f"skipping the checkpoint {checkpoint}: {problem}")
@@ -387,14 +405,17 @@ def announce_unverified(checkpoint: str | Path) -> None:
 def check_given_checkpoint(checkpoint: str | Path) -> None:
     """
     Refuse a checkpoint given by path (`--resume_from_checkpoint <folder>`) that cannot be resumed from, in one line
-    naming its damaged file and the newest complete checkpoint beside it (`ScriptError`).
+    naming its damaged file and the newest complete checkpoint near it (`ScriptError`).
     """
+    checkpoint = Path(checkpoint)
     try:
+        if any(CHECKPOINT_NAME.fullmatch(path.name) for path in checkpoint.glob("checkpoint-*")):
+            raise DamagedCheckpoint("it is a run's folder, not one of its checkpoint-<step> folders")
         verified = verify_checkpoint(checkpoint)
     except DamagedCheckpoint as problem:
-        newest = last_complete_checkpoint(*_folders_beside(Path(checkpoint)), announce=False)
+        newest = _nearest_complete_checkpoint(checkpoint)
         if newest is not None:
-            advice = f"the newest complete checkpoint beside it is {newest}: resume from that one"
+            advice = f"{newest} is complete: resume from that one"
         else:
             advice = "no complete checkpoint lies beside it: start the run again (without --resume_from_checkpoint)"
         raise ScriptError(
@@ -402,6 +423,15 @@ def check_given_checkpoint(checkpoint: str | Path) -> None:
         ) from None
     if not verified:
         announce_unverified(checkpoint)
+
+
+def _nearest_complete_checkpoint(path: Path) -> str | None:
+    """For advice: the newest complete checkpoint in `path` (a run's folder), beside it, or holding it (a file)."""
+    if not path.is_dir():
+        if is_complete_checkpoint(path.parent):
+            return str(path.parent)
+        path = path.parent
+    return last_complete_checkpoint(path, *_folders_beside(path), announce=False)
 
 
 def _folders_beside(checkpoint: Path) -> list[Path]:

@@ -10,14 +10,15 @@ ends (a crash, SIGKILL, an out-of-memory kill), so nothing left behind blocks th
 at.
 
 A folder deleted, moved or replaced while its run holds it (`rm -rf OUT` mid-run: the run would create a new one and
-write on in it without a lock) is noticed at the run's next write: the writers call `check_folder_held`, which stops the
-run with a `FolderLostError` before anything is written.
+write on in it without a lock) is noticed at the run's next write: the writers call `check_folder_held`, which stops
+the run with a `FolderLostError` before anything is written.
 
-A file system that cannot lock a directory (NFS, whose `flock` needs a file open for writing) gets the lock on the record
-file instead: there, deleting the record releases the lock, and `check_folder_held` stops the run at its next write as
-it does for a deleted folder. The converter's lock is such a lock on a file beside its output folder, which may not
-exist yet. On a network file system the lock is as good as its `flock`: NFSv4 and Lustre pass it between machines, some
-older NFS mounts keep it per machine. There a run on another machine is not seen; the record still names it.
+A file system that cannot lock a directory (NFS, whose `flock` needs a file open for writing) gets the lock on the
+record file instead: there, deleting the record releases the lock, and `check_folder_held` stops the run at its next
+write as it does for a deleted folder. The converter's lock is such a lock on a file beside its output folder, which
+may not exist yet. On a network file system the lock is as good as its `flock`: NFSv4 and Lustre pass it between
+machines, some older NFS mounts keep it per machine. There a run on another machine is not seen; the record still names
+it.
 """
 
 import contextlib
@@ -227,9 +228,17 @@ def lock_output_dir(training_args) -> FolderLock | contextlib.nullcontext:
     """
     if not training_args.should_save:
         return contextlib.nullcontext()
+    lock = FolderLock(training_args.output_dir)
+    if lock.folder.exists() and not lock.folder.is_dir():
+        raise ScriptError(f"--output_dir {lock.folder} is a file, not a folder: choose a folder (a new one is made).")
     try:
-        return FolderLock(training_args.output_dir).acquire()
+        return lock.acquire()
     except OSError as error:
+        if error.filename is not None and Path(error.filename) == lock.path:
+            raise ScriptError(
+                f"cannot write the lock file {lock.path} of --output_dir: {error.strerror or error}; remove it (it "
+                "only records which run writes the folder)."
+            ) from error
         raise output_dir_not_writable(training_args.output_dir, error) from error
 
 

@@ -1,13 +1,14 @@
 """What a run writes into its output folder, and how it keeps a user's earlier work whole: the refusal to mix with an
 earlier run, the free-space check, a final model that replaces the old one file by file, and only its own files:
-no write, rename or delete follows a symbolic link out of the folder (see `refuse_linked_run_folders`; files are
-written whole by `checkpoints.atomic_path`)."""
+no write, rename or delete follows a symbolic link out of the folder (see `refuse_foreign_run_folders`; files are
+written whole by `checkpoints.atomic_path`, which replaces a link in a file's place)."""
 
 import errno
 import json
 import logging
 import math
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -50,7 +51,8 @@ def is_resuming(training_args: TrainingArguments) -> bool:
 def check_output_dir(training_args: TrainingArguments) -> None:
     """
     Before anything is loaded or written: refuse an output_dir that holds an earlier run (unless
-    `--overwrite_output_dir` or `--resume_from_checkpoint`), and check that the folder can be written.
+    `--overwrite_output_dir` or `--resume_from_checkpoint`), a dangling link as output_dir, and checkpoint or stage
+    folders that are links (`refuse_foreign_run_folders`); check that the folder can be written.
 
     Raises `ScriptError` naming the options that allow it, or the reason the folder cannot be written.
     """
@@ -58,7 +60,7 @@ def check_output_dir(training_args: TrainingArguments) -> None:
     overwrite = getattr(training_args, "overwrite_output_dir", False)
     refuse_dangling_link(output_dir, "--output_dir")
     if not overwrite:
-        refuse_linked_run_folders(output_dir)
+        refuse_foreign_run_folders(output_dir)
     earlier = earlier_run_outputs(output_dir)
     if earlier and not overwrite and not is_resuming(training_args):
         names = ", ".join(path.name for path in earlier[:3]) + (", ..." if len(earlier) > 3 else "")
@@ -86,26 +88,39 @@ def earlier_run_advice(output_dir: Path) -> str:
     )
 
 
-def refuse_linked_run_folders(output_dir: Path) -> None:
+def refuse_foreign_run_folders(output_dir: Path) -> None:
     """
-    Refuse (`ScriptError`) an output folder whose `checkpoint-*` or `stage-*` folder is a symbolic link: the Trainer
-    would write the run's checkpoints through it, into a folder that is not the run's own (another model's, whose
-    files it would overwrite). `--overwrite_output_dir` deletes such a link instead, never what it points to.
+    Refuse (`ScriptError`) an output folder whose `checkpoint-<n>` or `stage-<n>` folder is a symbolic link or a file:
+    the Trainer would write the run's checkpoints through the link, into a folder that is not the run's own (another
+    model's, whose files it would overwrite), or fail on the file. `--overwrite_output_dir` deletes such a link or
+    file instead, never what a link points to.
     """
-    top = [*output_dir.glob("checkpoint-*"), *output_dir.glob("stage-*")]
+    for path in _run_folders(output_dir):
+        name = path.relative_to(output_dir)
+        if path.is_symlink():
+            raise ScriptError(
+                f"--output_dir {output_dir} holds {name}, a symbolic link to {os.readlink(path)}: a run writes only "
+                f"into folders of its own, and would write its checkpoints through the link; remove the link (rm "
+                f"{path}, which leaves what it points to as it is), or add --overwrite_output_dir, which deletes the "
+                "link and nothing it points to (to resume from the checkpoint it points to, give that folder to "
+                "--resume_from_checkpoint)."
+            )
+        if not path.is_dir():
+            raise ScriptError(
+                f"--output_dir {output_dir} holds {name}, a file where a run keeps a folder of its own: move it "
+                "away, or add --overwrite_output_dir, which deletes it."
+            )
+
+
+def _run_folders(output_dir: Path) -> list[Path]:
+    """The paths of output_dir named as a run's checkpoint and stage folders, and those of its stage folders."""
+    named = re.compile(r"(checkpoint|stage)-\d+")
+    top = sorted(path for path in output_dir.glob("*-*") if named.fullmatch(path.name))
     stages = [path for path in top if path.name.startswith("stage-") and path.is_dir() and not path.is_symlink()]
-    links = sorted(
-        path for path in [*top, *(c for stage in stages for c in stage.glob("checkpoint-*"))] if path.is_symlink()
-    )
-    if links:
-        link = links[0]
-        raise ScriptError(
-            f"--output_dir {output_dir} holds {link.relative_to(output_dir)}, a symbolic link to {os.readlink(link)}: "
-            "a run writes only into folders of its own, and would write its checkpoints through the link; remove the "
-            f"link (rm {link}, which leaves what it points to as it is), or add --overwrite_output_dir, which deletes "
-            "the link and nothing it points to (to resume from the checkpoint it points to, give that folder to "
-            "--resume_from_checkpoint)."
-        )
+    return [
+        *top,
+        *(path for stage in stages for path in sorted(stage.glob("checkpoint-*")) if named.fullmatch(path.name)),
+    ]
 
 
 def prepare_output_dir(
@@ -186,7 +201,10 @@ def save_metrics(trainer: Trainer, split: str, metrics: dict[str, Any], combined
     write_json_atomically(output_dir / f"{split}_results.json", metrics, indent=4, sort_keys=True)
     if combined:
         all_results = output_dir / "all_results.json"
-        earlier = json.loads(all_results.read_text(encoding="utf-8")) if all_results.is_file() else {}
+        # a link in its place is another run's results, not this folder's earlier ones
+        earlier = {}
+        if all_results.is_file() and not all_results.is_symlink():
+            earlier = json.loads(all_results.read_text(encoding="utf-8"))
         write_json_atomically(all_results, {**earlier, **metrics}, indent=4, sort_keys=True)
 
 
