@@ -35,17 +35,18 @@ FINAL_MODEL_FILES = (
 
 @pytest.fixture(scope="module")
 def straight_classification_run(tmp_path_factory, data_dir) -> tuple[Path, list[str]]:
-    """An uninterrupted run of 4 steps, a checkpoint every 2: the reference of the resumed ones, and their start."""
+    """An uninterrupted run of 6 steps, a checkpoint every 2: the reference of the resumed ones, and their start."""
     folder = tmp_path_factory.mktemp("straight")
     files = classification_files.__wrapped__(folder, data_dir)
-    arguments = classification_arguments(files, folder / "out")
+    arguments = classification_arguments(files, folder / "out", "--max_steps", "6")
     run_classification.main(arguments)
     return folder / "out", arguments
 
 
 def interrupted_copy(straight: Path, output_dir: Path) -> Path:
-    """The straight run's folder as a run stopped after checkpoint-4 left it: its checkpoints, no final model."""
-    shutil.copytree(straight, output_dir)
+    """The straight run's folder as a run stopped after checkpoint-4 left it: checkpoints 2 and 4, no final model (a
+    resume from a damaged checkpoint-4 trains on, 2 steps, from what it holds)."""
+    shutil.copytree(straight, output_dir, ignore=shutil.ignore_patterns("checkpoint-6"))
     for name in FINAL_MODEL_FILES:
         (output_dir / name).unlink()
     return output_dir
@@ -142,7 +143,7 @@ def test_checkpoints_older_than_manifests_are_checked_and_said_so_and_resume_to_
 
 def test_every_checkpoint_a_script_writes_is_verified(straight_classification_run):
     straight, _ = straight_classification_run
-    for step in (2, 4):
+    for step in (2, 4, 6):
         manifest = json.loads((straight / f"checkpoint-{step}" / MANIFEST_NAME).read_text())
         assert manifest["global_step"] == step
         assert {"model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json"} <= set(

@@ -236,3 +236,27 @@ def test_a_file_written_whole_replaces_a_link_in_its_place_and_never_writes_thro
     assert (tmp_path / "elsewhere.json").read_text() == '{"another model": true}'
     assert not (tmp_path / "out" / "all_results.json").is_symlink()
     assert json.loads((tmp_path / "out" / "all_results.json").read_text()) == {"eval_loss": 1.0}
+
+
+def test_no_module_of_training_imports_one_that_imports_it_back():
+    """interrupts -> resume -> run_outputs -> interrupts was a circle (broken by imports inside functions); the
+    checkpoints module, which all three import, ended it. Imports inside functions count too."""
+    import ast
+
+    folder = Path(__file__).resolve().parents[1] / "roformer_hf" / "training"
+    imports = {}
+    for path in folder.glob("*.py"):
+        nodes = ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        relative = [node for node in nodes if isinstance(node, ast.ImportFrom) and node.level == 1]
+        imports[path.stem] = {(node.module or alias.name).split(".")[0] for node in relative for alias in node.names}
+
+    def reachable(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for module in imports.get(todo.pop(), ()):
+                if module not in seen:
+                    seen.add(module)
+                    todo.append(module)
+        return seen
+
+    assert [module for module in imports if module in reachable(module)] == []
