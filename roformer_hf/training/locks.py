@@ -114,9 +114,11 @@ class FolderLock:
             return
         if not self._folder_locked:
             raise FolderLostError(self._lost_message(folder_lost=False))
-        os.close(self._record)
-        self._record = _open_record(self.path)
-        self._record_holder()
+        with contextlib.suppress(OSError):  # the record only names the holder: the lock holds without it
+            record = _open_record(self.path)
+            os.close(self._record)
+            self._record = record
+            self._record_holder()
 
     def __enter__(self) -> "FolderLock":
         return self if self._record is not None else self.acquire()

@@ -63,8 +63,7 @@ def check_output_dir(training_args: TrainingArguments) -> None:
         refuse_foreign_run_folders(output_dir)
     earlier = earlier_run_outputs(output_dir)
     if earlier and not overwrite and not is_resuming(training_args):
-        names = ", ".join(path.name for path in earlier[:3]) + (", ..." if len(earlier) > 3 else "")
-        raise ScriptError(f"--output_dir {output_dir} holds an earlier run ({names}){earlier_run_advice(output_dir)}")
+        raise earlier_run_error(output_dir, earlier)
     try:
         output_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=output_dir, prefix=".write-test-"):
@@ -73,18 +72,19 @@ def check_output_dir(training_args: TrainingArguments) -> None:
         raise output_dir_not_writable(output_dir, error) from error
 
 
-def earlier_run_advice(output_dir: Path) -> str:
-    """The end of the refusal of an earlier run: `--resume_from_checkpoint true` only where it has a checkpoint to
-    resume from (a run killed before its first checkpoint has none)."""
+def earlier_run_error(output_dir: Path, earlier: list[Path]) -> ScriptError:
+    """The refusal of an earlier run's folder, offering `--resume_from_checkpoint true` only where a complete
+    checkpoint makes it work (a run killed before its first checkpoint has none)."""
+    names = ", ".join(path.name for path in earlier[:3]) + (", ..." if len(earlier) > 3 else "")
     folders = [output_dir, *(path for path in output_dir.glob("stage-*") if path.is_dir())]
     if last_complete_checkpoint(*folders, announce=False) is None:
-        return (
-            " without a complete checkpoint to resume from: add --overwrite_output_dir to replace it, or choose "
-            "another --output_dir."
+        return ScriptError(
+            f"--output_dir {output_dir} holds an earlier run ({names}) without a complete checkpoint to resume from: "
+            "add --overwrite_output_dir to replace it, or choose another --output_dir."
         )
-    return (
-        ": add --overwrite_output_dir to replace it, --resume_from_checkpoint true to continue it, or choose another "
-        "--output_dir."
+    return ScriptError(
+        f"--output_dir {output_dir} holds an earlier run ({names}): add --overwrite_output_dir to replace it, "
+        "--resume_from_checkpoint true to continue it, or choose another --output_dir."
     )
 
 
