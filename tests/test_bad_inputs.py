@@ -38,6 +38,7 @@ from roformer_hf import (
 )
 from roformer_hf.configuration import POSITIVE_FIELDS
 from roformer_hf.training import data_files
+from roformer_hf.training.checkpoints import MANIFEST_NAME, write_manifest
 from roformer_hf.training.data_files import find_utf8_error
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.locks import LOCK_FILE_NAME, FolderLock
@@ -271,6 +272,7 @@ def without_run_settings(arguments: list[str], tmp: Path) -> list[str]:
     """The checkpoints as written before they recorded their run's settings: the model is still compared."""
     for settings_file in (tmp / "out").rglob(RUN_SETTINGS_FILE):
         settings_file.unlink()
+        (settings_file.parent / MANIFEST_NAME).unlink()  # nor a manifest, which came later still
     return with_value(
         arguments, "--config_overrides", TINY_MODEL.replace("num_hidden_layers=1", "num_hidden_layers=2")
     )
@@ -315,6 +317,7 @@ def poisoned(name: str) -> Callable[[list[str], Path], list[str]]:
     def change(arguments: list[str], tmp: Path) -> list[str]:
         for path in (tmp / "out").glob(f"checkpoint-*/{name}"):
             torch.save({"state": RunsCode(tmp / "code-ran")}, path)
+            write_manifest(path.parent, int(path.parent.name.split("-")[1]))  # crafted: its manifest matches
         return arguments
 
     return change
