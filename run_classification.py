@@ -66,6 +66,7 @@ from roformer_hf.training.data_files import (
     hold_out_validation,
     limit_examples,
 )
+from roformer_hf.training.divergence import StopOnNonFiniteWeights
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.interrupts import StopAtStepBoundary, raise_if_stopped
 from roformer_hf.training.labels import (
@@ -97,6 +98,7 @@ from roformer_hf.training.run_outputs import (
     save_state,
 )
 from roformer_hf.training.script_runner import guard_run, run_script
+from roformer_hf.training.written_files import check_inputs_are_not_outputs
 
 logger = logging.getLogger(__name__)
 
@@ -217,6 +219,8 @@ def parse_classification_arguments(
     )
     if not (training_args.do_train or training_args.do_eval or training_args.do_predict):
         raise ScriptError("nothing to do: pass --do_train, --do_eval and/or --do_predict.")
+    data_files = {option: path for _, option, path, _ in wanted_splits(data_args, training_args)}
+    check_inputs_are_not_outputs(data_files, training_args.output_dir)
     if data_args.early_stopping_patience is not None:
         if training_args.eval_strategy == "no":
             raise ScriptError(
@@ -256,8 +260,19 @@ def load_labelled_documents(
         "test": data_args.max_predict_samples,
     }
     raw_datasets = limit_examples(raw_datasets, limits, streaming=False)
-    label_info = build_label_maps(raw_datasets, data_args.label_column_name, data_args.problem_type, model_args)
+    sources = split_sources(data_args)
+    label_info = build_label_maps(
+        raw_datasets, data_args.label_column_name, data_args.problem_type, model_args, sources
+    )
     return raw_datasets, label_info
+
+
+def split_sources(data_args: DataArguments) -> dict[str, str]:
+    """Where each split's rows come from, for messages: `{"test": "--test_file test.jsonl", ...}`."""
+    sources = {"train": f"--train_file {data_args.train_file}", "test": f"--test_file {data_args.test_file}"}
+    if data_args.validation_file is None:
+        return {**sources, "validation": f"held out of --train_file {data_args.train_file}"}
+    return {**sources, "validation": f"--validation_file {data_args.validation_file}"}
 
 
 def wanted_splits(
@@ -416,7 +431,11 @@ def build_classification_trainer(
         processing_class=tokenizer,
         data_collator=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8 if mixed_precision else None),
         compute_metrics=make_compute_metrics(label_info, document_ids, data_args.chunk_pooling),
-        callbacks=[*callbacks, StopAtStepBoundary()],
+        callbacks=[
+            *callbacks,
+            StopAtStepBoundary(),
+            StopOnNonFiniteWeights(),
+        ],  # the last: no other asks a save after it
     )
 
 
