@@ -61,6 +61,7 @@ from roformer_hf.training.cli import (
 from roformer_hf.training.console import loading_instructions, setup_logging
 from roformer_hf.training.data_files import (
     CSV_ONLY_EMPTY_CELLS_MISSING,
+    check_caches_writable,
     check_data_file,
     data_file_error,
     hold_out_validation,
@@ -242,7 +243,7 @@ def load_labelled_documents(
     raw_datasets = datasets.DatasetDict()
     for split, option, path, needed in wanted:
         if needed and path is not None:
-            raw_datasets[split] = read_data_file(path, option, data_args.label_column_name)
+            raw_datasets[split] = read_data_file(path, option, data_args.label_column_name, model_args.cache_dir)
     check_raw_datasets(raw_datasets, data_args)  # before any shuffling, so that row numbers are those of the files
     if training_args.do_eval and "validation" not in raw_datasets and "train" in raw_datasets:
         if data_args.validation_split_percentage == 0:
@@ -286,8 +287,11 @@ def wanted_splits(
     ]
 
 
-def read_data_file(path: str, option: str, label_column: str = "label") -> datasets.Dataset:
-    """Read one CSV or JSON(-lines) file; `option` names the argument that gave it, for error messages."""
+def read_data_file(
+    path: str, option: str, label_column: str = "label", cache_dir: str | None = None
+) -> datasets.Dataset:
+    """Read one CSV or JSON(-lines) file (its cache in `cache_dir`, else datasets' own); `option` names the argument
+    that gave it, for error messages."""
     data_format = DATA_FORMATS.get(Path(path).suffix.lower())
     if data_format is None:
         raise ScriptError(f"{option} {path}: use a .csv, .json or .jsonl file.")
@@ -295,9 +299,11 @@ def read_data_file(path: str, option: str, label_column: str = "label") -> datas
     # a class named "NA" stays a class (numbers are then recognised by `read_csv_numbers`)
     csv_options = CSV_ONLY_EMPTY_CELLS_MISSING if data_format == "csv" else {}
     try:
-        dataset = datasets.load_dataset(data_format, data_files=str(path), split="train", **csv_options)
+        dataset = datasets.load_dataset(
+            data_format, data_files=str(path), split="train", cache_dir=cache_dir, **csv_options
+        )
     except (datasets.exceptions.DatasetGenerationError, ValueError, OSError) as error:
-        raise data_file_error({option: path}, error) from error
+        raise data_file_error({option: path}, error, cache_dir=cache_dir) from error
     return read_csv_numbers(dataset, label_column, f"{option} {path}") if data_format == "csv" else dataset
 
 
@@ -553,6 +559,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     ):
         if training_args.do_train:
             check_output_dir(training_args)
+        check_caches_writable(model_args.cache_dir, evaluates=training_args.do_eval or training_args.do_predict)
         set_seed(training_args.seed)
         raw_datasets, label_info = load_labelled_documents(model_args, data_args, training_args)
         tokenizer, model = build_tokenizer_and_classifier(model_args, label_info)

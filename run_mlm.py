@@ -38,7 +38,7 @@ from roformer_hf.training.cli import (
     parse_arguments,
 )
 from roformer_hf.training.console import loading_instructions, setup_logging
-from roformer_hf.training.data_files import hold_out_validation, limit_examples
+from roformer_hf.training.data_files import check_caches_writable, hold_out_validation, limit_examples
 from roformer_hf.training.divergence import StopOnNonFiniteWeights
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.interrupts import StopAtStepBoundary
@@ -487,6 +487,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     check_distributed_launch(training_args)
     with guard_run(training_args, "run_mlm.py", demo_or_given_arguments(argv, DEMO_ARGUMENTS, announce=False)):
         check_output_dir(training_args)
+        check_caches_writable(model_args.cache_dir, evaluates=training_args.do_eval)
         bound_streamed_evaluation(data_args)
         set_seed(training_args.seed)
         stages = plan_stages(masking_args.stages, data_args.max_seq_length, training_args)

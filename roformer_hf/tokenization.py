@@ -493,6 +493,18 @@ def vocab_line_problem(token: str, vocab: dict[str, int]) -> str | None:
     return None
 
 
+def check_model_max_length(model_max_length: Any) -> None:
+    """Refuse a `model_max_length` (given, or read from a saved tokenizer's tokenizer_config.json) that is no number of
+    tokens: a negative one made every `truncation=True` call fail with a message that named no setting."""
+    is_number = isinstance(model_max_length, (int, float)) and not isinstance(model_max_length, bool)
+    if not (is_number and model_max_length >= 1):  # NaN too
+        raise ValueError(
+            f"model_max_length must be a number of tokens of at least 1, got {model_max_length!r}: set it to the "
+            "length the model was trained with (in tokenizer_config.json, for a saved tokenizer), or leave it out "
+            f"for {DEFAULT_MODEL_MAX_LENGTH}."
+        )
+
+
 class RoFormerJiebaTokenizer(PreTrainedTokenizer):
     r"""
     The word-level tokenizer of the original Chinese RoFormer checkpoints: jieba words found in the vocabulary are one
@@ -573,6 +585,7 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
         self._segment_ids: SegmentIds | None = None
         self._added_tokens_matcher_cache: tuple[tuple, Any] = ((), None)
         kwargs.setdefault("model_max_length", DEFAULT_MODEL_MAX_LENGTH)
+        check_model_max_length(kwargs["model_max_length"])
         super().__init__(
             vocab_file=vocab_file,
             user_dict_file=user_dict_file,
