@@ -429,7 +429,7 @@ def build_classification_trainer(
     callbacks = []
     if data_args.early_stopping_patience is not None:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=data_args.early_stopping_patience))
-    return InputOrderTrainer(
+    trainer = InputOrderTrainer(
         model=model,
         args=training_args,
         train_dataset=tokenized.get("train"),
@@ -437,12 +437,11 @@ def build_classification_trainer(
         processing_class=tokenizer,
         data_collator=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8 if mixed_precision else None),
         compute_metrics=make_compute_metrics(label_info, document_ids, data_args.chunk_pooling),
-        callbacks=[
-            *callbacks,
-            StopAtStepBoundary(),
-            StopOnNonFiniteWeights(),
-        ],  # the last: no other asks a save after it
+        callbacks=[*callbacks, StopAtStepBoundary()],
     )
+    # added last, after the progress bar's: no callback asks for a save after it, and it stops once the bar is closed
+    trainer.add_callback(StopOnNonFiniteWeights())
+    return trainer
 
 
 def fine_tune_evaluate_and_predict(

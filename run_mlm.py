@@ -380,7 +380,8 @@ def pretrain(
     def trainer_for_stage(index: int, args: TrainingArguments, schedule_steps: int | None, start_state: dict | None):
         examples = tokenize_to_length(stages[index].max_seq_length)
         trainer = build_stage_trainer(model, tokenizer, examples, args, masking_args, schedule_steps, start_state)
-        trainer.add_callback(divergence_check)  # the last: no other asks a save after it
+        # added last, after the progress bar's: no callback asks for a save after it, and it stops once the bar is closed
+        trainer.add_callback(divergence_check)
         record_run_settings(trainer, settings)
         return trainer
 

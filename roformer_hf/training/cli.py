@@ -418,21 +418,37 @@ SETTING_NOTES = {
 
 def check_training_settings(arguments: Sequence[Any]) -> None:
     """
-    Refuse a float setting outside its range (`SETTING_RANGES`: NaN, infinite, negative, a beta of 1, ...) before any
-    data is read, in one line naming the setting, its range and its default; and `--lr_scheduler_kwargs` the
-    scheduler does not take. Otherwise `--weight_decay nan` or `--adam_epsilon 0` train a model of NaNs and save it
-    with exit status 0, and `--learning_rate -1` ends in a torch traceback once training starts.
+    Refuse, before any data is read, in one line naming the setting, its range and its default: a float setting
+    outside its range and a `--seed` numpy refuses (`check_setting_ranges`), `--lr_scheduler_kwargs` the scheduler
+    does not take, and a `--report_to` that is unknown or not installed. Otherwise `--weight_decay nan` or
+    `--adam_epsilon 0` train a model of NaNs and save it with exit status 0, and `--learning_rate -1` ends in a torch
+    traceback once training starts.
 
     Args:
         arguments (`Sequence`): the parsed argument dataclasses.
     """
     for instance in arguments:
-        for name, allowed in SETTING_RANGES.items():
-            value = getattr(instance, name, None)
-            if value is not None and not allowed.holds(value):
-                raise ScriptError(f"--{name} must be {allowed}{_setting_notes(instance, name)}, got {value}.")
+        check_setting_ranges(instance)
         if isinstance(instance, TrainingArguments):
             check_scheduler_arguments(instance)
+            check_reporting_integrations(instance)
+
+
+def check_setting_ranges(instance: Any) -> None:
+    """Refuse a setting of `SETTING_RANGES` outside its range, and a `--seed` outside numpy's (`ScriptError`).
+    `ScriptTrainingArguments` calls it before transformers' own checks, some of which end in a traceback on an
+    infinite value."""
+    for name, allowed in SETTING_RANGES.items():
+        value = getattr(instance, name, None)
+        if value is not None and not allowed.holds(value):
+            raise ScriptError(f"--{name} must be {allowed}{_setting_notes(instance, name)}, got {value}.")
+    seed = getattr(instance, "seed", None)
+    if seed is not None and not 0 <= seed < SEED_LIMIT:
+        raise ScriptError(f"--seed must be a whole number from 0 to 2**32 - 1, got {seed}.")
+
+
+# numpy's seeds, which transformers' set_seed sets from --seed, are below it.
+SEED_LIMIT = 2**32
 
 
 def _setting_notes(instance: Any, name: str) -> str:
@@ -468,6 +484,26 @@ def check_scheduler_arguments(training_args: TrainingArguments) -> None:
         ) from error
 
 
+def check_reporting_integrations(training_args: TrainingArguments) -> None:
+    """Refuse a `--report_to` that transformers does not know, or whose package is not installed (transformers would
+    fail with a traceback when it builds the trainer, after the data was read and tokenized)."""
+    from transformers.integrations import get_available_reporting_integrations, get_reporting_integration_callbacks
+
+    available = get_available_reporting_integrations()
+    for name in training_args.report_to or []:
+        try:
+            get_reporting_integration_callbacks([name])
+        except ValueError as error:
+            raise ScriptError(
+                f"--report_to {name}: {str(error).rstrip('.')}; or give none, for no reports."
+            ) from error
+        if name not in available:
+            raise ScriptError(
+                f"--report_to {name}: {name} is not installed: install it (e.g. pip install {name}), or leave "
+                "--report_to out."
+            )
+
+
 @dataclass
 class ScriptTrainingArguments(TrainingArguments):
     """
@@ -492,6 +528,7 @@ class ScriptTrainingArguments(TrainingArguments):
     )
 
     def __post_init__(self):
+        check_setting_ranges(self)
         # bf16 on a CPU: transformers refuses it without --use_cpu, and with it trains much slower than float32 for
         # the same accuracy (docs/scripts.md). So a command written for a GPU runs unchanged on a CPU, in float32,
         # with a warning.

@@ -186,10 +186,13 @@ def first_of_two_kinds(labels: Sequence[Any]) -> tuple[int, int] | None:
 def mixed_kinds_error(labels: Sequence[Any], rows: Sequence[int], column: str, where: str) -> ScriptError:
     """The error for two `labels` of different kinds, of data rows `rows` (0-based) of `where` (`"the train data"`)."""
     (label_a, label_b), (row_a, row_b) = labels, rows
+    if row_a == row_b:
+        example = f"data row {row_a + 1} holds both {label_a!r} and {label_b!r}"
+    else:
+        example = f"data row {row_a + 1} holds {label_a!r}, data row {row_b + 1} holds {label_b!r}"
     return ScriptError(
-        f"the labels in column {column!r} of {where} mix {label_kind(label_a)} and {label_kind(label_b)} (data row "
-        f"{row_a + 1} holds {label_a!r}, data row {row_b + 1} holds {label_b!r}): write every label the same way: all "
-        "names, all ids, or all lists of them (multi-label)."
+        f"the labels in column {column!r} of {where} mix {label_kind(label_a)} and {label_kind(label_b)} ({example}): "
+        "write every label the same way: all names, all ids, or all lists of them (multi-label)."
     )
 
 
