@@ -123,11 +123,19 @@ def guess_line_encoding(line: bytes) -> tuple[str, str]:
     return encoding, text if len(text) <= QUOTED_CHARACTERS else text[:QUOTED_CHARACTERS] + "..."
 
 
+# How much of a file `count_line_encodings` reads: enough to tell a UTF-8 file from one in another encoding.
+LINE_ENCODING_SCAN_BYTES = 1 << 26
+
+
 def count_line_encodings(path: str | Path) -> tuple[int, int]:
-    """How many lines of a file hold UTF-8 text beyond ASCII, and how many are not UTF-8."""
-    utf8_lines = other_lines = 0
+    """How many lines of a file (of its first `LINE_ENCODING_SCAN_BYTES`) hold UTF-8 text beyond ASCII, and how many
+    are not UTF-8."""
+    utf8_lines = other_lines = scanned = 0
     with open(path, "rb") as file:
         for content in file:
+            scanned += len(content)
+            if scanned > LINE_ENCODING_SCAN_BYTES:
+                break
             if content.isascii():
                 continue
             try:
