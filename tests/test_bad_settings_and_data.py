@@ -7,6 +7,7 @@ reads the four-column table only. To add a case: one entry in `CASES`, one row i
 """
 
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -260,13 +261,21 @@ CASES: dict[str, tuple[str, Callable[[str, Path, pytest.MonkeyPatch], list[str]]
 # ----------------------------------------------------------------------------------------------------------------
 
 
+TABLE_HEADER = "| Case | Where | Bad input | Before | What it gets |"
+
+
 def read_five_column_table() -> dict[str, tuple[str, str, str]]:
-    """The rows of the second table of docs/bad_inputs.md: case id -> (where, before, message template)."""
+    """The rows of the table with a Before column in docs/bad_inputs.md: case id -> (where, before, template).
+
+    Other tables of the page have five columns too, so the rows are read from this table's header to the first line
+    that is not a table row.
+    """
+    lines = TABLE_FILE.read_text(encoding="utf-8").splitlines()
+    start = lines.index(TABLE_HEADER) + 2
     rows = {}
-    for line in TABLE_FILE.read_text(encoding="utf-8").splitlines():
+    for line in itertools.takewhile(lambda line: line.startswith("|"), lines[start:]):
         cells = [cell.strip().replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
-        if len(cells) != 5 or cells[0] in ("Case", "") or set(cells[0]) <= set("-: "):
-            continue
+        assert len(cells) == 5, f"a row of {TABLE_FILE.name} has {len(cells)} cells, not 5: {line}"
         case, where, _, before, message = (cell.strip("`") for cell in cells)
         assert case not in rows, f"{case} has two rows in {TABLE_FILE.name}"
         rows[case] = (where, before, message)
