@@ -61,11 +61,13 @@ from roformer_hf.training.cli import (
 from roformer_hf.training.console import loading_instructions, setup_logging
 from roformer_hf.training.data_files import (
     CSV_ONLY_EMPTY_CELLS_MISSING,
+    check_caches_writable,
     check_data_file,
     data_file_error,
     hold_out_validation,
     limit_examples,
 )
+from roformer_hf.training.divergence import StopOnNonFiniteWeights
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.interrupts import StopAtStepBoundary, raise_if_stopped
 from roformer_hf.training.labels import (
@@ -97,6 +99,7 @@ from roformer_hf.training.run_outputs import (
     save_state,
 )
 from roformer_hf.training.script_runner import guard_run, run_script
+from roformer_hf.training.written_files import check_inputs_are_not_outputs
 
 logger = logging.getLogger(__name__)
 
@@ -217,6 +220,8 @@ def parse_classification_arguments(
     )
     if not (training_args.do_train or training_args.do_eval or training_args.do_predict):
         raise ScriptError("nothing to do: pass --do_train, --do_eval and/or --do_predict.")
+    data_files = {option: path for _, option, path, _ in wanted_splits(data_args, training_args)}
+    check_inputs_are_not_outputs(data_files, training_args.output_dir)
     if data_args.early_stopping_patience is not None:
         if training_args.eval_strategy == "no":
             raise ScriptError(
@@ -238,7 +243,7 @@ def load_labelled_documents(
     raw_datasets = datasets.DatasetDict()
     for split, option, path, needed in wanted:
         if needed and path is not None:
-            raw_datasets[split] = read_data_file(path, option, data_args.label_column_name)
+            raw_datasets[split] = read_data_file(path, option, data_args.label_column_name, model_args.cache_dir)
     check_raw_datasets(raw_datasets, data_args)  # before any shuffling, so that row numbers are those of the files
     if training_args.do_eval and "validation" not in raw_datasets and "train" in raw_datasets:
         if data_args.validation_split_percentage == 0:
@@ -256,8 +261,19 @@ def load_labelled_documents(
         "test": data_args.max_predict_samples,
     }
     raw_datasets = limit_examples(raw_datasets, limits, streaming=False)
-    label_info = build_label_maps(raw_datasets, data_args.label_column_name, data_args.problem_type, model_args)
+    sources = split_sources(data_args)
+    label_info = build_label_maps(
+        raw_datasets, data_args.label_column_name, data_args.problem_type, model_args, sources
+    )
     return raw_datasets, label_info
+
+
+def split_sources(data_args: DataArguments) -> dict[str, str]:
+    """Where each split's rows come from, for messages: `{"test": "--test_file test.jsonl", ...}`."""
+    sources = {"train": f"--train_file {data_args.train_file}", "test": f"--test_file {data_args.test_file}"}
+    if data_args.validation_file is None:
+        return {**sources, "validation": f"held out of --train_file {data_args.train_file}"}
+    return {**sources, "validation": f"--validation_file {data_args.validation_file}"}
 
 
 def wanted_splits(
@@ -271,8 +287,11 @@ def wanted_splits(
     ]
 
 
-def read_data_file(path: str, option: str, label_column: str = "label") -> datasets.Dataset:
-    """Read one CSV or JSON(-lines) file; `option` names the argument that gave it, for error messages."""
+def read_data_file(
+    path: str, option: str, label_column: str = "label", cache_dir: str | None = None
+) -> datasets.Dataset:
+    """Read one CSV or JSON(-lines) file (its cache in `cache_dir`, else datasets' own); `option` names the argument
+    that gave it, for error messages."""
     data_format = DATA_FORMATS.get(Path(path).suffix.lower())
     if data_format is None:
         raise ScriptError(f"{option} {path}: use a .csv, .json or .jsonl file.")
@@ -280,9 +299,11 @@ def read_data_file(path: str, option: str, label_column: str = "label") -> datas
     # a class named "NA" stays a class (numbers are then recognised by `read_csv_numbers`)
     csv_options = CSV_ONLY_EMPTY_CELLS_MISSING if data_format == "csv" else {}
     try:
-        dataset = datasets.load_dataset(data_format, data_files=str(path), split="train", **csv_options)
+        dataset = datasets.load_dataset(
+            data_format, data_files=str(path), split="train", cache_dir=cache_dir, **csv_options
+        )
     except (datasets.exceptions.DatasetGenerationError, ValueError, OSError) as error:
-        raise data_file_error({option: path}, error) from error
+        raise data_file_error({option: path}, error, cache_dir=cache_dir) from error
     return read_csv_numbers(dataset, label_column, f"{option} {path}") if data_format == "csv" else dataset
 
 
@@ -408,7 +429,7 @@ def build_classification_trainer(
     callbacks = []
     if data_args.early_stopping_patience is not None:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=data_args.early_stopping_patience))
-    return InputOrderTrainer(
+    trainer = InputOrderTrainer(
         model=model,
         args=training_args,
         train_dataset=tokenized.get("train"),
@@ -418,6 +439,9 @@ def build_classification_trainer(
         compute_metrics=make_compute_metrics(label_info, document_ids, data_args.chunk_pooling),
         callbacks=[*callbacks, StopAtStepBoundary()],
     )
+    # added last, after the progress bar's: no callback asks for a save after it, and it stops once the bar is closed
+    trainer.add_callback(StopOnNonFiniteWeights())
+    return trainer
 
 
 def fine_tune_evaluate_and_predict(
@@ -534,6 +558,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     ):
         if training_args.do_train:
             check_output_dir(training_args)
+        check_caches_writable(model_args.cache_dir, evaluates=training_args.do_eval or training_args.do_predict)
         set_seed(training_args.seed)
         raw_datasets, label_info = load_labelled_documents(model_args, data_args, training_args)
         tokenizer, model = build_tokenizer_and_classifier(model_args, label_info)

@@ -38,7 +38,8 @@ from roformer_hf.training.cli import (
     parse_arguments,
 )
 from roformer_hf.training.console import loading_instructions, setup_logging
-from roformer_hf.training.data_files import hold_out_validation, limit_examples
+from roformer_hf.training.data_files import check_caches_writable, hold_out_validation, limit_examples
+from roformer_hf.training.divergence import StopOnNonFiniteWeights
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.interrupts import StopAtStepBoundary
 from roformer_hf.training.launch import check_distributed_launch
@@ -74,6 +75,7 @@ from roformer_hf.training.whole_word_masking import (
     masked_token_accuracy,
     predicted_token_ids,
 )
+from roformer_hf.training.written_files import check_inputs_are_not_outputs
 
 logger = logging.getLogger(__name__)
 
@@ -178,6 +180,8 @@ def parse_mlm_arguments(
         parse_stages(masking_args.stages)  # fail now rather than after loading the data
     if data_args.train_file is None and data_args.dataset_name is None:
         raise ScriptError("no training data: give --train_file (txt/jsonl/csv) or --dataset_name (a saved dataset).")
+    data_files = {"--train_file": data_args.train_file, "--validation_file": data_args.validation_file}
+    check_inputs_are_not_outputs(data_files, training_args.output_dir)
     if not 0.0 < masking_args.mlm_probability < 1.0:
         raise ScriptError(f"--mlm_probability must lie between 0 and 1, got {masking_args.mlm_probability}.")
     if data_args.streaming and masking_args.stages is None and training_args.max_steps <= 0:
@@ -371,10 +375,13 @@ def pretrain(
     settings = mlm_run_settings(data_args, masking_args, training_args)
     if checkpoint is not None:
         check_resume(checkpoint, model, tokenizer, settings)
+    divergence_check = StopOnNonFiniteWeights()  # one for every stage: it names the newest checkpoint of the run
 
     def trainer_for_stage(index: int, args: TrainingArguments, schedule_steps: int | None, start_state: dict | None):
         examples = tokenize_to_length(stages[index].max_seq_length)
         trainer = build_stage_trainer(model, tokenizer, examples, args, masking_args, schedule_steps, start_state)
+        # added last, after the progress bar's: no callback asks for a save after it, and it stops once the bar is closed
+        trainer.add_callback(divergence_check)
         record_run_settings(trainer, settings)
         return trainer
 
@@ -481,6 +488,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     check_distributed_launch(training_args)
     with guard_run(training_args, "run_mlm.py", demo_or_given_arguments(argv, DEMO_ARGUMENTS, announce=False)):
         check_output_dir(training_args)
+        check_caches_writable(model_args.cache_dir, evaluates=training_args.do_eval)
         bound_streamed_evaluation(data_args)
         set_seed(training_args.seed)
         stages = plan_stages(masking_args.stages, data_args.max_seq_length, training_args)

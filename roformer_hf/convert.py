@@ -40,7 +40,6 @@ import pickle
 import re
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
@@ -63,6 +62,7 @@ from .conversion_sources import (
 )
 from .model_card import write_model_card
 from .tokenization import RoFormerJiebaTokenizer, load_vocab
+from .training.checkpoints import give_plain_modes
 from .training.locks import LOCK_FILE_NAME, FolderLock, FolderLockedError
 from .training.pickle_refusal import is_refused_pickle, refused_pickle_message
 
@@ -247,11 +247,14 @@ def convert(source: str | Path, output: str | Path, *, revision: str | None = No
         tokenizer = build_tokenizer(source, config)
         if config.is_decoder and config.eos_token_id is None:  # a decoder (RoFormer-Sim) generates up to [SEP]
             model.config.eos_token_id = model.generation_config.eos_token_id = tokenizer.sep_token_id
-        staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
+        # made as a plain mkdir makes it (tempfile.mkdtemp's 0o700 would become the output folder's mode)
+        staging = output.with_name(f".{output.name}.{os.getpid()}-{os.urandom(4).hex()}")
+        staging.mkdir()
         try:
             model.save_pretrained(staging)
             tokenizer.save_pretrained(staging)
             write_model_card(staging, config=model.config, base_model=hub_id, converted_from=source_name)
+            give_plain_modes(staging)
             replace_folder(output, staging)
         finally:
             shutil.rmtree(staging, ignore_errors=True)

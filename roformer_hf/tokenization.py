@@ -464,8 +464,17 @@ def load_vocab(vocab_file: str | os.PathLike) -> dict[str, int]:
     ids, and a saved vocabulary would renumber every later token), of an empty line, or of a token with a space or tab
     at either end (text never holds such a token, so it could never be produced).
     """
-    with open(vocab_file, encoding="utf-8-sig") as reader:
-        tokens = reader.read().split("\n")  # one token a line; splitlines() would also split at \x1c, \u2028, ...
+    with open(vocab_file, "rb") as reader:
+        data = reader.read()
+    try:
+        text = data.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")  # as open() in text mode reads
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise ValueError(
+            f"The vocabulary {vocab_file} is not UTF-8: line {line} holds the byte 0x{data[error.start]:02x}, which "
+            "no UTF-8 text holds: save the file as UTF-8 (or give the vocab.txt the model was trained with)."
+        ) from error
+    tokens = text.split("\n")  # one token a line; splitlines() would also split at \x1c, \u2028, ...
     if tokens and tokens[-1] == "":
         tokens.pop()
     vocab: dict[str, int] = {}
@@ -491,6 +500,20 @@ def vocab_line_problem(token: str, vocab: dict[str, int]) -> str | None:
     if token != token.strip(" \t"):  # not str.strip(): BERT-Chinese has the tokens \u2028 and ##\u2028
         return f"holds {token!r}, with a space or tab at an end"
     return None
+
+
+def check_model_max_length(model_max_length: Any) -> None:
+    """Refuse a `model_max_length` (given, or read from a saved tokenizer's tokenizer_config.json) that is no number of
+    tokens: a negative one made every `truncation=True` call fail with a message that named no setting."""
+    if model_max_length is None:  # transformers' "no limit"
+        return
+    is_number = isinstance(model_max_length, (int, float)) and not isinstance(model_max_length, bool)
+    if not (is_number and model_max_length >= 1):  # NaN too
+        raise ValueError(
+            f"model_max_length must be a number of tokens of at least 1, got {model_max_length!r}: set it to the "
+            "length the model was trained with (in tokenizer_config.json, for a saved tokenizer), or leave it out "
+            f"for {DEFAULT_MODEL_MAX_LENGTH}."
+        )
 
 
 class RoFormerJiebaTokenizer(PreTrainedTokenizer):
@@ -573,6 +596,7 @@ class RoFormerJiebaTokenizer(PreTrainedTokenizer):
         self._segment_ids: SegmentIds | None = None
         self._added_tokens_matcher_cache: tuple[tuple, Any] = ((), None)
         kwargs.setdefault("model_max_length", DEFAULT_MODEL_MAX_LENGTH)
+        check_model_max_length(kwargs["model_max_length"])
         super().__init__(
             vocab_file=vocab_file,
             user_dict_file=user_dict_file,

@@ -39,6 +39,7 @@ from roformer_hf import (
 from roformer_hf.configuration import POSITIVE_FIELDS
 from roformer_hf.cpu_arithmetic import cpu_bf16
 from roformer_hf.training import data_files
+from roformer_hf.training.checkpoints import MANIFEST_NAME, write_manifest
 from roformer_hf.training.data_files import find_utf8_error
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.launch import trains_on_cpu
@@ -273,6 +274,7 @@ def without_run_settings(arguments: list[str], tmp: Path) -> list[str]:
     """The checkpoints as written before they recorded their run's settings: the model is still compared."""
     for settings_file in (tmp / "out").rglob(RUN_SETTINGS_FILE):
         settings_file.unlink()
+        (settings_file.parent / MANIFEST_NAME).unlink()  # nor a manifest, which came later still
     return with_value(
         arguments, "--config_overrides", TINY_MODEL.replace("num_hidden_layers=1", "num_hidden_layers=2")
     )
@@ -317,6 +319,7 @@ def poisoned(name: str) -> Callable[[list[str], Path], list[str]]:
     def change(arguments: list[str], tmp: Path) -> list[str]:
         for path in (tmp / "out").glob(f"checkpoint-*/{name}"):
             torch.save({"state": RunsCode(tmp / "code-ran")}, path)
+            write_manifest(path.parent, int(path.parent.name.split("-")[1]))  # crafted: its manifest matches
         return arguments
 
     return change

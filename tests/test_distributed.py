@@ -24,9 +24,9 @@ from transformers import TrainingArguments
 
 import run_classification
 import run_mlm
+from roformer_hf.training.checkpoints import is_complete_checkpoint
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.launch import check_distributed_launch
-from roformer_hf.training.resume import is_complete_checkpoint
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WORKER = REPO_ROOT / "tests" / "distributed_worker.py"

@@ -26,16 +26,18 @@ from conftest import fail_final_saves_on_a_full_disk
 from distributed_worker import files_sha256
 from safetensors.torch import load_file
 from test_bad_inputs import RunsCode
+from test_checkpoints import write_checkpoint
 from transformers import Trainer, TrainingArguments
 
 import run_classification
 import run_mlm
 from roformer_hf import RoFormerConfig, RoFormerForMaskedLM
 from roformer_hf.training import run_outputs
+from roformer_hf.training.checkpoints import is_complete_checkpoint, last_complete_checkpoint, write_manifest
 from roformer_hf.training.cli import ScriptTrainingArguments
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.locks import LOCK_FILE_NAME, FolderLock, FolderLockedError
-from roformer_hf.training.resume import find_resume_checkpoint, is_complete_checkpoint, last_complete_checkpoint
+from roformer_hf.training.resume import find_resume_checkpoint
 from roformer_hf.training.run_outputs import save_model_atomically
 from roformer_hf.training.script_runner import run_script
 
@@ -176,23 +178,24 @@ def test_the_free_space_check_counts_the_checkpoints_kept(tmp_path):
 
 def test_resume_skips_incomplete_checkpoints(tmp_path, caplog):
     """A checkpoint without trainer_state.json (killed while saving) or with a truncated one (full disk) is skipped."""
-    for step, state in ((2, '{"global_step": 2}'), (4, None), (6, '{"global_st')):
-        (tmp_path / f"checkpoint-{step}").mkdir()
-        (tmp_path / f"checkpoint-{step}" / "model.safetensors").write_bytes(b"weights")
-        if state is not None:
-            (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text(state)
+    write_checkpoint(tmp_path / "checkpoint-2", 2)
+    for step, state in ((4, None), (6, '{"global_st')):
+        state_file = write_checkpoint(tmp_path / f"checkpoint-{step}", step, manifest=False) / "trainer_state.json"
+        state_file.unlink() if state is None else state_file.write_text(state)
     with caplog.at_level(logging.WARNING):
         assert last_complete_checkpoint(tmp_path) == str(tmp_path / "checkpoint-2")
-    skipped = [record.getMessage() for record in caplog.records if "incomplete checkpoint" in record.getMessage()]
-    assert [message.split()[4] for message in skipped] == [
-        str(tmp_path / "checkpoint-6"),
-        str(tmp_path / "checkpoint-4"),
+    skipped = [record.getMessage() for record in caplog.records if "skipping the checkpoint" in record.getMessage()]
+    assert [message.split()[3] for message in skipped] == [
+        f"{tmp_path / 'checkpoint-6'}:",
+        f"{tmp_path / 'checkpoint-4'}:",
     ]
 
     class Arguments:
         output_dir, resume_from_checkpoint = str(tmp_path), str(tmp_path / "checkpoint-4")
 
-    with pytest.raises(ScriptError, match="checkpoint-4 is incomplete"):
+    with pytest.raises(
+        ScriptError, match=r"checkpoint-4 cannot be resumed from: its trainer_state\.json, written last"
+    ):
         find_resume_checkpoint(Arguments)
 
 
@@ -494,6 +497,7 @@ def test_a_checkpoint_whose_pickle_would_run_code_is_refused_and_nothing_saved_c
     run_classification.main(arguments)
     straight = load_file(output_dir / "model.safetensors")
     torch.save({"state": RunsCode(tmp_path / "code-ran")}, output_dir / "checkpoint-4" / "optimizer.pt")
+    write_manifest(output_dir / "checkpoint-4", 4)  # crafted: its manifest matches
     before = files_sha256(output_dir)
     line = exit_line(run_classification.main, [*arguments, "--resume_from_checkpoint", "true"], capsys)
     assert line.startswith(f"error: {output_dir / 'checkpoint-4' / 'optimizer.pt'} is not a plain tensor file: ")

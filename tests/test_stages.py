@@ -5,6 +5,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from test_checkpoints import write_checkpoint
 
 import run_mlm
 from roformer_hf.training.errors import ScriptError
@@ -74,8 +75,7 @@ def test_without_stages_one_stage_runs_in_output_dir(tmp_path):
 
 def test_resuming_starts_at_the_stage_of_the_checkpoint(tmp_path):
     arguments = [*COMMON, "--output_dir", str(tmp_path / "out"), "--stages", "32:8:4,64:8:4"]
-    checkpoint = tmp_path / "out" / "stage-2" / "checkpoint-2"
-    checkpoint.mkdir(parents=True)
+    checkpoint = write_checkpoint(tmp_path / "out" / "stage-2" / "checkpoint-2", 2)
     _, data_args, masking_args, training_args = run_mlm.parse_mlm_arguments(
         [*arguments, "--resume_from_checkpoint", str(checkpoint)]
     )
@@ -86,8 +86,12 @@ def test_resuming_starts_at_the_stage_of_the_checkpoint(tmp_path):
     training_args.resume_from_checkpoint = str(elsewhere)
     with pytest.raises(ScriptError, match="output_dir/stage-<n>/"):
         find_starting_point(training_args, stages)
-    training_args.resume_from_checkpoint = "True"  # no stage has a complete checkpoint
-    with pytest.raises(ScriptError, match=r"no stage of .* has a complete checkpoint"):
+    training_args.resume_from_checkpoint = "True"
+    assert find_starting_point(training_args, stages) == (1, str(checkpoint))
+    (checkpoint / "optimizer.pt").unlink()  # no stage has a complete checkpoint
+    with pytest.raises(
+        ScriptError, match=r"no stage of .* has a complete checkpoint: start the run again with --over"
+    ):
         find_starting_point(training_args, stages)
 
 

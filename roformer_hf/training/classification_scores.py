@@ -2,8 +2,14 @@
 What run_classification.py makes of a classifier's logits: the document logits and metrics of a split (computed
 offline by `roformer_hf.metrics`), probabilities, the records of predictions.jsonl, a confusion matrix and the
 accuracy set beside chance.
+
+What is written per label scales with the number of labels: up to `MAX_PICTURED_LABELS` the confusion matrix is a
+picture, beyond it a table of its non-zero cells (a picture of 10,000 labels took minutes and more than 19 GB before
+it ran out of memory); a record of predictions.jsonl holds the probability of every label up to `MAX_SCORED_LABELS`,
+beyond it of the most probable ones.
 """
 
+import csv
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +25,13 @@ from .long_documents import DocumentReading, pool_documents
 from .run_outputs import atomic_path, save_metrics
 
 SPLIT_NAMES = {"eval": "validation", "test": "test"}
+
+# The most labels a confusion-matrix picture shows readably (half an inch a cell, 29 inches wide; 4 s to draw where
+# 100 labels took 13 s).
+MAX_PICTURED_LABELS = 50
+
+# The most label probabilities a record of predictions.jsonl holds (with more labels: those of the most probable).
+MAX_SCORED_LABELS = 100
 
 
 def run_inference(
@@ -51,8 +64,11 @@ def report_split(
     save_metrics(trainer, split, metrics)
     if labels is not None and label_info.problem_type == SINGLE_LABEL and trainer.is_world_process_zero():
         predictions = np.argmax(logits, axis=-1)
-        path = Path(trainer.args.output_dir) / f"confusion_matrix_{split}.png"
-        save_confusion_matrix(labels, predictions, label_info.label_names, path)
+        path = Path(trainer.args.output_dir) / f"confusion_matrix_{split}"
+        if len(label_info.label_names) <= MAX_PICTURED_LABELS:
+            save_confusion_matrix(labels, predictions, label_info.label_names, path.with_suffix(".png"))
+        else:
+            save_confusion_table(labels, predictions, label_info.label_names, path.with_suffix(".csv"))
         print(accuracy_against_chance(labels, predictions, split))
 
 
@@ -110,8 +126,8 @@ def prediction_records(
 ) -> list[dict[str, Any]]:
     """
     One record per document: its `id`, the `prediction` (a label name; a list of names for multi-label; the value
-    for regression), for classification the probability of every label in `scores`, and the gold `label` when the
-    data has one.
+    for regression), for classification the probability of every label in `scores` (of the `MAX_SCORED_LABELS` most
+    probable, most probable first, when there are more labels), and the gold `label` when the data has one.
 
     Args:
         logits (`np.ndarray` of shape `(num_documents, num_labels)`): the document logits.
@@ -128,11 +144,20 @@ def prediction_records(
             record["prediction"] = float(document_scores)
         else:
             record["prediction"] = predicted_labels(document_scores, label_info)
-            record["scores"] = dict(zip(label_info.label_names, map(float, document_scores), strict=True))
+            record["scores"] = listed_scores(document_scores, label_info.label_names)
         if gold_labels is not None:
             record["label"] = gold_labels[row]
         records.append(record)
     return records
+
+
+def listed_scores(scores: np.ndarray, label_names: list[str]) -> dict[str, float]:
+    """The probability of every label by name, or with more than `MAX_SCORED_LABELS` labels of the most probable."""
+    if len(label_names) <= MAX_SCORED_LABELS:
+        return dict(zip(label_names, map(float, scores), strict=True))
+    most_probable = np.argpartition(-scores, MAX_SCORED_LABELS)[:MAX_SCORED_LABELS]  # in linear time, unordered
+    most_probable = most_probable[np.argsort(-scores[most_probable], kind="stable")]
+    return {label_names[index]: float(scores[index]) for index in most_probable}
 
 
 def predicted_labels(scores: np.ndarray, label_info: LabelInfo) -> str | list[str]:
@@ -160,6 +185,21 @@ def save_confusion_matrix(labels: np.ndarray, predictions: np.ndarray, label_nam
     with atomic_path(path) as temporary:
         figure.savefig(temporary, dpi=100)
     plt.close(figure)
+
+
+def save_confusion_table(labels: np.ndarray, predictions: np.ndarray, label_names: list[str], path: Path) -> None:
+    """
+    Write the non-zero cells of the confusion matrix of single-label predictions as CSV rows `label,predicted,
+    documents`, the most frequent first: as many rows as there are distinct (label, prediction) pairs, whatever the
+    number of labels.
+    """
+    pairs, counts = np.unique(np.stack([labels, predictions], axis=1), axis=0, return_counts=True)
+    order = np.argsort(-counts, kind="stable")
+    with atomic_path(path) as temporary, temporary.open("w", encoding="utf-8", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["label", "predicted", "documents"])
+        for (label, predicted), count in zip(pairs[order], counts[order], strict=True):
+            writer.writerow([label_names[label], label_names[predicted], int(count)])
 
 
 def accuracy_against_chance(labels: np.ndarray, predictions: np.ndarray, split: str) -> str:

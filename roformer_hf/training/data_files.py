@@ -7,6 +7,7 @@ import errno
 import json
 import logging
 import math
+import tempfile
 from pathlib import Path
 
 import datasets
@@ -73,10 +74,76 @@ def not_utf8_error(path: str | Path, what: str, line: int, byte: int) -> ScriptE
             f"{what} {path} is {kind}, not text: give a .txt, .jsonl or .csv file (e.g. export a Parquet file with "
             "pandas: read_parquet(...).to_json(..., orient='records', lines=True, force_ascii=False))."
         )
+    encoding, text = guess_line_encoding(read_line(path, line))
+    utf8_lines, other_lines = count_line_encodings(path)
+    if utf8_lines > other_lines:  # a UTF-8 file with a few lines pasted from elsewhere: converting it would garble it
+        others = f", and {other_lines - 1} more line{'s' * (other_lines > 2)}" if other_lines > 1 else ""
+        lines, them = ("those lines", "them") if other_lines > 1 else ("that line", "it")
+        return ScriptError(
+            f"{what} {path} is UTF-8 text but for line {line} (byte 0x{byte:02x}), which reads as {encoding} text, "
+            f"{text!r}{others}: save {lines} as UTF-8 (re-type {them}, or convert {them} alone); converting the "
+            "whole file would garble its other lines."
+        )
+    if encoding != "GBK":
+        return ScriptError(
+            f"{what} {path} is not UTF-8 text (byte 0x{byte:02x} on line {line}, which reads as {encoding} text, "
+            f"{text!r}): convert it, e.g. iconv -f latin1 -t utf-8 {path} > {converted}"
+        )
     return ScriptError(
         f"{what} {path} is not UTF-8 text (byte 0x{byte:02x} on line {line}); Chinese text in another encoding is "
         f"usually GBK: convert it, e.g. iconv -f gbk -t utf-8 {path} > {converted}"
     )
+
+
+def read_line(path: str | Path, line: int) -> bytes:
+    """The bytes of line `line` (1-based) of a file."""
+    with open(path, "rb") as file:
+        for number, content in enumerate(file, start=1):
+            if number == line:
+                return content
+    return b""
+
+
+# The most characters of a line a message quotes.
+QUOTED_CHARACTERS = 60
+
+
+def guess_line_encoding(line: bytes) -> tuple[str, str]:
+    """
+    The encoding a line that is not UTF-8 is likely in, and its text so read: GBK when it reads as GBK with Chinese
+    characters in it, else Latin-1 (every byte is a Latin-1 character: é, ü, ...).
+    """
+    try:
+        text, encoding = line.decode("gbk"), "GBK"
+        if not any("\u4e00" <= character <= "\u9fff" for character in text):
+            text, encoding = line.decode("latin-1"), "Latin-1"
+    except UnicodeDecodeError:
+        text, encoding = line.decode("latin-1"), "Latin-1"
+    text = text.strip()
+    return encoding, text if len(text) <= QUOTED_CHARACTERS else text[:QUOTED_CHARACTERS] + "..."
+
+
+# How much of a file `count_line_encodings` reads: enough to tell a UTF-8 file from one in another encoding.
+LINE_ENCODING_SCAN_BYTES = 1 << 26
+
+
+def count_line_encodings(path: str | Path) -> tuple[int, int]:
+    """How many lines of a file (of its first `LINE_ENCODING_SCAN_BYTES`) hold UTF-8 text beyond ASCII, and how many
+    are not UTF-8."""
+    utf8_lines = other_lines = scanned = 0
+    with open(path, "rb") as file:
+        for content in file:
+            scanned += len(content)
+            if scanned > LINE_ENCODING_SCAN_BYTES:
+                break
+            if content.isascii():
+                continue
+            try:
+                content.decode("utf-8")
+                utf8_lines += 1
+            except UnicodeDecodeError:
+                other_lines += 1
+    return utf8_lines, other_lines
 
 
 def read_utf8_text(path: str | Path, what: str) -> str:
@@ -145,6 +212,53 @@ def data_file_error(files: dict[str, str], error: Exception, cache_dir: str | No
             return found
     cause = str(error.__cause__ or error).strip().splitlines() or [type(error).__name__]
     return ScriptError(f"cannot read {', '.join(map(str, files.values()))}: {cause[0]}")
+
+
+def check_caches_writable(cache_dir: str | None, evaluates: bool) -> None:
+    """
+    Before any data is read: refuse a cache the run would fail to write later, `--cache_dir` (else datasets' own
+    cache, under `HF_HOME`) where the data is loaded, and when the run evaluates, the folder where `evaluate` copies
+    the metrics' code (`HF_MODULES_CACHE`, under `HF_HOME` whatever `--cache_dir` says), which a read-only `HF_HOME`
+    made fail at the first evaluation, after tokenizing and training.
+
+    Args:
+        cache_dir (`str`, *optional*): the run's `--cache_dir`.
+        evaluates (`bool`): whether the run computes metrics (`--do_eval`, `--do_predict`).
+    """
+    datasets_cache = Path(cache_dir or datasets.config.HF_DATASETS_CACHE)
+    error = folder_write_error(datasets_cache)
+    if error is not None and cache_dir is not None:
+        raise ScriptError(
+            f"cannot write --cache_dir {cache_dir} ({error}): give --cache_dir a folder you can write to, on a disk "
+            "with free space."
+        )
+    if error is not None:
+        raise ScriptError(
+            f"cannot write the datasets cache {datasets_cache} ({error}): give --cache_dir a folder you can write to "
+            "(or set HF_HOME to one)."
+        )
+    if not evaluates:
+        return
+    import evaluate
+
+    modules_cache = Path(evaluate.config.HF_MODULES_CACHE)
+    error = folder_write_error(modules_cache)
+    if error is not None:
+        raise ScriptError(
+            f"cannot write {modules_cache} ({error}), where evaluate copies the code of the metrics: set HF_HOME (or "
+            "HF_MODULES_CACHE) to a folder you can write to; --cache_dir does not move it."
+        )
+
+
+def folder_write_error(folder: Path) -> str | None:
+    """Why `folder` cannot be created or written (e.g. "Read-only file system"), or `None` when it can."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder, prefix=".write-test-"):
+            pass
+    except OSError as error:
+        return error.strerror or str(error)
+    return None
 
 
 def cache_write_error(error: BaseException) -> OSError | None:

@@ -29,6 +29,8 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback
 
+from .checkpoints import is_complete_checkpoint, last_complete_checkpoint
+
 logger = logging.getLogger(__name__)
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -160,8 +162,6 @@ def _stop_requested_anywhere(args) -> bool:
 
 def interrupted_message(checkpoint: Path, step: int) -> str:
     """The line that closes a run stopped at a step boundary: the checkpoint written and the resume command."""
-    from .resume import is_complete_checkpoint
-
     name = signal.Signals(_state.signal_number).name
     if is_complete_checkpoint(checkpoint):
         return f"stopped by {name} after step {step}; the checkpoint {checkpoint} is complete: resume with {_state.command}"
@@ -170,12 +170,10 @@ def interrupted_message(checkpoint: Path, step: int) -> str:
 
 def resume_advice() -> str:
     """Whether the run can be resumed, from which checkpoint and with which command."""
-    from .resume import last_complete_checkpoint
-
     if _state.output_dir is None:
         return "start the run again."
     folders = [Path(_state.output_dir), *sorted(Path(_state.output_dir).glob("stage-*"), reverse=True)]
-    newest = next(filter(None, (last_complete_checkpoint(folder) for folder in folders)), None)
+    newest = last_complete_checkpoint(*folders, announce=False)
     if newest is None:
         return f"no complete checkpoint is saved in {_state.output_dir}; start the run again."
     return f"the newest complete checkpoint is {newest}: resume with {_state.command}"

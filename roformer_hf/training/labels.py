@@ -93,6 +93,7 @@ def check_label_column(dataset: datasets.Dataset, column: str, split: str, sourc
         )
     check_label_kinds(dataset[column], column, split)
     check_finite_labels(dataset[column], column, source)
+    check_label_values(dataset[column], column, source)
 
 
 def check_finite_labels(labels: Sequence[Any], column: str, source: str) -> None:
@@ -104,6 +105,51 @@ def check_finite_labels(labels: Sequence[Any], column: str, source: str) -> None
                     f"{source}: data row {row + 1} has the label {value} in column {column!r}, which is not a finite "
                     "number: give every row a finite number, or remove the row."
                 )
+
+
+# A 0/1 vector per row (multi-hot, as scikit-learn's MultiLabelBinarizer writes it) would be read as label names.
+MULTI_HOT_HINT = (
+    "a 0/1 vector per row, such as [1, 0, 1], is not read: list the ids of the labels that apply, e.g. [0, 2]"
+)
+
+
+def label_value_problem(label: Any) -> str | None:
+    """What makes one row's label unusable, with the fix, in words; `None` for a name, an id, a number, or a flat
+    list of distinct names or ids."""
+    if isinstance(label, dict):
+        return "an object: a label is a name, an id, a list of them (multi-label) or a number (regression)"
+    if isinstance(label, str) and not label.strip():
+        return "an empty label: label the row or remove it"
+    if not isinstance(label, list):
+        return None
+    if any(isinstance(item, (list, dict)) for item in label):
+        return 'a list inside the list: a multi-label row is one flat list of label names or ids, e.g. ["a", "b"]'
+    if any(item is None or (isinstance(item, str) and not item.strip()) for item in label):
+        return "an empty label in the list: list only the labels of the row (an empty list for none)"
+    if any(isinstance(item, float) for item in label):
+        return f"numbers with a point in the list: a multi-label row lists label names or ids ({MULTI_HOT_HINT})"
+    if len({str(item) for item in label}) < len(label):
+        return f"a label twice in the list: list each label of the row once ({MULTI_HOT_HINT})"
+    return None
+
+
+def check_label_values(labels: Sequence[Any], column: str, source: str) -> None:
+    """
+    Refuse a label that is no label: an object, an empty name, or a multi-label list that holds lists, empty labels,
+    floats or a label twice (a 0/1 vector would silently become the two classes "0" and "1"); and lists mixing names
+    and ids (1 and "civil" would become two classes).
+    """
+    for row, label in enumerate(labels):
+        problem = label_value_problem(label)
+        if problem is not None:
+            raise ScriptError(
+                f"{source}: data row {row + 1} holds the label {label!r} in column {column!r}, {problem}."
+            )
+    items = [(row, item) for row, label in enumerate(labels) if isinstance(label, list) for item in label]
+    mixed = first_of_two_kinds([item for _, item in items])
+    if mixed is not None:
+        rows, labels_of_rows = [items[position][0] for position in mixed], [items[position][1] for position in mixed]
+        raise mixed_kinds_error(labels_of_rows, rows, column, f"{source} (inside the lists)")
 
 
 def label_kind(value: Any) -> str:
@@ -122,16 +168,32 @@ def check_label_kinds(labels: Sequence[Any], column: str, split: str) -> None:
     Refuse a label column that mixes kinds: names with lists (single- and multi-label) cannot be one task, and ids
     with names (`1` and `"civil"`) would silently become classes named "1" and "civil".
     """
+    mixed = first_of_two_kinds(labels)
+    if mixed is not None:
+        raise mixed_kinds_error([labels[position] for position in mixed], mixed, column, f"the {split} data")
+
+
+def first_of_two_kinds(labels: Sequence[Any]) -> tuple[int, int] | None:
+    """The positions of the first label of the first two kinds (`label_kind`) in `labels`; `None` for one kind."""
     first_of_kind: dict[str, int] = {}
-    for row, label in enumerate(labels):
-        first_of_kind.setdefault(label_kind(label), row)
+    for position, label in enumerate(labels):
+        first_of_kind.setdefault(label_kind(label), position)
         if len(first_of_kind) > 1:
-            (kind_a, row_a), (kind_b, row_b) = list(first_of_kind.items())[:2]
-            raise ScriptError(
-                f"the labels in column {column!r} of the {split} data mix {kind_a} and {kind_b} (data row "
-                f"{row_a + 1} holds {labels[row_a]!r}, data row {row_b + 1} holds {labels[row_b]!r}): write every "
-                "label the same way: all names, all ids, or all lists of them (multi-label)."
-            )
+            return tuple(first_of_kind.values())
+    return None
+
+
+def mixed_kinds_error(labels: Sequence[Any], rows: Sequence[int], column: str, where: str) -> ScriptError:
+    """The error for two `labels` of different kinds, of data rows `rows` (0-based) of `where` (`"the train data"`)."""
+    (label_a, label_b), (row_a, row_b) = labels, rows
+    if row_a == row_b:
+        example = f"data row {row_a + 1} holds both {label_a!r} and {label_b!r}"
+    else:
+        example = f"data row {row_a + 1} holds {label_a!r}, data row {row_b + 1} holds {label_b!r}"
+    return ScriptError(
+        f"the labels in column {column!r} of {where} mix {label_kind(label_a)} and {label_kind(label_b)} ({example}): "
+        "write every label the same way: all names, all ids, or all lists of them (multi-label)."
+    )
 
 
 # --- The task and its label maps ---
@@ -153,18 +215,30 @@ def sorted_label_names(values: set) -> list[str]:
     return sorted(str(value) for value in values)
 
 
-def labels_of(dataset: datasets.Dataset, column: str, problem_type: str) -> set:
-    """Every label that occurs in `column` (for multi-label: in any of its lists)."""
+def labels_of(dataset: datasets.Dataset, column: str, problem_type: str, where: str = "the data") -> set:
+    """Every label that occurs in `column` (for multi-label: in any of its lists); a row of the other task's kind (a
+    list for single-label, a name for multi-label) is refused, naming `where` the rows come from."""
     values = dataset[column]
-    if problem_type == MULTI_LABEL:
-        if not all(isinstance(value, list) for value in values):
-            raise ScriptError(f"multi-label data needs a list of labels in every row of {column!r}.")
-        return {label for value in values for label in value}
-    return set(values)
+    wrong_kind = next((value for value in values if isinstance(value, list) != (problem_type == MULTI_LABEL)), None)
+    if wrong_kind is not None and problem_type == MULTI_LABEL:
+        raise ScriptError(
+            f"{where} holds the label {wrong_kind!r} in column {column!r}, but the task is multi-label: write every "
+            f"label as a list of labels (e.g. [{wrong_kind!r}])."
+        )
+    if wrong_kind is not None:
+        raise ScriptError(
+            f"{where} holds the list of labels {wrong_kind!r} in column {column!r}, but the task is single-label: "
+            "give one label a row (or train a multi-label classifier on lists of labels)."
+        )
+    return {label for value in values for label in value} if problem_type == MULTI_LABEL else set(values)
 
 
 def build_label_maps(
-    raw_datasets: datasets.DatasetDict, column: str, problem_type: str, model_args: ModelArguments
+    raw_datasets: datasets.DatasetDict,
+    column: str,
+    problem_type: str,
+    model_args: ModelArguments,
+    sources: dict[str, str] | None = None,
 ) -> LabelInfo:
     """
     The task and its labels: from the training data when training, else from the fine-tuned checkpoint. The labels
@@ -175,30 +249,48 @@ def build_label_maps(
         column (`str`): the label column (`--label_column_name`).
         problem_type (`str`): `--problem_type`, `"auto"` to infer it from the training labels.
         model_args (`ModelArguments`): where the fine-tuned checkpoint is, when there is no training data.
+        sources (`dict`, *optional*): where each split's rows come from, for messages
+            (`{"test": "--test_file test.jsonl"}`).
     """
     if "train" in raw_datasets:
-        label_info = label_info_from_data(raw_datasets["train"], column, problem_type)
+        label_info, known_from = label_info_from_data(raw_datasets["train"], column, problem_type), None
     else:
-        label_info = label_info_from_checkpoint(model_args)
+        label_info, known_from = label_info_from_checkpoint(model_args), model_args.model_name_or_path
     for split, dataset in raw_datasets.items():
         if column in dataset.column_names:
-            check_known_labels(dataset, column, split, label_info)
+            where = f"the {split} data" + (f" ({sources[split]})" if sources and split in sources else "")
+            check_known_labels(dataset, column, where, label_info, known_from)
     return label_info
 
 
-def check_known_labels(dataset: datasets.Dataset, column: str, split: str, label_info: LabelInfo) -> None:
-    """A number in every row for regression; else only labels of `label_info`."""
+def check_known_labels(
+    dataset: datasets.Dataset, column: str, where: str, label_info: LabelInfo, checkpoint: str | None = None
+) -> None:
+    """
+    A number in every row for regression; else only labels of `label_info`, of the task's kind. `where` names the
+    rows in messages (`"the test data (--test_file test.jsonl)"`); `checkpoint` the fine-tuned model the labels are
+    those of, `None` when they are those of the training data.
+    """
     if label_info.problem_type == REGRESSION:
-        if not all(isinstance(value, (int, float)) for value in dataset[column]):
-            raise ScriptError(f"regression needs a number in every row of {column!r} ({split} data).")
+        not_a_number = next((value for value in dataset[column] if not isinstance(value, (int, float))), None)
+        if not_a_number is not None:
+            raise ScriptError(
+                f"{where} holds {not_a_number!r} in column {column!r}, but the task is regression: give a number "
+                "in every row."
+            )
         return
-    unseen = {str(label) for label in labels_of(dataset, column, label_info.problem_type)} - set(
-        label_info.label_names
-    )
+    labels = labels_of(dataset, column, label_info.problem_type, where)
+    unseen = sorted({str(label) for label in labels} - set(label_info.label_names))
+    if unseen and checkpoint is None:
+        raise ScriptError(
+            f"{where} has labels never seen in training: {', '.join(unseen[:10])}. Add examples of them to the "
+            "training data or remove those rows."
+        )
     if unseen:
         raise ScriptError(
-            f"the {split} data has labels never seen in training: {', '.join(sorted(unseen)[:10])}. "
-            "Add examples of them to the training data or remove those rows."
+            f"{where} has labels that {checkpoint} was not fine-tuned on: {', '.join(unseen[:10])} (it knows "
+            f"{shortened(label_info.label_names)}): remove those rows, or fine-tune on data with them (--do_train "
+            "--train_file ...)."
         )
 
 
@@ -273,11 +365,18 @@ def check_label_change(model_args: ModelArguments, label_info: LabelInfo) -> Non
     )
 
 
+def shortened(label_names: list[str], shown: int = 10) -> str:
+    """Label names for a message: `2 labels (civil, criminal)`, the first `shown` of more (`..., and 9,990 more`)."""
+    more = f", and {len(label_names) - shown:,} more" if len(label_names) > shown else ""
+    return f"{len(label_names):,} labels ({', '.join(label_names[:shown])}{more})"
+
+
 def describe_labels(problem_type: str, label_names: list[str]) -> str:
-    """A task's labels in words, for messages: `2 labels (civil, criminal)` or `scores (regression)`."""
+    """A task's labels in words, for messages: `2 labels (civil, criminal)` (the first 10 of more) or `scores
+    (regression)`."""
     if problem_type == REGRESSION:
         return "scores (regression)"
-    return f"{len(label_names)} labels ({', '.join(label_names)})"
+    return shortened(label_names)
 
 
 def encode_label(value: Any, label_info: LabelInfo) -> int | float | list[float]:

@@ -1,18 +1,17 @@
-"""Resuming a run: the checkpoint `--resume_from_checkpoint` names (a path, or the newest complete one), whether a
-checkpoint was written to the end, and the refusal of a resume with other settings than the checkpoint was trained
+"""Resuming a run: the checkpoint `--resume_from_checkpoint` names (a path, or the newest complete one: what makes one
+complete is `checkpoints`' business), and the refusal of a resume with other settings than the checkpoint was trained
 with, before any training, in one line naming the setting, its value in the checkpoint and in this run, and the fix.
 
 A resumed Trainer takes the weights, optimizer, schedule and data position from the checkpoint: a model of another
 shape cannot load them, a new `--learning_rate` would be ignored (the schedule is the checkpoint's), and a new
 `--train_file` would be skipped into by the number of batches already trained on. So every checkpoint the scripts
-write records the settings that decide its training (`RUN_SETTINGS_FILE`, written after the weights and before
-`trainer_state.json`, which marks a complete checkpoint), and a resume compares them with its own. The model (its
-config) and the vocabulary are compared for every checkpoint, also those written before the record existed.
+write records the settings that decide its training (`RUN_SETTINGS_FILE`, written after the weights, and listed in
+the checkpoint's manifest like every file of it), and a resume compares them with its own. The model (its config)
+and the vocabulary are compared for every checkpoint, also those written before the record existed.
 """
 
 import json
 import logging
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,18 +19,20 @@ from typing import Any
 from transformers import PreTrainedModel, Trainer, TrainingArguments
 
 from ..tokenization import load_vocab
+from .checkpoints import check_given_checkpoint, last_complete_checkpoint, save_checkpoints_whole
 from .errors import ScriptError
-from .run_outputs import write_json_atomically
 
 logger = logging.getLogger(__name__)
 
 
 def find_resume_checkpoint(training_args: TrainingArguments) -> str | None:
     """
-    The checkpoint that `--resume_from_checkpoint` names: a path, or for `True` the newest complete one in output_dir
-    (`last_complete_checkpoint`).
+    The checkpoint that `--resume_from_checkpoint` names: a path, checked (`checkpoints.check_given_checkpoint`), or
+    for `True` the newest complete one in output_dir (`checkpoints.last_complete_checkpoint`, which names each newer
+    one it skips).
 
-    Raises `ScriptError` when the path does not exist or output_dir holds no checkpoint.
+    Raises `ScriptError` when the path does not exist or cannot be resumed from, or output_dir holds no complete
+    checkpoint.
     """
     resume = training_args.resume_from_checkpoint
     if resume is None or str(resume).lower() == "false":
@@ -40,44 +41,22 @@ def find_resume_checkpoint(training_args: TrainingArguments) -> str | None:
         last = last_complete_checkpoint(training_args.output_dir)
         if last is None:
             raise ScriptError(
-                f"--resume_from_checkpoint True, but {training_args.output_dir} holds no complete checkpoint-* "
-                "folder: give the checkpoint's path or leave the option out."
+                f"--resume_from_checkpoint true, but {training_args.output_dir} holds no complete checkpoint: "
+                f"{RESTART_ADVICE}."
             )
         return last
-    if not Path(resume).is_dir():
+    if not Path(resume).exists():
         raise ScriptError(f"--resume_from_checkpoint {resume}: no such folder.")
-    if not is_complete_checkpoint(resume):
-        raise ScriptError(
-            f"--resume_from_checkpoint {resume} is incomplete (no trainer_state.json: the run stopped while saving "
-            "it): give an earlier checkpoint, or True for the newest complete one."
-        )
+    check_given_checkpoint(resume)
     return str(resume)
 
 
-def is_complete_checkpoint(checkpoint: str | Path) -> bool:
-    """
-    Whether a checkpoint folder was written to the end: transformers' `Trainer._save_checkpoint` writes the weights,
-    optimizer, scheduler and RNG states first and `trainer_state.json` last (none of them atomically), so a
-    checkpoint whose `trainer_state.json` is missing or truncated was cut off while being written.
-    """
-    try:
-        return "global_step" in json.loads((Path(checkpoint) / "trainer_state.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-
-
-def last_complete_checkpoint(folder: str | Path) -> str | None:
-    """The newest complete `checkpoint-<step>` folder in `folder`; newer incomplete ones are skipped with a warning."""
-    folder = Path(folder)
-    checkpoints = [path for path in folder.glob("checkpoint-*") if re.fullmatch(r"checkpoint-\d+", path.name)]
-    for checkpoint in sorted(checkpoints, key=lambda path: int(path.name.split("-")[1]), reverse=True):
-        if checkpoint.is_dir() and is_complete_checkpoint(checkpoint):
-            return str(checkpoint)
-        logger.warning(
-            f"skipping the incomplete checkpoint {checkpoint} (its trainer_state.json, written last, is missing or "
-            "truncated: the run stopped while saving it)"
-        )
-    return None
+# The way out of `--resume_from_checkpoint true` in a folder without a checkpoint to resume from (a run killed before
+# its first checkpoint, or every checkpoint damaged).
+RESTART_ADVICE = (
+    "start the run again with --overwrite_output_dir in place of --resume_from_checkpoint (a checkpoint skipped as "
+    "damaged is named above), or give the path of a checkpoint"
+)
 
 
 RUN_SETTINGS_FILE = "run_settings.json"
@@ -133,18 +112,11 @@ def absolute_path(path: str | None) -> str | None:
 
 def record_run_settings(trainer: Trainer, settings: Mapping[str, Any]) -> None:
     """
-    Make `trainer` write `settings` into every checkpoint it saves, as `RUN_SETTINGS_FILE`. The Trainer saves the
-    weights of a checkpoint first (`save_model(..., _internal_call=True)`) and `trainer_state.json` last, so the
-    file is written in between: a complete checkpoint always holds it.
+    Make `trainer` write `settings` into every checkpoint it saves, as `RUN_SETTINGS_FILE` right after the weights,
+    and each checkpoint whole and verifiable (`checkpoints.save_checkpoints_whole`): a complete checkpoint always
+    holds the file, listed in its manifest.
     """
-    save_model = trainer.save_model
-
-    def save_model_and_settings(output_dir: str | None = None, _internal_call: bool = False) -> None:
-        save_model(output_dir, _internal_call=_internal_call)
-        if _internal_call and output_dir is not None and trainer.args.should_save:
-            write_json_atomically(Path(output_dir) / RUN_SETTINGS_FILE, dict(settings), indent=2)
-
-    trainer.save_model = save_model_and_settings
+    save_checkpoints_whole(trainer, {RUN_SETTINGS_FILE: dict(settings)})
 
 
 def check_resume(checkpoint: str | Path, model: PreTrainedModel, tokenizer: Any, settings: Mapping[str, Any]) -> None:
@@ -235,4 +207,11 @@ def check_same_vocabulary(checkpoint: Path, tokenizer: Any) -> None:
     )
 
 
-__all__ = ["RUN_SETTINGS_FILE", "absolute_path", "check_resume", "record_run_settings", "run_settings"]
+__all__ = [
+    "RUN_SETTINGS_FILE",
+    "absolute_path",
+    "check_resume",
+    "find_resume_checkpoint",
+    "record_run_settings",
+    "run_settings",
+]

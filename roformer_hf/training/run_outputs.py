@@ -1,25 +1,28 @@
 """What a run writes into its output folder, and how it keeps a user's earlier work whole: the refusal to mix with an
-earlier run, the free-space check, files written atomically, and a final model that replaces the old one file by
-file."""
+earlier run, the free-space check, a final model that replaces the old one file by file, and only its own files:
+no write, rename or delete follows a symbolic link out of the folder (see `refuse_foreign_run_folders`; files are
+written whole by `checkpoints.atomic_path`, which replaces a link in a file's place)."""
 
 import errno
 import json
 import logging
 import math
 import os
+import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 from transformers import Trainer, TrainingArguments
 
+from .checkpoints import atomic_path, give_plain_modes, last_complete_checkpoint, write_json_atomically
 from .errors import ScriptError
 from .interrupts import deferred_stops
+from .locks import check_folder_held, output_dir_not_writable, refuse_dangling_link
 
 logger = logging.getLogger(__name__)
 
@@ -48,18 +51,19 @@ def is_resuming(training_args: TrainingArguments) -> bool:
 def check_output_dir(training_args: TrainingArguments) -> None:
     """
     Before anything is loaded or written: refuse an output_dir that holds an earlier run (unless
-    `--overwrite_output_dir` or `--resume_from_checkpoint`), and check that the folder can be written.
+    `--overwrite_output_dir` or `--resume_from_checkpoint`), a dangling link as output_dir, and checkpoint or stage
+    folders that are links (`refuse_foreign_run_folders`); check that the folder can be written.
 
     Raises `ScriptError` naming the options that allow it, or the reason the folder cannot be written.
     """
     output_dir = Path(training_args.output_dir)
+    overwrite = getattr(training_args, "overwrite_output_dir", False)
+    refuse_dangling_link(output_dir, "--output_dir")
+    if not overwrite:
+        refuse_foreign_run_folders(output_dir)
     earlier = earlier_run_outputs(output_dir)
-    if earlier and not getattr(training_args, "overwrite_output_dir", False) and not is_resuming(training_args):
-        names = ", ".join(path.name for path in earlier[:3]) + (", ..." if len(earlier) > 3 else "")
-        raise ScriptError(
-            f"--output_dir {output_dir} holds an earlier run ({names}): add --overwrite_output_dir to replace it, "
-            "--resume_from_checkpoint true to continue it, or choose another --output_dir."
-        )
+    if earlier and not overwrite and not is_resuming(training_args):
+        raise earlier_run_error(output_dir, earlier)
     try:
         output_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=output_dir, prefix=".write-test-"):
@@ -68,11 +72,55 @@ def check_output_dir(training_args: TrainingArguments) -> None:
         raise output_dir_not_writable(output_dir, error) from error
 
 
-def output_dir_not_writable(output_dir: str | Path, error: OSError) -> ScriptError:
-    """The one line for an output folder that cannot be created or written (checked, or locked, before a run)."""
+def earlier_run_error(output_dir: Path, earlier: list[Path]) -> ScriptError:
+    """The refusal of an earlier run's folder, offering `--resume_from_checkpoint true` only where a complete
+    checkpoint makes it work (a run killed before its first checkpoint has none)."""
+    names = ", ".join(path.name for path in earlier[:3]) + (", ..." if len(earlier) > 3 else "")
+    folders = [output_dir, *(path for path in output_dir.glob("stage-*") if path.is_dir())]
+    if last_complete_checkpoint(*folders, announce=False) is None:
+        return ScriptError(
+            f"--output_dir {output_dir} holds an earlier run ({names}) without a complete checkpoint to resume from: "
+            "add --overwrite_output_dir to replace it, or choose another --output_dir."
+        )
     return ScriptError(
-        f"cannot write to --output_dir {output_dir}: {error.strerror or error}; choose a folder you can write to."
+        f"--output_dir {output_dir} holds an earlier run ({names}): add --overwrite_output_dir to replace it, "
+        "--resume_from_checkpoint true to continue it, or choose another --output_dir."
     )
+
+
+def refuse_foreign_run_folders(output_dir: Path) -> None:
+    """
+    Refuse (`ScriptError`) an output folder whose `checkpoint-<n>` or `stage-<n>` folder is a symbolic link or a file:
+    the Trainer would write the run's checkpoints through the link, into a folder that is not the run's own (another
+    model's, whose files it would overwrite), or fail on the file. `--overwrite_output_dir` deletes such a link or
+    file instead, never what a link points to.
+    """
+    for path in _run_folders(output_dir):
+        name = path.relative_to(output_dir)
+        if path.is_symlink():
+            raise ScriptError(
+                f"--output_dir {output_dir} holds {name}, a symbolic link to {os.readlink(path)}: a run writes only "
+                f"into folders of its own, and would write its checkpoints through the link; remove the link (rm "
+                f"{path}, which leaves what it points to as it is), or add --overwrite_output_dir, which deletes the "
+                "link and nothing it points to (to resume from the checkpoint it points to, give that folder to "
+                "--resume_from_checkpoint)."
+            )
+        if not path.is_dir():
+            raise ScriptError(
+                f"--output_dir {output_dir} holds {name}, a file where a run keeps a folder of its own: move it "
+                "away, or add --overwrite_output_dir, which deletes it."
+            )
+
+
+def _run_folders(output_dir: Path) -> list[Path]:
+    """The paths of output_dir named as a run's checkpoint and stage folders, and those of its stage folders."""
+    named = re.compile(r"(checkpoint|stage)-\d+")
+    top = sorted(path for path in output_dir.glob("*-*") if named.fullmatch(path.name))
+    stages = [path for path in top if path.name.startswith("stage-") and path.is_dir() and not path.is_symlink()]
+    return [
+        *top,
+        *(path for stage in stages for path in sorted(stage.glob("checkpoint-*")) if named.fullmatch(path.name)),
+    ]
 
 
 def prepare_output_dir(
@@ -88,9 +136,9 @@ def prepare_output_dir(
         if overwrite and training_args.should_save and not is_resuming(training_args):
             for path in earlier_run_outputs(training_args.output_dir):
                 logger.warning(f"--overwrite_output_dir: deleting {path}")
-                if path.is_dir():
+                if path.is_dir() and not path.is_symlink():
                     shutil.rmtree(path)
-                else:
+                else:  # a file, or a symbolic link: the link itself, never what it points to
                     path.unlink()
     if steps_per_folder is None:
         steps_per_folder = [training_args.max_steps if training_args.max_steps > 0 else None]
@@ -145,31 +193,6 @@ def bytes_to_write(
     return needed, parts
 
 
-@contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
-    """
-    A temporary path beside `path` (same folder, same suffix) to write to; it is renamed onto `path` when the block
-    ends without error. So a reader, or a process killed while writing, sees the old file or the new one, never half
-    of one.
-    """
-    path = Path(path)
-    # a name of its own, so that two writers of the same file (two processes, two threads) never share one
-    handle, name = tempfile.mkstemp(prefix=f".{path.stem}.partial-", suffix=path.suffix, dir=path.parent)
-    os.close(handle)
-    temporary = Path(name)
-    try:
-        yield temporary
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
-
-
-def write_json_atomically(path: str | Path, content: Any, **dump_options: Any) -> None:
-    """Write `content` as JSON (UTF-8, `ensure_ascii=False`) through `atomic_path`."""
-    with atomic_path(path) as temporary:
-        temporary.write_text(json.dumps(content, ensure_ascii=False, **dump_options) + "\n", encoding="utf-8")
-
-
 def save_metrics(trainer: Trainer, split: str, metrics: dict[str, Any], combined: bool = True) -> None:
     """`Trainer.save_metrics` with every file written through `atomic_path` (on the main process only)."""
     if not trainer.is_world_process_zero():
@@ -178,7 +201,10 @@ def save_metrics(trainer: Trainer, split: str, metrics: dict[str, Any], combined
     write_json_atomically(output_dir / f"{split}_results.json", metrics, indent=4, sort_keys=True)
     if combined:
         all_results = output_dir / "all_results.json"
-        earlier = json.loads(all_results.read_text(encoding="utf-8")) if all_results.is_file() else {}
+        # a link in its place is another run's results, not this folder's earlier ones
+        earlier = {}
+        if all_results.is_file() and not all_results.is_symlink():
+            earlier = json.loads(all_results.read_text(encoding="utf-8"))
         write_json_atomically(all_results, {**earlier, **metrics}, indent=4, sort_keys=True)
 
 
@@ -198,6 +224,8 @@ def save_model_atomically(trainer: Trainer, output_dir: str | Path | None = None
     calls it, as `save_model` needs.
     """
     output_dir = Path(output_dir or trainer.args.output_dir)
+    if trainer.args.should_save:
+        check_folder_held(output_dir)
     staging = output_dir / f"{STAGING_PREFIX}{_shared_unique_name()}"
     try:
         try:
@@ -208,6 +236,7 @@ def save_model_atomically(trainer: Trainer, output_dir: str | Path | None = None
             shutil.rmtree(staging, ignore_errors=True)  # frees the space of what was written
             raise final_save_failed_error(output_dir, rescue_final_model(trainer, output_dir), error) from error
         if trainer.args.should_save:
+            give_plain_modes(staging)
             with deferred_stops():
                 for path in sorted(staging.iterdir(), key=lambda path: path.suffix == ".safetensors"):
                     os.replace(path, output_dir / path.name)
@@ -231,7 +260,10 @@ def _shared_unique_name() -> str:
 def remove_stale_staging(output_dir: str | Path) -> None:
     """Delete staging folders that killed runs left in `output_dir` (call it only while holding its lock)."""
     for staging in Path(output_dir).glob(f"{STAGING_PREFIX}*"):
-        shutil.rmtree(staging, ignore_errors=True)
+        if staging.is_symlink():
+            staging.unlink()  # the link, not what it points to
+        else:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 DISK_FULL_ERRORS = (errno.ENOSPC, errno.EDQUOT)

@@ -20,10 +20,11 @@ import torch
 from safetensors.torch import load_file
 from transformers import PreTrainedModel, Trainer, TrainerCallback, TrainingArguments
 
+from .checkpoints import atomic_path, check_given_checkpoint, last_complete_checkpoint
 from .errors import ScriptError
 from .interrupts import raise_if_stopped
-from .resume import find_resume_checkpoint, last_complete_checkpoint
-from .run_outputs import atomic_path, save_metrics, save_model_atomically, save_state
+from .resume import RESTART_ADVICE, find_resume_checkpoint
+from .run_outputs import save_metrics, save_model_atomically, save_state
 
 logger = logging.getLogger(__name__)
 
@@ -179,14 +180,14 @@ def find_starting_point(training_args: TrainingArguments, stages: list[Stage]) -
     if stages[0].steps is None or training_args.resume_from_checkpoint is None:
         return 0, find_resume_checkpoint(training_args)
     if str(training_args.resume_from_checkpoint).lower() == "true":
-        for index in reversed(range(len(stages))):
-            folder = stage_dir(training_args, stages, index)
-            checkpoint = last_complete_checkpoint(folder)
-            if checkpoint is not None:
-                return index, checkpoint
-        raise ScriptError(
-            f"--resume_from_checkpoint True, but no stage of {training_args.output_dir} has a complete checkpoint."
-        )
+        folders = [stage_dir(training_args, stages, index) for index in reversed(range(len(stages)))]
+        checkpoint = last_complete_checkpoint(*folders)
+        if checkpoint is None:
+            raise ScriptError(
+                f"--resume_from_checkpoint true, but no stage of {training_args.output_dir} has a complete checkpoint: "
+                f"{RESTART_ADVICE}."
+            )
+        return len(stages) - 1 - folders.index(Path(checkpoint).parent), checkpoint
     checkpoint = Path(training_args.resume_from_checkpoint)
     match = re.fullmatch(r"stage-(\d+)", checkpoint.parent.name)
     if not checkpoint.is_dir() or match is None or int(match.group(1)) > len(stages):
@@ -194,6 +195,7 @@ def find_starting_point(training_args: TrainingArguments, stages: list[Stage]) -
             f"--resume_from_checkpoint {checkpoint}: with --stages, give a checkpoint-* folder inside "
             "output_dir/stage-<n>/ of a run with the same stages, or True for the last one."
         )
+    check_given_checkpoint(checkpoint)
     return int(match.group(1)) - 1, str(checkpoint)
 
 

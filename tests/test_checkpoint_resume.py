@@ -1,0 +1,179 @@
+"""The scripts resume only from verified checkpoints: a damaged or inconsistent newest checkpoint is skipped with one
+line naming its file and the run ends with exactly the weights of an uninterrupted one; a damaged checkpoint given by
+path is refused in one line naming the file and the newest complete checkpoint; a checkpoint older than manifests is
+checked as far as it can be, and said so; a run killed before its first checkpoint is told a way out that works."""
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+from distributed_worker import files_sha256
+from test_checkpoints import cut_in_half
+from test_output_safety import (
+    assert_same_weights,
+    classification_arguments,
+    classification_files,
+    exit_line,
+    mlm_arguments,
+    news_file,  # noqa: F401 (a fixture)
+)
+
+import run_classification
+import run_mlm
+from roformer_hf.training.checkpoints import MANIFEST_NAME, is_complete_checkpoint, verify_checkpoint
+
+FINAL_MODEL_FILES = (
+    "model.safetensors",
+    "config.json",
+    "trainer_state.json",
+    "all_results.json",
+    "train_results.json",
+)
+
+
+@pytest.fixture(scope="module")
+def straight_classification_run(tmp_path_factory, data_dir) -> tuple[Path, list[str]]:
+    """An uninterrupted run of 6 steps, a checkpoint every 2: the reference of the resumed ones, and their start."""
+    folder = tmp_path_factory.mktemp("straight")
+    files = classification_files.__wrapped__(folder, data_dir)
+    arguments = classification_arguments(files, folder / "out", "--max_steps", "6")
+    run_classification.main(arguments)
+    return folder / "out", arguments
+
+
+def interrupted_copy(straight: Path, output_dir: Path) -> Path:
+    """The straight run's folder as a run stopped after checkpoint-4 left it: checkpoints 2 and 4, no final model (a
+    resume from a damaged checkpoint-4 trains on, 2 steps, from what it holds)."""
+    shutil.copytree(straight, output_dir, ignore=shutil.ignore_patterns("checkpoint-6"))
+    for name in FINAL_MODEL_FILES:
+        (output_dir / name).unlink()
+    return output_dir
+
+
+def with_output_dir(arguments: list[str], output_dir: Path) -> list[str]:
+    arguments = list(arguments)
+    arguments[arguments.index("--output_dir") + 1] = str(output_dir)
+    return arguments
+
+
+def replace_with_the_earlier(name: str):
+    def damage(checkpoint: Path) -> None:
+        shutil.copyfile(checkpoint.parent / "checkpoint-2" / name, checkpoint / name)
+
+    return damage
+
+
+# damage -> (what is done to checkpoint-4, the file the warning names)
+DAMAGES = {
+    "optimizer_missing": (lambda checkpoint: (checkpoint / "optimizer.pt").unlink(), "optimizer.pt is missing"),
+    "scheduler_missing": (lambda checkpoint: (checkpoint / "scheduler.pt").unlink(), "scheduler.pt is missing"),
+    "rng_state_missing": (lambda checkpoint: (checkpoint / "rng_state.pth").unlink(), "rng_state.pth is missing"),
+    "weights_truncated": (lambda checkpoint: cut_in_half(checkpoint / "model.safetensors"), "model.safetensors has"),
+    "weights_empty": (lambda checkpoint: (checkpoint / "model.safetensors").write_bytes(b""), "model.safetensors has"),
+    "optimizer_empty": (lambda checkpoint: (checkpoint / "optimizer.pt").write_bytes(b""), "optimizer.pt has 0 bytes"),
+    "config_truncated": (lambda checkpoint: cut_in_half(checkpoint / "config.json"), "config.json has"),
+    "config_a_json_list": (lambda checkpoint: (checkpoint / "config.json").write_text("[]"), "config.json has"),
+    "run_settings_empty": (lambda checkpoint: (checkpoint / "run_settings.json").write_text(""), "run_settings.json"),
+    "vocab_truncated": (lambda checkpoint: cut_in_half(checkpoint / "vocab.txt"), "vocab.txt has"),
+    # a crash between two writes: the state of a later step than the weights, or weights older than the state
+    "state_ahead_of_weights": (replace_with_the_earlier("model.safetensors"), "model.safetensors is not the file"),
+    "state_behind_the_weights": (replace_with_the_earlier("trainer_state.json"), "trainer_state.json"),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_newest_checkpoint_is_skipped_and_the_resume_ends_with_the_uninterrupted_weights(
+    damage, tmp_path, straight_classification_run, caplog
+):
+    straight, arguments = straight_classification_run
+    output_dir = interrupted_copy(straight, tmp_path / "out")
+    damage_checkpoint, named = DAMAGES[damage]
+    damage_checkpoint(output_dir / "checkpoint-4")
+    with caplog.at_level(logging.WARNING):
+        run_classification.main([*with_output_dir(arguments, output_dir), "--resume_from_checkpoint", "true"])
+    warnings = [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
+    about_it = [line for line in warnings if "checkpoint-4" in line]
+    assert len(about_it) == 1, warnings
+    assert about_it[0].startswith(f"skipping the checkpoint {output_dir / 'checkpoint-4'}: its {named}")
+    assert about_it[0].endswith(f"resuming from {output_dir / 'checkpoint-2'}, the newest complete one.")
+    assert_same_weights(straight, output_dir)
+    assert verify_checkpoint(output_dir / "checkpoint-4") is True  # written again, whole
+
+
+def test_a_damaged_checkpoint_given_by_path_is_refused_in_one_line_and_nothing_changes(
+    tmp_path, straight_classification_run, capsys
+):
+    straight, arguments = straight_classification_run
+    output_dir = interrupted_copy(straight, tmp_path / "out")
+    (output_dir / "checkpoint-4" / "optimizer.pt").unlink()
+    before = files_sha256(output_dir)
+    resume = [*with_output_dir(arguments, output_dir), "--resume_from_checkpoint", str(output_dir / "checkpoint-4")]
+    line = exit_line(run_classification.main, resume, capsys)
+    assert line == (
+        f"error: --resume_from_checkpoint {output_dir / 'checkpoint-4'} cannot be resumed from: its optimizer.pt is "
+        f"missing; {output_dir / 'checkpoint-2'} is complete: resume from that one."
+    )
+    assert files_sha256(output_dir) == before
+
+
+def test_checkpoints_older_than_manifests_are_checked_and_said_so_and_resume_to_the_same_weights(
+    tmp_path, straight_classification_run, caplog, capsys
+):
+    straight, arguments = straight_classification_run
+    output_dir = interrupted_copy(straight, tmp_path / "out")
+    for manifest in output_dir.glob(f"checkpoint-*/{MANIFEST_NAME}"):
+        manifest.unlink()
+    cut_in_half(output_dir / "checkpoint-4" / "optimizer.pt")  # found out without a manifest too
+    resume = [*with_output_dir(arguments, output_dir), "--resume_from_checkpoint"]
+    line = exit_line(run_classification.main, [*resume, str(output_dir / "checkpoint-4")], capsys)
+    assert line.startswith(f"error: --resume_from_checkpoint {output_dir / 'checkpoint-4'} cannot be resumed from: ")
+    assert "its optimizer.pt is cut short or damaged (" in line
+    with caplog.at_level(logging.WARNING):
+        run_classification.main([*resume, "true"])
+    warnings = [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
+    assert [line for line in warnings if "checkpoint-2" in line and MANIFEST_NAME in line] == [
+        f"{output_dir / 'checkpoint-2'} has no {MANIFEST_NAME} (written before roformer_hf wrote one, or the run "
+        "stopped just before it): checked without one that the files a resume loads are there and whole, and that "
+        "trainer_state.json is of the folder's step."
+    ]
+    assert_same_weights(straight, output_dir)
+
+
+def test_every_checkpoint_a_script_writes_is_verified(straight_classification_run):
+    straight, _ = straight_classification_run
+    for step in (2, 4, 6):
+        manifest = json.loads((straight / f"checkpoint-{step}" / MANIFEST_NAME).read_text())
+        assert manifest["global_step"] == step
+        assert {"model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json"} <= set(
+            manifest["files"]
+        )
+        assert {"run_settings.json", "config.json", "vocab.txt"} <= set(manifest["files"])
+        assert verify_checkpoint(straight / f"checkpoint-{step}") is True
+
+
+def test_a_run_killed_before_its_first_checkpoint_is_told_a_way_out_that_works(
+    tmp_path,
+    news_file,  # noqa: F811
+    capsys,
+):
+    output_dir = tmp_path / "out"
+    arguments = mlm_arguments(news_file, output_dir, "--stages", "32:4:2")
+    # what a run_mlm.py killed (SIGKILL) during its first step leaves: its first stage's folder and initial results
+    (output_dir / "stage-1").mkdir(parents=True)
+    (output_dir / "stage-1" / "initial_results.json").write_text('{"eval_loss": 6.9}')
+    line = exit_line(run_mlm.main, arguments, capsys)
+    assert line == (
+        f"error: --output_dir {output_dir} holds an earlier run (stage-1) without a complete checkpoint to resume "
+        "from: add --overwrite_output_dir to replace it, or choose another --output_dir."
+    )
+    line = exit_line(run_mlm.main, [*arguments, "--resume_from_checkpoint", "true"], capsys)
+    assert line == (
+        f"error: --resume_from_checkpoint true, but no stage of {output_dir} has a complete checkpoint: start the run "
+        "again with --overwrite_output_dir in place of --resume_from_checkpoint (a checkpoint skipped as damaged is "
+        "named above), or give the path of a checkpoint."
+    )
+    run_mlm.main([*arguments, "--overwrite_output_dir"])  # the way out both lines give
+    assert (output_dir / "model.safetensors").exists()
+    assert is_complete_checkpoint(output_dir / "stage-1" / "checkpoint-2")
