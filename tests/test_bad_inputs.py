@@ -791,6 +791,9 @@ def recorded_as_bf16(arguments: list[str], tmp: Path) -> list[str]:
         settings = json.loads(settings_file.read_text())
         assert settings["mixed_precision"] == "no"
         settings_file.write_text(json.dumps({**settings, "mixed_precision": "bf16"}))
+        checkpoint = settings_file.parent
+        if checkpoint.name.startswith("checkpoint-"):  # its manifest as the bf16 run wrote it, matching its files
+            write_manifest(checkpoint, int(checkpoint.name.removeprefix("checkpoint-")))
     return arguments
 
 
