@@ -608,9 +608,10 @@ def test_template_placeholders_stand_for_any_text():
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def script_parameters() -> list:
+def script_parameters(cases: dict[str, tuple]) -> list:
+    """The (case, script) parameters of `cases` (id -> (where, ...)): each case with each script it is tried on."""
     parameters = []
-    for case, (where, _) in SCRIPT_CASES.items():
+    for case, (where, *_) in cases.items():
         scripts = list(SCRIPTS) if where == BOTH else [where]
         parameters += [pytest.param(case, script, id=f"{case}-{script.removesuffix('.py')}") for script in scripts]
     return parameters
@@ -632,7 +633,7 @@ def run_in_process(script: str, arguments: list[str], capsys) -> str:
     return error_lines[0]
 
 
-@pytest.mark.parametrize(("case", "script"), script_parameters())
+@pytest.mark.parametrize(("case", "script"), script_parameters(SCRIPT_CASES))
 def test_bad_input_gets_one_line(case, script, tmp_path, capsys):
     _, make_arguments = SCRIPT_CASES[case]
     message = run_in_process(script, make_arguments(script, tmp_path), capsys)

@@ -21,10 +21,10 @@ from test_bad_inputs import (
     BOTH,
     DEMO_VOCAB,
     ROWS,
-    SCRIPTS,
     TABLE_FILE,
     TEXTS,
     run_in_process,
+    script_parameters,
     template_pattern,
     tiny_run,
     training_run,
@@ -297,14 +297,6 @@ def test_the_table_and_the_cases_name_the_same_bad_inputs():
         assert before.startswith(BEFORE_CLASSES), f"{case}: the 'before' cell starts with none of {BEFORE_CLASSES}"
 
 
-def case_parameters() -> list:
-    parameters = []
-    for case, (where, _) in CASES.items():
-        scripts = list(SCRIPTS) if where == BOTH else [where]
-        parameters += [pytest.param(case, script, id=f"{case}-{script.removesuffix('.py')}") for script in scripts]
-    return parameters
-
-
 @pytest.fixture(autouse=True)
 def hub_offline(monkeypatch):
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
@@ -319,7 +311,7 @@ def file_digests(folder: Path) -> dict[str, str]:
     }
 
 
-@pytest.mark.parametrize(("case", "script"), case_parameters())
+@pytest.mark.parametrize(("case", "script"), script_parameters(CASES))
 def test_bad_input_gets_one_line_and_keeps_the_files(case, script, tmp_path, capsys, monkeypatch):
     arguments = CASES[case][1](script, tmp_path, monkeypatch)
     before = file_digests(tmp_path)

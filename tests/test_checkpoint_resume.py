@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from distributed_worker import files_sha256
+from test_checkpoints import DAMAGES as CHECKPOINT_DAMAGES
 from test_checkpoints import cut_in_half
 from test_output_safety import (
     assert_same_weights,
@@ -65,22 +66,24 @@ def replace_with_the_earlier(name: str):
     return damage
 
 
-# damage -> (what is done to checkpoint-4, the file the warning names)
+# The damages of test_checkpoints.py that a resume of a real run meets (each case is a training run), and a crash
+# between two writes the other way round: a trainer state older than the weights.
 DAMAGES = {
-    "optimizer_missing": (lambda checkpoint: (checkpoint / "optimizer.pt").unlink(), "optimizer.pt is missing"),
-    "scheduler_missing": (lambda checkpoint: (checkpoint / "scheduler.pt").unlink(), "scheduler.pt is missing"),
-    "rng_state_missing": (lambda checkpoint: (checkpoint / "rng_state.pth").unlink(), "rng_state.pth is missing"),
-    "weights_truncated": (lambda checkpoint: cut_in_half(checkpoint / "model.safetensors"), "model.safetensors has"),
-    "weights_empty": (lambda checkpoint: (checkpoint / "model.safetensors").write_bytes(b""), "model.safetensors has"),
-    "optimizer_empty": (lambda checkpoint: (checkpoint / "optimizer.pt").write_bytes(b""), "optimizer.pt has 0 bytes"),
-    "config_truncated": (lambda checkpoint: cut_in_half(checkpoint / "config.json"), "config.json has"),
-    "config_a_json_list": (lambda checkpoint: (checkpoint / "config.json").write_text("[]"), "config.json has"),
-    "run_settings_empty": (lambda checkpoint: (checkpoint / "run_settings.json").write_text(""), "run_settings.json"),
-    "vocab_truncated": (lambda checkpoint: cut_in_half(checkpoint / "vocab.txt"), "vocab.txt has"),
-    # a crash between two writes: the state of a later step than the weights, or weights older than the state
-    "state_ahead_of_weights": (replace_with_the_earlier("model.safetensors"), "model.safetensors is not the file"),
-    "state_behind_the_weights": (replace_with_the_earlier("trainer_state.json"), "trainer_state.json"),
-}
+    name: CHECKPOINT_DAMAGES[name]
+    for name in (
+        "optimizer_missing",
+        "scheduler_missing",
+        "rng_state_missing",
+        "weights_truncated",
+        "weights_empty",
+        "optimizer_empty",
+        "config_truncated",
+        "config_a_list",
+        "run_settings_empty",
+        "vocab_truncated",
+        "weights_of_another_step",  # the state of a later step than the weights
+    )
+} | {"state_behind_the_weights": (replace_with_the_earlier("trainer_state.json"), "its trainer_state.json")}
 
 
 @pytest.mark.parametrize("damage", DAMAGES)
@@ -96,7 +99,7 @@ def test_a_damaged_newest_checkpoint_is_skipped_and_the_resume_ends_with_the_uni
     warnings = [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
     about_it = [line for line in warnings if "checkpoint-4" in line]
     assert len(about_it) == 1, warnings
-    assert about_it[0].startswith(f"skipping the checkpoint {output_dir / 'checkpoint-4'}: its {named}")
+    assert about_it[0].startswith(f"skipping the checkpoint {output_dir / 'checkpoint-4'}: {named}")
     assert about_it[0].endswith(f"resuming from {output_dir / 'checkpoint-2'}, the newest complete one.")
     assert_same_weights(straight, output_dir)
     assert verify_checkpoint(output_dir / "checkpoint-4") is True  # written again, whole
