@@ -14,7 +14,12 @@ os.environ.setdefault("HF_MODULES_CACHE", tempfile.mkdtemp(prefix="roformer_hf_m
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = Path(os.environ.get("ROFORMER_HF_DATA", REPO_ROOT.parent / "shared" / "data"))
-ROFORMER_VOCAB = DATA_DIR / "vocab" / "roformer_chinese_base_vocab.txt"
+# The original 50k vocabulary is in the repository (data/), so the tests of the tokenizer run in a fresh clone.
+ROFORMER_VOCAB = REPO_ROOT / "data" / "roformer_chinese_base_vocab.txt"
+# The shipped samples serve the tests that read a few paragraphs or court texts: the People's Daily sample is the
+# full file's first 1,200 paragraphs, the CAIL sample 150 civil and 150 criminal cases of the full file.
+PEOPLES_DAILY_SAMPLE = REPO_ROOT / "data" / "peoples_daily_sample.txt"
+CAIL_SAMPLE = REPO_ROOT / "data" / "cail_sample.jsonl"
 BERT_VOCAB = DATA_DIR / "vocab" / "bert_base_chinese_vocab.txt"
 PEOPLES_DAILY = DATA_DIR / "pretrain" / "peoples_daily_199801.txt"
 CLS_DIR = DATA_DIR / "cls"
@@ -89,7 +94,7 @@ def data_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def roformer_vocab(data_dir) -> Path:
+def roformer_vocab() -> Path:
     return ROFORMER_VOCAB
 
 
@@ -164,9 +169,9 @@ def assert_padding_changes_nothing(model: torch.nn.Module) -> None:
 
 
 @pytest.fixture(scope="module")
-def cail_rows(data_dir) -> list[dict]:
-    """60 CAIL court texts, the first 30 civil and the first 30 criminal cases."""
-    lines = (data_dir / "cls" / "cail2019_domain.jsonl").read_text(encoding="utf-8").splitlines()
+def cail_rows() -> list[dict]:
+    """60 CAIL court texts, the first 30 civil and the first 30 criminal cases of the shipped sample."""
+    lines = CAIL_SAMPLE.read_text(encoding="utf-8").splitlines()
     rows = [json.loads(line) for line in lines]
     civil = [row for row in rows if row["label"] == "civil"][:30]
     return civil + [row for row in rows if row["label"] == "criminal"][:30]

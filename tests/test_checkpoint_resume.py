@@ -35,10 +35,10 @@ FINAL_MODEL_FILES = (
 
 
 @pytest.fixture(scope="module")
-def straight_classification_run(tmp_path_factory, data_dir) -> tuple[Path, list[str]]:
+def straight_classification_run(tmp_path_factory) -> tuple[Path, list[str]]:
     """An uninterrupted run of 6 steps, a checkpoint every 2: the reference of the resumed ones, and their start."""
     folder = tmp_path_factory.mktemp("straight")
-    files = classification_files.__wrapped__(folder, data_dir)
+    files = classification_files.__wrapped__(folder)
     arguments = classification_arguments(files, folder / "out", "--max_steps", "6")
     run_classification.main(arguments)
     return folder / "out", arguments

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import fail_final_saves_on_a_full_disk
+from conftest import CAIL_SAMPLE, PEOPLES_DAILY_SAMPLE, fail_final_saves_on_a_full_disk
 from distributed_worker import files_sha256
 from safetensors.torch import load_file
 from test_bad_inputs import RunsCode
@@ -48,15 +48,15 @@ TINY_MODEL = "hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermedi
 
 
 @pytest.fixture
-def news_file(tmp_path, data_dir) -> Path:
-    with open(data_dir / "pretrain" / "peoples_daily_199801.txt", encoding="utf-8") as file:
+def news_file(tmp_path) -> Path:
+    with open(PEOPLES_DAILY_SAMPLE, encoding="utf-8") as file:
         (tmp_path / "news.txt").write_text("".join(next(file) for _ in range(150)), encoding="utf-8")
     return tmp_path / "news.txt"
 
 
 @pytest.fixture
-def classification_files(tmp_path, data_dir) -> Path:
-    rows = [json.loads(line) for line in (data_dir / "cls" / "cail2019_domain.jsonl").open(encoding="utf-8")]
+def classification_files(tmp_path) -> Path:
+    rows = [json.loads(line) for line in CAIL_SAMPLE.open(encoding="utf-8")]
     rows = [row for row in rows if row["label"] == "civil"][:12] + [row for row in rows if row["label"] == "criminal"][
         :12
     ]
@@ -220,10 +220,10 @@ def assert_same_weights(first: Path, second: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def straight_mlm_run(tmp_path_factory, data_dir) -> tuple[Path, Path]:
+def straight_mlm_run(tmp_path_factory) -> tuple[Path, Path]:
     """An uninterrupted run: the reference of the resumed ones."""
     folder = tmp_path_factory.mktemp("straight")
-    with open(data_dir / "pretrain" / "peoples_daily_199801.txt", encoding="utf-8") as file:
+    with open(PEOPLES_DAILY_SAMPLE, encoding="utf-8") as file:
         (folder / "news.txt").write_text("".join(next(file) for _ in range(150)), encoding="utf-8")
     run_mlm.main(mlm_arguments(folder / "news.txt", folder / "out"))
     return folder / "news.txt", folder / "out"

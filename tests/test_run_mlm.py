@@ -12,7 +12,7 @@ from pathlib import Path
 import datasets
 import pytest
 import torch
-from conftest import skip_unless_bf16_pays
+from conftest import PEOPLES_DAILY_SAMPLE, skip_unless_bf16_pays
 from safetensors.torch import load_file
 from transformers import AutoModelForMaskedLM, AutoTokenizer, TrainerCallback
 
@@ -37,8 +37,8 @@ def tokenizer() -> RoFormerJiebaTokenizer:
 
 
 @pytest.fixture(scope="module")
-def news_lines(data_dir) -> list[str]:
-    with open(data_dir / "pretrain" / "peoples_daily_199801.txt", encoding="utf-8") as file:
+def news_lines() -> list[str]:
+    with open(PEOPLES_DAILY_SAMPLE, encoding="utf-8") as file:
         return [next(file).strip() for _ in range(300)]
 
 

@@ -7,7 +7,7 @@ import datasets
 import numpy as np
 import pytest
 import torch
-from conftest import BERT_VOCAB, TINY_WORD_VOCAB
+from conftest import BERT_VOCAB, PEOPLES_DAILY_SAMPLE, TINY_WORD_VOCAB
 from transformers import (
     BertTokenizerFast,
     DataCollatorForTokenClassification,
@@ -32,8 +32,8 @@ def bert_tokenizer(data_dir):
 
 
 @pytest.fixture(scope="module")
-def lines(data_dir):
-    text = (data_dir / "pretrain" / "peoples_daily_199801.txt").read_text(encoding="utf-8")
+def lines():
+    text = PEOPLES_DAILY_SAMPLE.read_text(encoding="utf-8")
     return [line for line in text.splitlines() if 20 < len(line) < 150][:64]
 
 

@@ -13,6 +13,7 @@ import unicodedata
 import jieba
 import pytest
 import transformers
+from conftest import DATA_DIR, ROFORMER_VOCAB
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from transformers import AutoTokenizer, PreTrainedTokenizer
@@ -609,3 +610,20 @@ def test_non_string_input(tokenizer, bad):
 def test_missing_user_dict(roformer_vocab, tmp_path):
     with pytest.raises(ValueError, match="user dict"):
         RoFormerJiebaTokenizer(str(roformer_vocab), user_dict_file=str(tmp_path / "nothing.txt"))
+
+
+def test_the_shipped_original_vocab_is_the_original():
+    """data/roformer_chinese_base_vocab.txt: 50,000 entries with the special tokens at the original checkpoints' ids
+    (their embeddings' rows), and the same bytes as the full data's copy where that folder is present."""
+    lines = ROFORMER_VOCAB.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 50_000
+    assert {lines[index]: index for index in (0, 100, 101, 102, 103)} == {
+        "[PAD]": 0,
+        "[UNK]": 100,
+        "[CLS]": 101,
+        "[SEP]": 102,
+        "[MASK]": 103,
+    }
+    full_copy = DATA_DIR / "vocab" / "roformer_chinese_base_vocab.txt"
+    if full_copy.is_file():
+        assert full_copy.read_bytes() == ROFORMER_VOCAB.read_bytes()
