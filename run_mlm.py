@@ -241,8 +241,8 @@ def build_tokenizer_and_masked_lm(
     """
     Load the tokenizer (which must have `[MASK]`) and the model, from a checkpoint or from scratch, with
     `sparse_prediction` set in its config for this run (`--config_overrides` still wins; the field is never saved).
-    The tokenizer's `model_max_length`
-    becomes `longest_trained_length` when given, so that the saved tokenizer's `truncation=True` cuts there.
+    The tokenizer's `model_max_length` becomes `longest_trained_length` when given, so that the saved tokenizer's
+    `truncation=True` cuts there.
     """
     tokenizer = build_tokenizer(model_args)
     mask_token_id = tokenizer.convert_tokens_to_ids(tokenizer.mask_token) if tokenizer.mask_token else None

@@ -197,7 +197,7 @@ class RoFormerConfig(PreTrainedConfig):
         return config_dict, kwargs
 
     @classmethod
-    def from_dict(cls, config_dict: dict[str, Any], **kwargs):
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs) -> "RoFormerConfig":
         """As transformers' `from_dict`, without the saved value of a run-only field (`RUN_ONLY_FIELDS`); as a keyword
         argument (`from_pretrained(path, sparse_prediction=True)`) it still applies."""
         config_dict = {key: value for key, value in config_dict.items() if key not in RUN_ONLY_FIELDS}

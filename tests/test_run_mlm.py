@@ -528,7 +528,7 @@ def test_a_resumed_run_predicts_as_its_own_setting_says(
     monkeypatch.setattr(run_mlm, "build_stage_trainer", build_trainer)
     head_calls = record_mlm_head_inputs(monkeypatch)
     run_mlm.main([*arguments, "--resume_from_checkpoint", "true", "--sparse_prediction", sparse_prediction])
-    training_calls = [calls_dimensions for training, calls_dimensions in head_calls if training]
+    training_calls = [input_dimensions for training, input_dimensions in head_calls if training]
     assert training_calls == [dimensions] * 2  # steps 3 and 4, after checkpoint-2
 
 
