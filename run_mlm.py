@@ -161,9 +161,9 @@ class MaskingArguments:
         default=True,
         metadata={
             "help": "Run the MLM head at the masked positions only (the same loss and metrics, less arithmetic; "
-            "speed in docs/scripts.md). Saved in the config, where it acts only when "
-            "labels are given: fill-mask and other uses without labels get logits at every position. "
-            "--sparse_prediction false: the head at every position."
+            "speed in docs/scripts.md). A setting of this run, also on resume: the saved model and its checkpoints "
+            "give logits at every position to every caller. --sparse_prediction false: the head at every position "
+            "while training too."
         },
     )
 
@@ -240,8 +240,9 @@ def build_tokenizer_and_masked_lm(
 ) -> tuple[PreTrainedTokenizerBase, RoFormerForMaskedLM]:
     """
     Load the tokenizer (which must have `[MASK]`) and the model, from a checkpoint or from scratch, with
-    `sparse_prediction` set in its config (`--config_overrides` still wins). The tokenizer's `model_max_length`
-    becomes `longest_trained_length` when given, so that the saved tokenizer's `truncation=True` cuts there.
+    `sparse_prediction` set in its config for this run (`--config_overrides` still wins; the field is never saved).
+    The tokenizer's `model_max_length` becomes `longest_trained_length` when given, so that the saved tokenizer's
+    `truncation=True` cuts there.
     """
     tokenizer = build_tokenizer(model_args)
     mask_token_id = tokenizer.convert_tokens_to_ids(tokenizer.mask_token) if tokenizer.mask_token else None
@@ -251,7 +252,8 @@ def build_tokenizer_and_masked_lm(
             "add [MASK] to the vocab.txt."
         )
     defaults = {} if model_args.model_name_or_path else {"vocab_size": len(tokenizer)}
-    # the script owns the labels and reads logits of either shape (predicted_token_ids), so sparse is safe here
+    # the script owns the labels and reads logits of either shape (predicted_token_ids), so sparse is safe here; the
+    # config.json it saves leaves the field out, so whoever loads the model gets logits at every position
     defaults["sparse_prediction"] = sparse_prediction
     config = build_config(model_args, pad_token_id=tokenizer.pad_token_id, **defaults)
     if len(tokenizer) > config.vocab_size:

@@ -36,6 +36,9 @@ NORM_TYPES = ("layer_norm", "rms_norm")
 POOLER_ACTIVATIONS = ("tanh", "linear")
 MULTIPLE_CHOICE_POOLINGS = ("last_token", "last_position")
 DECODER_MASKS = ("causal", "unilm")
+# Settings of a training run rather than of the model: never written to config.json, never read back from a saved
+# config (older checkpoints of run_mlm.py say "sparse_prediction": true), so a loaded model answers every caller alike.
+RUN_ONLY_FIELDS = ("sparse_prediction",)
 
 
 class RoFormerConfig(PreTrainedConfig):
@@ -92,6 +95,8 @@ class RoFormerConfig(PreTrainedConfig):
             (ModernBERT's sparse prediction) and returns `logits` of shape `(num_labelled, vocab_size)`, the rows in
             the order of `labels[labels != -100]`. The loss is the same; the head over a 50,000-word vocabulary is the
             largest matrix product of small models, so pretraining gets faster. Without labels, logits are dense.
+            A setting of the training run: not saved, and ignored in a saved config (give it to `from_pretrained` or
+            set `model.config.sparse_prediction` to train sparse again), so a loaded model's logits are dense.
         add_pooling_layer (`bool`, defaults to `False`):
             Whether `RoFormerModel` (and every head built on it) has a pooler, `roformer.pooler.dense`, whose
             `pooler_output` is activation(dense(first hidden state)). `RoFormerForCausalLM` with
@@ -190,6 +195,17 @@ class RoFormerConfig(PreTrainedConfig):
         if config_dict.get("model_type") == "roformer":
             config_dict = {**config_dict, "model_type": cls.model_type}
         return config_dict, kwargs
+
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs) -> "RoFormerConfig":
+        """As transformers' `from_dict`, without the saved value of a run-only field (`RUN_ONLY_FIELDS`); as a keyword
+        argument (`from_pretrained(path, sparse_prediction=True)`) it still applies."""
+        config_dict = {key: value for key, value in config_dict.items() if key not in RUN_ONLY_FIELDS}
+        return super().from_dict(config_dict, **kwargs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As transformers' `to_dict`, without the run-only fields (`RUN_ONLY_FIELDS`): what `config.json` holds."""
+        return {key: value for key, value in super().to_dict().items() if key not in RUN_ONLY_FIELDS}
 
     @property
     def head_dim(self) -> int:

@@ -554,7 +554,8 @@ class RoFormerForMaskedLM(RoFormerLMHeadMixin, RoFormerHeadModel):
     r"""
     RoFormer with the masked-language-modelling head (`cls.predictions`). `labels`: the original id at masked
     positions, -100 elsewhere. With `config.sparse_prediction` only labelled positions are scored (logits `(N,
-    vocab_size)`, a number `torch.compile` cannot know: `fullgraph=True` needs dense prediction).
+    vocab_size)`, a number `torch.compile` cannot know: `fullgraph=True` needs dense prediction); a setting of the
+    training run, which `save_pretrained` leaves out, so a loaded model scores every position.
 
     Args:
         config ([`RoFormerConfig`]): The model configuration; `is_decoder` must be False.

@@ -615,6 +615,21 @@ def test_sparse_prediction_gives_the_loss_and_gradients_of_dense_logits(device):
         assert sparse(**inputs).logits.shape == (*labels.shape, TINY["vocab_size"])  # no labels: dense logits
 
 
+def test_sparse_prediction_is_neither_saved_nor_read_back(tmp_path):
+    """A setting of the training run: a saved masked LM, and one saved by an older version with
+    "sparse_prediction": true in its config.json, loads with logits at every position, labels or not."""
+    RoFormerForMaskedLM(tiny_config(sparse_prediction=True)).save_pretrained(tmp_path)
+    config_file = tmp_path / "config.json"
+    assert "sparse_prediction" not in json.loads(config_file.read_text())
+    config_file.write_text(json.dumps({**json.loads(config_file.read_text()), "sparse_prediction": True}))
+    inputs = batch_with_padding()
+    labels = inputs["input_ids"].masked_fill(inputs["attention_mask"] == 0, -100)
+    for model in (RoFormerForMaskedLM.from_pretrained(tmp_path), AutoModelForMaskedLM.from_pretrained(tmp_path)):
+        assert model.config.sparse_prediction is False
+        assert model(**inputs, labels=labels).logits.shape == (*labels.shape, TINY["vocab_size"])
+    assert RoFormerForMaskedLM.from_pretrained(tmp_path, sparse_prediction=True).config.sparse_prediction is True
+
+
 def test_gradient_checkpointing_gives_the_same_gradients(device):
     torch.manual_seed(0)
     model = RoFormerForMaskedLM(tiny_config()).to(device).train()

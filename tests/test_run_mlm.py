@@ -14,10 +14,18 @@ import pytest
 import torch
 from conftest import PEOPLES_DAILY_SAMPLE, skip_unless_bf16_pays
 from safetensors.torch import load_file
-from transformers import AutoModelForMaskedLM, AutoTokenizer, TrainerCallback
+from transformers import (
+    AutoModelForMaskedLM,
+    AutoTokenizer,
+    DataCollatorForLanguageModeling,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+)
 
 import run_mlm
 from roformer_hf import RoFormerConfig, RoFormerJiebaTokenizer
+from roformer_hf.modeling import RoFormerOnlyMLMHead
 from roformer_hf.training import text_corpus
 from roformer_hf.training.building import build_config, parse_config_overrides
 from roformer_hf.training.cli import ModelArguments
@@ -401,8 +409,8 @@ def test_sparse_prediction_trains_and_evaluates_like_dense(tmp_path, news_file):
     stages = ["--stages", "32:4:3", "--save_strategy", "no"]
     dense = run_mlm.main(run_arguments(news_file, tmp_path / "dense", *stages, "--sparse_prediction", "false"))
     sparse = run_mlm.main(run_arguments(news_file, tmp_path / "sparse", *stages))
-    assert json.loads((tmp_path / "sparse" / "config.json").read_text())["sparse_prediction"] is True
-    assert json.loads((tmp_path / "dense" / "config.json").read_text())["sparse_prediction"] is False
+    for run in ("sparse", "dense"):  # a setting of the run, not of the model it saves
+        assert "sparse_prediction" not in json.loads((tmp_path / run / "config.json").read_text())
     assert sparse[-1]["eval_accuracy"] == dense[-1]["eval_accuracy"]
     assert sparse[-1]["eval_loss"] == pytest.approx(dense[-1]["eval_loss"], abs=1e-4)
     assert sparse[-1]["train_loss"] == pytest.approx(dense[-1]["train_loss"], abs=1e-4)
@@ -411,7 +419,7 @@ def test_sparse_prediction_trains_and_evaluates_like_dense(tmp_path, news_file):
 def test_sparse_and_dense_evaluation_agree_on_the_same_weights(tmp_path, news_file):
     """Evaluating one checkpoint with the head at the masked positions only and at every position: the same
     masked-token accuracy and loss; and the saved sparse checkpoint still gives logits at every position without
-    labels (fill-mask)."""
+    labels (fill-mask) or with them."""
     trained = ["--stages", "32:4:20", "--save_strategy", "no", "--learning_rate", "1e-2"]
     run_mlm.main(run_arguments(news_file, tmp_path / "trained", *trained))
     evaluate_only = ["--model_name_or_path", str(tmp_path / "trained"), "--do_train", "false", "--stages", "32:4:3"]
@@ -424,9 +432,104 @@ def test_sparse_and_dense_evaluation_agree_on_the_same_weights(tmp_path, news_fi
     assert "records no training run" in card and "Trained by" not in card and str(tmp_path) not in card
     assert not (tmp_path / "sparse" / "loss_curve.png").exists()
     model = AutoModelForMaskedLM.from_pretrained(tmp_path / "trained")
-    assert model.config.sparse_prediction is True
+    assert model.config.sparse_prediction is False
     input_ids = torch.tensor([[2, 10, 11, 3]])
     assert model(input_ids=input_ids).logits.shape == (1, 4, model.config.vocab_size)
+    labels = torch.tensor([[-100, 10, -100, -100]])
+    assert model(input_ids=input_ids, labels=labels).logits.shape == (1, 4, model.config.vocab_size)
+
+
+def record_mlm_head_inputs(monkeypatch) -> list[tuple[bool, int]]:
+    """(model in training mode, dimensions of the input) at every call of the MLM head from now on: 2 dimensions
+    when only the masked positions reach the head (sparse prediction), 3 when every position does."""
+    calls = []
+    head_forward = RoFormerOnlyMLMHead.forward
+
+    def recording_forward(head: RoFormerOnlyMLMHead, hidden_states: torch.Tensor) -> torch.Tensor:
+        calls.append((head.training, hidden_states.dim()))
+        return head_forward(head, hidden_states)
+
+    monkeypatch.setattr(RoFormerOnlyMLMHead, "forward", recording_forward)
+    return calls
+
+
+def evaluate_as_transformers_run_mlm(model_dir: Path, texts: list[str], output_dir: Path) -> dict[str, float]:
+    """The evaluation of transformers' examples/pytorch/language-modeling/run_mlm.py, written out: the Trainer keeps
+    the argmax of the logits (`preprocess_logits_for_metrics`), `compute_metrics` compares it with the labels at the
+    masked positions, so both must be (batch, length)."""
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForMaskedLM.from_pretrained(model_dir)
+    eval_dataset = datasets.Dataset.from_dict(dict(tokenizer(texts, truncation=True, max_length=32)))
+
+    def preprocess_logits_for_metrics(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return (logits[0] if isinstance(logits, tuple) else logits).argmax(dim=-1)
+
+    def compute_metrics(eval_predictions) -> dict[str, float]:
+        predictions, labels = eval_predictions
+        predictions, labels = predictions.reshape(-1), labels.reshape(-1)
+        masked = labels != -100
+        return {"accuracy": float((predictions[masked] == labels[masked]).mean())}
+
+    trainer = Trainer(
+        model=model,
+        args=TrainingArguments(
+            output_dir=str(output_dir), per_device_eval_batch_size=4, report_to="none", dataloader_pin_memory=False
+        ),
+        eval_dataset=eval_dataset,
+        data_collator=DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15, seed=0),
+        compute_metrics=compute_metrics,
+        preprocess_logits_for_metrics=preprocess_logits_for_metrics,
+    )
+    return trainer.evaluate()
+
+
+def test_saved_models_answer_transformers_mlm_evaluation_while_training_stays_sparse(
+    tmp_path, news_file, news_lines, monkeypatch
+):
+    """Sparse prediction is a setting of the run: the model trains with the head at the masked positions only, but
+    the final model and every checkpoint load with logits at every position, labels or not."""
+    head_calls = record_mlm_head_inputs(monkeypatch)
+    output_dir = tmp_path / "run"
+    run_mlm.main(run_arguments(news_file, output_dir))
+    training_calls = [dimensions for training, dimensions in head_calls if training]
+    # 4 steps of 2 batches (gradient accumulation), then 4 of 1: each with the masked tokens only
+    assert len(training_calls) == 12 and set(training_calls) == {2}
+    saved_configs = [output_dir / "config.json", *output_dir.glob("stage-*/checkpoint-*/config.json")]
+    assert len(saved_configs) == 5  # the final model and checkpoints 2 and 4 of each stage
+    for config_file in saved_configs:
+        assert "sparse_prediction" not in json.loads(config_file.read_text()), config_file
+    assert "sparse" not in (output_dir / "README.md").read_text(encoding="utf-8")
+    for model_dir in (output_dir, output_dir / "stage-1" / "checkpoint-2"):
+        metrics = evaluate_as_transformers_run_mlm(model_dir, news_lines[200:210], tmp_path / "evaluation")
+        assert 0 <= metrics["eval_accuracy"] <= 1 and math.isfinite(metrics["eval_loss"])
+        model = AutoModelForMaskedLM.from_pretrained(model_dir)
+        input_ids = torch.tensor([[2, 10, 11, 12, 3]])
+        labels = torch.tensor([[-100, 10, -100, 12, -100]])
+        assert model(input_ids=input_ids, labels=labels).logits.shape == (1, 5, model.config.vocab_size)
+
+
+@pytest.mark.parametrize(("sparse_prediction", "dimensions"), [("true", 2), ("false", 3)])
+def test_a_resumed_run_predicts_as_its_own_setting_says(
+    tmp_path, news_file, monkeypatch, sparse_prediction, dimensions
+):
+    """The checkpoint does not say whether the run trained sparse; the resumed run's --sparse_prediction decides."""
+    output_dir = tmp_path / "run"
+    arguments = run_arguments(news_file, output_dir, "--stages", "32:4:4")
+    build_trainer = run_mlm.build_stage_trainer
+
+    def build_interrupted_trainer(*args, **kwargs):
+        trainer = build_trainer(*args, **kwargs)
+        trainer.add_callback(InterruptAt(str(output_dir / "stage-1"), 3))
+        return trainer
+
+    monkeypatch.setattr(run_mlm, "build_stage_trainer", build_interrupted_trainer)
+    with pytest.raises(Interrupt):
+        run_mlm.main(arguments)
+    monkeypatch.setattr(run_mlm, "build_stage_trainer", build_trainer)
+    head_calls = record_mlm_head_inputs(monkeypatch)
+    run_mlm.main([*arguments, "--resume_from_checkpoint", "true", "--sparse_prediction", sparse_prediction])
+    training_calls = [input_dimensions for training, input_dimensions in head_calls if training]
+    assert training_calls == [dimensions] * 2  # steps 3 and 4, after checkpoint-2
 
 
 def test_predicted_token_ids_puts_sparse_predictions_back_in_place():
