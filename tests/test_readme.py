@@ -3,7 +3,8 @@
 Every ```python block of README.md and docs/*.md runs offline in a fresh folder that holds the repository's `data/`
 (a `print(...)  # -> value` line asserts that the print shows `value`). A docs block that needs what a test cannot
 have (the Hub, a GPU, a trained checkpoint) is marked `<!-- no-test: why -->` on the line before it and is only
-compiled; the README has no such block. Every command of the README's ```bash blocks is run here (the scripts'
+compiled; the README has no such block. The checkpoints and files the docs' blocks name as the reader's own
+(`my-classifier`, `path/to/checkpoint`, `vocab.txt`, ...) are tiny stand-ins under those names (`DOCS_STAND_INS`). Every command of the README's ```bash blocks is run here (the scripts'
 example commands), is run by CI (`.ci/run`), or says on its line why it is not (`# not run by the tests: why`); so is
 every command of docs/*.md, where a page's commands may also be run by another test (`DOCS_RUN_BY_TESTS`).
 """
@@ -120,6 +121,74 @@ def fresh_folder(tmp_path: Path) -> Path:
     return work
 
 
+# What the docs' blocks load as the reader's own checkpoints and files: the name a block uses -> the tiny stand-in
+# `build_stand_ins` saves under it (random weights over the demo vocabulary; the 50k vocabulary of the original
+# checkpoints where the full data is at hand, for `vocab.txt`).
+DOCS_STAND_INS = {
+    "roformer-chinese-base": "a masked LM with its word-level tokenizer (checkpoints.md's pipelines)",
+    "my-classifier": "a sequence classifier, labels civil / criminal",
+    "my-tagger": "a token classifier of 3 labels",
+    "my-qa-model": "a question-answering model",
+    "roformer-sim-base": "RoFormer-Sim: a causal LM with a linear pooler and UniLM attention",
+    "roformer-char": "a masked LM with a char-level BertTokenizer",
+    "path": "path/to/checkpoint (a masked LM), path/to/folder (only vocab.txt), path/to/saved (a saved tokenizer)",
+    "vocab.txt": "the 50k vocabulary where the full data is at hand, else the demo's",
+    "my_words.txt": "a jieba user dictionary",
+    "more_words.txt": "a jieba user dictionary",
+}
+
+
+def build_stand_ins(folder: Path) -> None:
+    """Save every stand-in of `DOCS_STAND_INS` in `folder`."""
+    from conftest import ROFORMER_VOCAB
+    from transformers import BertTokenizer
+
+    import roformer_hf
+
+    demo_vocab = REPO_ROOT / "data" / "demo_vocab.txt"
+    tokenizer = roformer_hf.RoFormerJiebaTokenizer(str(demo_vocab))
+    sizes = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128}
+
+    def config(**settings) -> roformer_hf.RoFormerConfig:
+        return roformer_hf.RoFormerConfig(**{"vocab_size": tokenizer.vocab_size, **sizes, **settings})
+
+    labels = {"id2label": {0: "civil", 1: "criminal"}, "label2id": {"civil": 0, "criminal": 1}}
+    sim = {"is_decoder": True, "decoder_mask": "unilm", "add_pooling_layer": True, "pooler_activation": "linear"}
+    models = {
+        "roformer-chinese-base": roformer_hf.RoFormerForMaskedLM(config()),
+        "my-classifier": roformer_hf.RoFormerForSequenceClassification(config(**labels)),
+        "my-tagger": roformer_hf.RoFormerForTokenClassification(config(num_labels=3)),
+        "my-qa-model": roformer_hf.RoFormerForQuestionAnswering(config()),
+        "roformer-sim-base": roformer_hf.RoFormerForCausalLM(config(**sim)),
+        "path/to/checkpoint": roformer_hf.RoFormerForMaskedLM(config()),
+    }
+    for name, model in models.items():
+        model.save_pretrained(folder / name)
+        tokenizer.save_pretrained(folder / name)
+    tokenizer.save_pretrained(folder / "path" / "to" / "saved")
+    vocab = ROFORMER_VOCAB if ROFORMER_VOCAB.is_file() else demo_vocab
+    (folder / "path" / "to" / "folder").mkdir(parents=True)
+    for target in (folder / "vocab.txt", folder / "path" / "to" / "folder" / "vocab.txt"):
+        target.write_bytes(vocab.read_bytes())
+    characters = [line for line in demo_vocab.read_text(encoding="utf-8").splitlines() if len(line) == 1]
+    char_vocab = folder / "char_vocab.txt"
+    char_vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *characters]) + "\n", "utf-8")
+    char_tokenizer = BertTokenizer(str(char_vocab))
+    roformer_hf.RoFormerForMaskedLM(config(vocab_size=len(char_tokenizer))).save_pretrained(folder / "roformer-char")
+    char_tokenizer.save_pretrained(folder / "roformer-char")
+    char_vocab.unlink()
+    (folder / "my_words.txt").write_text("区块链 10 n\n量子计算 5\n", encoding="utf-8")
+    (folder / "more_words.txt").write_text("大语言模型\n", encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def stand_ins(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("docs_stand_ins")
+    build_stand_ins(folder)
+    assert {path.name for path in folder.iterdir()} == set(DOCS_STAND_INS)
+    return folder
+
+
 def test_readme_has_python_and_no_untested_block():
     blocks = python_blocks([README])
     assert blocks, "the README shows no Python"
@@ -142,11 +211,15 @@ def test_print_checks_fail_on_another_value(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("block", python_blocks([README, *DOCS]), ids=lambda block: block.name)
-def test_python_block_runs_as_written(block, tmp_path):
+def test_python_block_runs_as_written(block, tmp_path, request):
     if block.no_test:
         compile(block.code, block.name, "exec")  # still valid Python
         return
     work = fresh_folder(tmp_path)
+    if block.path != README:
+        stand_ins = request.getfixturevalue("stand_ins")
+        for entry in stand_ins.iterdir():
+            (work / entry.name).symlink_to(entry)
     script = tmp_path / "block.py"
     script.write_text(with_print_checks(block.code), encoding="utf-8")
     completed = subprocess.run(
