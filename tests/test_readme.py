@@ -259,6 +259,55 @@ def test_every_docs_command_is_run_somewhere(path):
     assert not unaccounted, f"run these in a test (DOCS_RUN_BY_TESTS) or in .ci/run, or say why not ({NOT_RUN} ...)"
 
 
+# Where an example writes: the output folder of a script or the converter, a `save_pretrained` or model card target.
+EXAMPLE_OUTPUT = re.compile(
+    r"--output_dir (\S+)|--out (\S+)|--output (\S+)|roformer_hf\.convert \S+ (\S+)"
+    r'|(?:save_pretrained|write_model_card)\("([^"]+)"'
+)
+
+
+def example_outputs() -> list[str]:
+    """The top-level files and folders (`name/`: the written path goes deeper or has no suffix) that the code blocks
+    of the README and docs/ write when run at the root."""
+    found = set()
+    for path in [README, *DOCS]:
+        for block in code_blocks(path):
+            for match in EXAMPLE_OUTPUT.finditer(block.code.replace("\\\n", " ")):
+                written = Path(next(group for group in match.groups() if group))
+                is_folder = len(written.parts) > 1 or not written.suffix
+                found.add(written.parts[0] + ("/" if is_folder else ""))
+    return sorted(found)
+
+
+def test_example_outputs_are_ignored_by_git():
+    """Following the README or docs/ in a clone leaves `git status` clean: whatever the examples write is ignored."""
+    outputs = example_outputs()
+    assert {"my-roformer/", "outputs/", "roformer-chinese-base/"} <= set(outputs)  # the README's
+    if not (REPO_ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    checked = subprocess.run(
+        ["git", "check-ignore", "--no-index", "--verbose", "--non-matching", *outputs],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    not_ignored = [line.split("\t")[-1] for line in checked.stdout.splitlines() if line.startswith("::")]
+    assert not not_ignored, f"add these to .gitignore: {not_ignored}"
+
+
+def test_readme_predicts_on_documents_it_did_not_train_on():
+    """The README's prediction example measures new documents: its test file shares none with the training file."""
+    commands = [shlex.split(command) for command in readme_commands() if command.startswith(SCRIPTS[1])]
+    train_file = next(words[words.index("--train_file") + 1] for words in commands if "--train_file" in words)
+    test_file = next(words[words.index("--test_file") + 1] for words in commands if "--test_file" in words)
+    train, test = (
+        [json.loads(line) for line in (REPO_ROOT / name).read_text().splitlines()] for name in (train_file, test_file)
+    )
+    assert not {row["id"] for row in train} & {row["id"] for row in test}
+    assert not {row["text"] for row in train} & {row["text"] for row in test}
+
+
 @pytest.mark.parametrize("command", sorted(RUN_BY_CI))
 def test_ci_runs_the_readme_command(command):
     assert command in readme_commands(), f"RUN_BY_CI names {command!r}, which the README no longer shows"
@@ -304,10 +353,11 @@ def test_readme_script_commands_run(tmp_path):
     # the model cards name the commands that made them, as written
     for command, folder in zip(commands[:2], ("my-roformer", "my-classifier"), strict=True):
         assert card_command(outputs / folder) == shlex.split(command)
-    # a prediction row per sample document: its id, the prediction, the scores and the gold label
-    sample = [json.loads(line) for line in (REPO_ROOT / "data" / "cail_sample.jsonl").read_text().splitlines()]
+    # a prediction row per held-out document: its id, the prediction, the scores and the gold label
+    sample = [json.loads(line) for line in (REPO_ROOT / "data" / "cail_heldout.jsonl").read_text().splitlines()]
     predicted = (outputs / "my-predictions" / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
     predictions = [json.loads(line) for line in predicted]
     assert [(row["id"], row["label"]) for row in predictions] == [(row["id"], row["label"]) for row in sample]
     assert {row["prediction"] for row in predictions} == {"civil", "criminal"}
     assert printed[2].splitlines()[-1].startswith("predictions written to outputs/my-predictions/predictions.jsonl")
+    assert "test accuracy: " in printed[2] and f" on {len(sample)} documents" in printed[2]
