@@ -3,7 +3,8 @@
 Every ```python block of README.md and docs/*.md runs offline in a fresh folder that holds the repository's `data/`
 (a `print(...)  # -> value` line asserts that the print shows `value`). A docs block that needs what a test cannot
 have (the Hub, a GPU, a trained checkpoint) is marked `<!-- no-test: why -->` on the line before it and is only
-compiled; the README has no such block. Every command of the README's ```bash blocks is run here (the scripts'
+compiled; the README has no such block. The checkpoints and files the docs' blocks name as the reader's own
+(`my-classifier`, `path/to/checkpoint`, `vocab.txt`, ...) are tiny stand-ins under those names (`DOCS_STAND_INS`). Every command of the README's ```bash blocks is run here (the scripts'
 example commands), is run by CI (`.ci/run`), or says on its line why it is not (`# not run by the tests: why`); so is
 every command of docs/*.md, where a page's commands may also be run by another test (`DOCS_RUN_BY_TESTS`).
 """
@@ -120,6 +121,74 @@ def fresh_folder(tmp_path: Path) -> Path:
     return work
 
 
+# What the docs' blocks load as the reader's own checkpoints and files: the name a block uses -> the tiny stand-in
+# `build_stand_ins` saves under it (random weights over the demo vocabulary; the 50k vocabulary of the original
+# checkpoints where the full data is at hand, for `vocab.txt`).
+DOCS_STAND_INS = {
+    "roformer-chinese-base": "a masked LM with its word-level tokenizer (checkpoints.md's pipelines)",
+    "my-classifier": "a sequence classifier, labels civil / criminal",
+    "my-tagger": "a token classifier of 3 labels",
+    "my-qa-model": "a question-answering model",
+    "roformer-sim-base": "RoFormer-Sim: a causal LM with a linear pooler and UniLM attention",
+    "roformer-char": "a masked LM with a char-level BertTokenizer",
+    "path": "path/to/checkpoint (a masked LM), path/to/folder (only vocab.txt), path/to/saved (a saved tokenizer)",
+    "vocab.txt": "the 50k vocabulary where the full data is at hand, else the demo's",
+    "my_words.txt": "a jieba user dictionary",
+    "more_words.txt": "a jieba user dictionary",
+}
+
+
+def build_stand_ins(folder: Path) -> None:
+    """Save every stand-in of `DOCS_STAND_INS` in `folder`."""
+    from conftest import ROFORMER_VOCAB
+    from transformers import BertTokenizer
+
+    import roformer_hf
+
+    demo_vocab = REPO_ROOT / "data" / "demo_vocab.txt"
+    tokenizer = roformer_hf.RoFormerJiebaTokenizer(str(demo_vocab))
+    sizes = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128}
+
+    def config(**settings) -> roformer_hf.RoFormerConfig:
+        return roformer_hf.RoFormerConfig(**{"vocab_size": tokenizer.vocab_size, **sizes, **settings})
+
+    labels = {"id2label": {0: "civil", 1: "criminal"}, "label2id": {"civil": 0, "criminal": 1}}
+    sim = {"is_decoder": True, "decoder_mask": "unilm", "add_pooling_layer": True, "pooler_activation": "linear"}
+    models = {
+        "roformer-chinese-base": roformer_hf.RoFormerForMaskedLM(config()),
+        "my-classifier": roformer_hf.RoFormerForSequenceClassification(config(**labels)),
+        "my-tagger": roformer_hf.RoFormerForTokenClassification(config(num_labels=3)),
+        "my-qa-model": roformer_hf.RoFormerForQuestionAnswering(config()),
+        "roformer-sim-base": roformer_hf.RoFormerForCausalLM(config(**sim)),
+        "path/to/checkpoint": roformer_hf.RoFormerForMaskedLM(config()),
+    }
+    for name, model in models.items():
+        model.save_pretrained(folder / name)
+        tokenizer.save_pretrained(folder / name)
+    tokenizer.save_pretrained(folder / "path" / "to" / "saved")
+    vocab = ROFORMER_VOCAB if ROFORMER_VOCAB.is_file() else demo_vocab
+    (folder / "path" / "to" / "folder").mkdir(parents=True)
+    for target in (folder / "vocab.txt", folder / "path" / "to" / "folder" / "vocab.txt"):
+        target.write_bytes(vocab.read_bytes())
+    characters = [line for line in demo_vocab.read_text(encoding="utf-8").splitlines() if len(line) == 1]
+    char_vocab = folder / "char_vocab.txt"
+    char_vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *characters]) + "\n", "utf-8")
+    char_tokenizer = BertTokenizer(str(char_vocab))
+    roformer_hf.RoFormerForMaskedLM(config(vocab_size=len(char_tokenizer))).save_pretrained(folder / "roformer-char")
+    char_tokenizer.save_pretrained(folder / "roformer-char")
+    char_vocab.unlink()
+    (folder / "my_words.txt").write_text("区块链 10 n\n量子计算 5\n", encoding="utf-8")
+    (folder / "more_words.txt").write_text("大语言模型\n", encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def stand_ins(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("docs_stand_ins")
+    build_stand_ins(folder)
+    assert {path.name for path in folder.iterdir()} == set(DOCS_STAND_INS)
+    return folder
+
+
 def test_readme_has_python_and_no_untested_block():
     blocks = python_blocks([README])
     assert blocks, "the README shows no Python"
@@ -142,11 +211,15 @@ def test_print_checks_fail_on_another_value(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("block", python_blocks([README, *DOCS]), ids=lambda block: block.name)
-def test_python_block_runs_as_written(block, tmp_path):
+def test_python_block_runs_as_written(block, tmp_path, request):
     if block.no_test:
         compile(block.code, block.name, "exec")  # still valid Python
         return
     work = fresh_folder(tmp_path)
+    if block.path != README:
+        stand_ins = request.getfixturevalue("stand_ins")
+        for entry in stand_ins.iterdir():
+            (work / entry.name).symlink_to(entry)
     script = tmp_path / "block.py"
     script.write_text(with_print_checks(block.code), encoding="utf-8")
     completed = subprocess.run(
@@ -184,6 +257,55 @@ def test_every_docs_command_is_run_somewhere(path):
         return
     unaccounted = [command for command in commands if NOT_RUN not in command and command not in RUN_BY_CI]
     assert not unaccounted, f"run these in a test (DOCS_RUN_BY_TESTS) or in .ci/run, or say why not ({NOT_RUN} ...)"
+
+
+# Where an example writes: the output folder of a script or the converter, a `save_pretrained` or model card target.
+EXAMPLE_OUTPUT = re.compile(
+    r"--output_dir (\S+)|--out (\S+)|--output (\S+)|roformer_hf\.convert \S+ (\S+)"
+    r'|(?:save_pretrained|write_model_card)\("([^"]+)"'
+)
+
+
+def example_outputs() -> list[str]:
+    """The top-level files and folders (`name/`: the written path goes deeper or has no suffix) that the code blocks
+    of the README and docs/ write when run at the root."""
+    found = set()
+    for path in [README, *DOCS]:
+        for block in code_blocks(path):
+            for match in EXAMPLE_OUTPUT.finditer(block.code.replace("\\\n", " ")):
+                written = Path(next(group for group in match.groups() if group))
+                is_folder = len(written.parts) > 1 or not written.suffix
+                found.add(written.parts[0] + ("/" if is_folder else ""))
+    return sorted(found)
+
+
+def test_example_outputs_are_ignored_by_git():
+    """Following the README or docs/ in a clone leaves `git status` clean: whatever the examples write is ignored."""
+    outputs = example_outputs()
+    assert {"my-roformer/", "outputs/", "roformer-chinese-base/"} <= set(outputs)  # the README's
+    if not (REPO_ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    checked = subprocess.run(
+        ["git", "check-ignore", "--no-index", "--verbose", "--non-matching", *outputs],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    not_ignored = [line.split("\t")[-1] for line in checked.stdout.splitlines() if line.startswith("::")]
+    assert not not_ignored, f"add these to .gitignore: {not_ignored}"
+
+
+def test_readme_predicts_on_documents_it_did_not_train_on():
+    """The README's prediction example measures new documents: its test file shares none with the training file."""
+    commands = [shlex.split(command) for command in readme_commands() if command.startswith(SCRIPTS[1])]
+    train_file = next(words[words.index("--train_file") + 1] for words in commands if "--train_file" in words)
+    test_file = next(words[words.index("--test_file") + 1] for words in commands if "--test_file" in words)
+    train, test = (
+        [json.loads(line) for line in (REPO_ROOT / name).read_text().splitlines()] for name in (train_file, test_file)
+    )
+    assert not {row["id"] for row in train} & {row["id"] for row in test}
+    assert not {row["text"] for row in train} & {row["text"] for row in test}
 
 
 @pytest.mark.parametrize("command", sorted(RUN_BY_CI))
@@ -231,10 +353,11 @@ def test_readme_script_commands_run(tmp_path):
     # the model cards name the commands that made them, as written
     for command, folder in zip(commands[:2], ("my-roformer", "my-classifier"), strict=True):
         assert card_command(outputs / folder) == shlex.split(command)
-    # a prediction row per sample document: its id, the prediction, the scores and the gold label
-    sample = [json.loads(line) for line in (REPO_ROOT / "data" / "cail_sample.jsonl").read_text().splitlines()]
+    # a prediction row per held-out document: its id, the prediction, the scores and the gold label
+    sample = [json.loads(line) for line in (REPO_ROOT / "data" / "cail_heldout.jsonl").read_text().splitlines()]
     predicted = (outputs / "my-predictions" / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
     predictions = [json.loads(line) for line in predicted]
     assert [(row["id"], row["label"]) for row in predictions] == [(row["id"], row["label"]) for row in sample]
     assert {row["prediction"] for row in predictions} == {"civil", "criminal"}
     assert printed[2].splitlines()[-1].startswith("predictions written to outputs/my-predictions/predictions.jsonl")
+    assert "test accuracy: " in printed[2] and f" on {len(sample)} documents" in printed[2]

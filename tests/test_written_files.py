@@ -22,6 +22,7 @@ from roformer_hf.training.written_files import check_inputs_are_not_outputs, is_
         "vocab.txt",
         "README.md",
         "confusion_matrix_eval.csv",
+        "confusion_matrix_test_labels.csv",
         "loss_curve.png",
         "checkpoint-4/trainer_state.json",
         "stage-2/checkpoint-1/optimizer.pt",

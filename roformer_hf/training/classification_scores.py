@@ -6,7 +6,8 @@ accuracy set beside chance.
 What is written per label scales with the number of labels: up to `MAX_PICTURED_LABELS` the confusion matrix is a
 picture, beyond it a table of its non-zero cells (a picture of 10,000 labels took minutes and more than 19 GB before
 it ran out of memory); a record of predictions.jsonl holds the probability of every label up to `MAX_SCORED_LABELS`,
-beyond it of the most probable ones.
+beyond it of the most probable ones. The picture draws label names in a font that has their characters, or numbers
+the labels and names them in a file beside it (`picture_fonts`).
 """
 
 import csv
@@ -20,6 +21,7 @@ import numpy as np
 from transformers import EvalPrediction, Trainer
 
 from ..metrics import load as load_metric
+from . import picture_fonts
 from .labels import MULTI_LABEL, REGRESSION, SINGLE_LABEL, LabelInfo
 from .long_documents import DocumentReading, pool_documents
 from .run_outputs import atomic_path, save_metrics
@@ -66,7 +68,13 @@ def report_split(
         predictions = np.argmax(logits, axis=-1)
         path = Path(trainer.args.output_dir) / f"confusion_matrix_{split}"
         if len(label_info.label_names) <= MAX_PICTURED_LABELS:
-            save_confusion_matrix(labels, predictions, label_info.label_names, path.with_suffix(".png"))
+            picture = path.with_suffix(".png")
+            legend = save_confusion_matrix(labels, predictions, label_info.label_names, picture)
+            if legend is not None:
+                print(
+                    f"{picture} numbers the labels, named in {legend}: no installed font has every character of "
+                    "their names (install one that has, e.g. Noto Sans CJK for Chinese, to see the names drawn)"
+                )
         else:
             save_confusion_table(labels, predictions, label_info.label_names, path.with_suffix(".csv"))
         print(accuracy_against_chance(labels, predictions, split))
@@ -167,24 +175,66 @@ def predicted_labels(scores: np.ndarray, label_info: LabelInfo) -> str | list[st
     return label_info.label_names[int(np.argmax(scores))]
 
 
-def save_confusion_matrix(labels: np.ndarray, predictions: np.ndarray, label_names: list[str], path: Path) -> None:
-    """Draw the confusion matrix of single-label predictions (rows: true label, columns: predicted) into a PNG."""
-    import matplotlib
+def save_confusion_matrix(
+    labels: np.ndarray, predictions: np.ndarray, label_names: list[str], path: Path
+) -> Path | None:
+    """
+    Draw the confusion matrix of single-label predictions (rows: true label, columns: predicted) into a PNG.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from sklearn.metrics import ConfusionMatrixDisplay, confusion_matrix
+    The label names are drawn in a font that has their characters (`picture_fonts.font_covering`: Chinese names need
+    a font such as Noto Sans CJK). Where no installed font has them, the axes number the labels 0..n-1 and a CSV file
+    beside the picture (`<picture>_labels.csv`, rows `number,label`) names them: never empty boxes. Returns that
+    file's path, or `None` when the picture shows the names.
+    """
+    from sklearn.metrics import confusion_matrix
 
+    font_file = picture_fonts.font_covering(label_names)
+    legend_path = None if font_file is not None else path.with_name(f"{path.stem}_labels.csv")
     matrix = confusion_matrix(labels, predictions, labels=list(range(len(label_names))))
-    size = min(4 + 0.5 * len(label_names), 40)
-    figure, axes = plt.subplots(figsize=(size, size))
-    ConfusionMatrixDisplay(matrix, display_labels=label_names).plot(
-        ax=axes, colorbar=False, xticks_rotation="vertical"
-    )
-    figure.tight_layout()
+    figure = confusion_matrix_figure(matrix, label_names, font_file, None if legend_path is None else legend_path.name)
+    if legend_path is not None:
+        save_label_legend(label_names, legend_path)
     with atomic_path(path) as temporary:
         figure.savefig(temporary, dpi=100)
-    plt.close(figure)
+    return legend_path
+
+
+def confusion_matrix_figure(
+    matrix: np.ndarray, label_names: list[str], font_file: str | None, legend_name: str | None
+):
+    """
+    The figure of a confusion matrix: the label names on the axes drawn in `font_file`, or with `font_file=None` the
+    label numbers, the axis titles pointing at `legend_name`, the file that names them.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")  # before sklearn imports pyplot: never a window
+    from matplotlib.figure import Figure
+    from matplotlib.font_manager import FontProperties
+    from sklearn.metrics import ConfusionMatrixDisplay
+
+    size = min(4 + 0.5 * len(label_names), 40)
+    figure = Figure(figsize=(size, size))  # not pyplot's: nothing to close
+    axes = figure.subplots()
+    display_labels = label_names if font_file is not None else [str(number) for number in range(len(label_names))]
+    ConfusionMatrixDisplay(matrix, display_labels=display_labels).plot(
+        ax=axes, colorbar=False, xticks_rotation="vertical"
+    )
+    if font_file is None:
+        axes.set(xlabel=f"Predicted label (names: {legend_name})", ylabel=f"True label (names: {legend_name})")
+    elif font_file != picture_fonts.default_font_file():
+        for tick_label in [*axes.get_xticklabels(), *axes.get_yticklabels()]:
+            tick_label.set_fontproperties(FontProperties(fname=font_file))
+    figure.tight_layout()
+    return figure
+
+
+def save_label_legend(label_names: list[str], path: Path) -> None:
+    """Write the number a picture gives each label beside its name, as CSV rows `number,label`."""
+    with atomic_path(path) as temporary, temporary.open("w", encoding="utf-8", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["number", "label"])
+        writer.writerows(enumerate(label_names))
 
 
 def save_confusion_table(labels: np.ndarray, predictions: np.ndarray, label_names: list[str], path: Path) -> None:
