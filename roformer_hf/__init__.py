@@ -27,6 +27,7 @@ from .modeling import (
     RoFormerModel,
     RoFormerPreTrainedModel,
 )
+from .text_classification_pipeline import RoFormerTextClassificationPipeline, serve_recipes
 from .tokenization import RoFormerJiebaTokenizer
 
 # exist_ok: transformers' own RoFormer config shares the class name; the mapping keys on the class, so both coexist.
@@ -48,6 +49,9 @@ for auto_class, model_class in (
     auto_class.register(RoFormerConfig, model_class, exist_ok=True)  # exist_ok: the same class-name clash as above
     model_class.register_for_auto_class(auto_class.__name__)
 
+# pipeline("text-classification") reads a document as the classifier was fine-tuned to (config.classification_inputs).
+serve_recipes()
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -61,4 +65,5 @@ __all__ = [
     "RoFormerJiebaTokenizer",
     "RoFormerModel",
     "RoFormerPreTrainedModel",
+    "RoFormerTextClassificationPipeline",
 ]
