@@ -17,6 +17,7 @@ from test_run_classification import DISTINCT_TINY_MODEL, read_predictions, tiny_
 from transformers import TextClassificationPipeline, pipeline
 
 import roformer_hf
+from roformer_hf.document_inputs import DocumentRecipe
 from roformer_hf.text_classification_pipeline import RoFormerTextClassificationPipeline
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -132,6 +133,8 @@ def test_options_that_would_read_otherwise_are_refused(fine_tuned, documents):
     assert classifier(text, truncation=True) == classifier(text)  # the recipe truncates anyway
     with pytest.raises(ValueError, match="max_length would change: leave them out"):
         classifier(text, max_length=16)
+    with pytest.raises(ValueError, match="give a text, a list of texts, or"):
+        classifier({"document": text})
     chunked = pipeline("text-classification", model=str(fine_tuned["chunk_mean"]))
     with pytest.raises(ValueError, match="reads single texts: give one text, not a text_pair"):
         chunked({"text": text, "text_pair": "原告"})
@@ -210,3 +213,20 @@ def test_a_classifier_without_recipe_is_served_as_transformers_serves_it(tokeniz
         assert ours(texts[0], **options) == theirs(texts[0], **options)
     scores = [result["score"] for result in ours(texts)]
     assert np.ptp(scores) > 1e-3  # the texts are told apart, so equal outputs say something
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"chunk_pooling": None}, "classification_inputs lacks chunk_pooling: give all of"),
+        ({"chunk_pooling": "median"}, "chunk_pooling 'median': use one of 'mean', 'max'"),
+        ({"long_doc_strategy": "chunk", "chunk_stride": 64}, "chunk_stride 64: it must be at least 0 and less than"),
+        ({"max_seq_length": 4}, "max_seq_length 4: use 8 or more"),
+    ],
+)
+def test_a_broken_recipe_is_named(change, message):
+    settings = {"max_seq_length": 128, "truncation_side": "head", "long_doc_strategy": "truncate"}
+    settings = {**settings, "chunk_stride": 32, "chunk_pooling": "mean", **change}
+    settings = {name: value for name, value in settings.items() if value is not None}
+    with pytest.raises(ValueError, match=message):
+        DocumentRecipe.from_settings(settings)
