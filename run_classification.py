@@ -16,7 +16,8 @@ python run_classification.py args.yaml    # every argument from a file
 
 A fine-tuned classifier remembers how it read its documents (`--max_seq_length`, `--truncation_side`,
 `--long_doc_strategy`, `--chunk_stride`, `--chunk_pooling`, in its config's `classification_inputs`): evaluating or
-predicting with it reads them the same way, unless the command line says otherwise (with a warning).
+predicting with it reads them the same way, unless the command line says otherwise (with a warning), and so does
+`pipeline("text-classification", model=output_dir)` (`roformer_hf.text_classification_pipeline`).
 
 The data files are CSV or JSON lines with a text column and a label column. A label is a name or an id
 (single-label), a list of them (multi-label) or a float (regression). Metrics are computed offline by the

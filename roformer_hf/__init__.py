@@ -1,7 +1,9 @@
 """roformer_hf: the RoFormer model family for the Hugging Face ecosystem.
 
 Importing the package registers every class with transformers' Auto classes under model_type "roformer_hf",
-beside (never instead of) transformers' own "roformer".
+beside (never instead of) transformers' own "roformer". It also makes `RoFormerTextClassificationPipeline` the
+pipeline of "text-classification", which reads a document as run_classification.py fine-tuned the classifier to (its
+config's `classification_inputs`) and serves every other model as transformers' own pipeline does.
 """
 
 from transformers import (
@@ -27,6 +29,7 @@ from .modeling import (
     RoFormerModel,
     RoFormerPreTrainedModel,
 )
+from .text_classification_pipeline import RoFormerTextClassificationPipeline, serve_recipes
 from .tokenization import RoFormerJiebaTokenizer
 
 # exist_ok: transformers' own RoFormer config shares the class name; the mapping keys on the class, so both coexist.
@@ -48,6 +51,9 @@ for auto_class, model_class in (
     auto_class.register(RoFormerConfig, model_class, exist_ok=True)  # exist_ok: the same class-name clash as above
     model_class.register_for_auto_class(auto_class.__name__)
 
+# pipeline("text-classification") reads a document as the classifier was fine-tuned to (config.classification_inputs).
+serve_recipes()
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -61,4 +67,5 @@ __all__ = [
     "RoFormerJiebaTokenizer",
     "RoFormerModel",
     "RoFormerPreTrainedModel",
+    "RoFormerTextClassificationPipeline",
 ]

@@ -32,6 +32,10 @@ AUTO_MAP = {
     "AutoModelForQuestionAnswering": "modeling.RoFormerForQuestionAnswering",
     "AutoModelForMultipleChoice": "modeling.RoFormerForMultipleChoice",
 }
+# The pipeline a classifier with `classification_inputs` names in its saved `custom_pipelines` (see
+# `recipe_pipelines`): with `trust_remote_code=True`, `pipeline("text-classification", model=folder)` takes it from
+# the checkpoint's code.
+RECIPE_PIPELINE = "text_classification_pipeline.RoFormerTextClassificationPipeline"
 NORM_TYPES = ("layer_norm", "rms_norm")
 POOLER_ACTIVATIONS = ("tanh", "linear")
 MULTIPLE_CHOICE_POOLINGS = ("last_token", "last_position")
@@ -127,8 +131,10 @@ class RoFormerConfig(PreTrainedConfig):
         classification_inputs (`dict`, *optional*):
             How `run_classification.py` turned documents into model inputs when it fine-tuned this classifier:
             `max_seq_length`, `truncation_side`, `long_doc_strategy`, `chunk_stride` and `chunk_pooling`. The script
-            reads them again when it evaluates or predicts with the checkpoint (options on its command line win), so
-            documents are read as in training. `None` for models it did not fine-tune.
+            reads them again when it evaluates or predicts with the checkpoint (options on its command line win), and
+            the text-classification pipeline reads documents with them (`text_classification_pipeline.py`), so
+            documents are read as in training. `None` for models it did not fine-tune. A config with them is saved
+            with `custom_pipelines` naming that pipeline (see the `custom_pipelines` property).
         auto_map (`dict`, *optional*):
             The Auto classes of `trust_remote_code=True` and the classes they load. Every Auto class of roformer_hf
             is added to the given entries, so a saved checkpoint of any head loads as any other head.
@@ -208,6 +214,26 @@ class RoFormerConfig(PreTrainedConfig):
         return {key: value for key, value in super().to_dict().items() if key not in RUN_ONLY_FIELDS}
 
     @property
+    def custom_pipelines(self) -> dict:
+        """What transformers' `pipeline()` reads: the recipe-reading text-classification pipeline of the checkpoint's
+        code, for a classifier with `classification_inputs`, unless `import roformer_hf` has already made it the
+        task's pipeline (`text_classification_pipeline.serve_recipes`). Without that exception, `pipeline()` would
+        ask for `trust_remote_code=True` even where roformer_hf is imported."""
+        if not self.classification_inputs or recipe_pipeline_registered():
+            return {}
+        return recipe_pipelines()
+
+    @custom_pipelines.setter
+    def custom_pipelines(self, saved: dict) -> None:
+        """A saved `custom_pipelines` is read back from `classification_inputs`, in the property above."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """As transformers' `to_dict`, with the `custom_pipelines` of a classifier with `classification_inputs`."""
+        output = super().to_dict()
+        output.pop("custom_pipelines", None)
+        return {**output, "custom_pipelines": recipe_pipelines()} if self.classification_inputs else output
+
+    @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads
 
@@ -284,6 +310,21 @@ class RoFormerConfig(PreTrainedConfig):
         self._check_received_keys(
             "ntk", set(rope_parameters), {"rope_type", "factor"}, optional_keys={"rope_theta"}, ignore_keys=ignore_keys
         )
+
+
+def recipe_pipelines() -> dict:
+    """A new `custom_pipelines` entry naming `RECIPE_PIPELINE` (new each time: transformers' `pipeline()` replaces the
+    class names in the one it reads by the classes)."""
+    return {"text-classification": {"impl": RECIPE_PIPELINE, "pt": ["AutoModelForSequenceClassification"]}}
+
+
+def recipe_pipeline_registered() -> bool:
+    """Whether the task "text-classification" of transformers' pipelines reads `classification_inputs` in this
+    process (roformer_hf is imported), so that no checkpoint code is needed for it."""
+    from transformers.pipelines import PIPELINE_REGISTRY
+
+    served_by = PIPELINE_REGISTRY.supported_tasks["text-classification"]["impl"]  # a class, or its dotted path
+    return getattr(served_by, "reads_classification_inputs", False)
 
 
 __all__ = ["RoFormerConfig"]

@@ -21,6 +21,7 @@ import json
 import os
 import pickle
 import re
+import shutil
 from pathlib import Path
 from types import ModuleType
 
@@ -41,6 +42,8 @@ WEIGHT_FILES = (
     "pytorch_model.bin",
     "pytorch_model.bin.index.json",
 )
+# The recipe-reading text-classification pipeline and the one module it imports.
+RECIPE_PIPELINE_FILES = ("text_classification_pipeline.py", "document_inputs.py")
 HUB_ARGUMENTS = ("cache_dir", "revision", "token", "local_files_only", "subfolder")
 
 
@@ -93,6 +96,18 @@ class RoFormerPretrainedMixin:
         files = roformer_hf_module("sentence_transformers_files") if self.config.add_pooling_layer else None
         if files is not None:
             files.write_sentence_transformers_files(save_directory)
+        if self.config.classification_inputs:
+            copy_recipe_pipeline_code(save_directory)
+
+
+def copy_recipe_pipeline_code(save_directory: str | os.PathLike) -> None:
+    """Copy the code of the text-classification pipeline that the saved `custom_pipelines` names (see
+    `configuration.RECIPE_PIPELINE`) beside the model's: `trust_remote_code=True` loads it from there. Both files sit
+    beside this one, in roformer_hf and in a checkpoint's code once that pipeline was loaded from it."""
+    for name in RECIPE_PIPELINE_FILES:
+        source = Path(__file__).with_name(name)
+        if source.is_file():
+            shutil.copyfile(source, Path(save_directory) / name)
 
 
 def roformer_hf_module(name: str) -> ModuleType | None:

@@ -1,12 +1,11 @@
 """
-How run_classification.py reads a document longer than one model input: it keeps the head, the tail or both
-(`truncate_token_ids`, `truncate_pair`), or cuts the whole document into overlapping windows (`split_into_windows`)
-whose logits are pooled back into one row per document (`pool_chunk_logits`). `encode_batch` applies them to a batch
-of documents; `resolve_input_settings` says which of these settings a run uses.
+How run_classification.py reads a document longer than one model input, with the pieces it shares with the served
+pipeline (`roformer_hf.document_inputs`: head, tail or both, `truncate_token_ids`, `truncate_pair`; or overlapping
+windows, `split_into_windows`, whose logits `pool_chunk_logits` pools back into one row per document).
+`encode_batch` applies them to a batch of documents; `resolve_input_settings` says which of these settings a run uses.
 """
 
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import fields, replace
 from typing import Protocol, TypeVar
@@ -14,126 +13,37 @@ from typing import Protocol, TypeVar
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
+from ..document_inputs import (
+    INPUT_SETTINGS,
+    add_special_tokens,
+    document_parts,
+    pool_chunk_logits,
+    split_into_windows,
+    tokenize_texts,
+    truncate_pair,
+    truncate_token_ids,
+)
 from ..modeling import RoFormerForSequenceClassification
 from .errors import ScriptError
 from .labels import LabelInfo, encode_label
 
 logger = logging.getLogger(__name__)
 
-# How documents become model inputs: saved in a fine-tuned classifier's config (`classification_inputs`) and read
-# again when it evaluates or predicts, unless the command line gives them.
-INPUT_SETTINGS = ("max_seq_length", "truncation_side", "long_doc_strategy", "chunk_stride", "chunk_pooling")
-
-
-def truncate_token_ids(token_ids: Sequence[int], max_length: int, side: str = "head") -> list[int]:
-    """
-    Shorten `token_ids` to at most `max_length` tokens.
-
-    Args:
-        token_ids (`Sequence[int]`): the tokens of one text, without special tokens.
-        max_length (`int`): how many tokens to keep.
-        side (`str`): `"head"` keeps the start, `"tail"` the end, `"head_tail"` the first quarter of `max_length`
-            from the start and the rest from the end (head+tail truncation of Sun et al., 2019).
-    """
-    token_ids = list(token_ids)
-    if len(token_ids) <= max_length:
-        return token_ids
-    if side == "head":
-        return token_ids[:max_length]
-    if side == "tail":
-        return token_ids[len(token_ids) - max_length :]
-    if side == "head_tail":
-        head_length = max_length // 4
-        return token_ids[:head_length] + token_ids[len(token_ids) - (max_length - head_length) :]
-    raise ValueError(f"unknown truncation side {side!r}: use 'head', 'tail' or 'head_tail'.")
-
-
-def truncate_pair(
-    first_ids: Sequence[int], second_ids: Sequence[int], max_length: int, side: str = "head"
-) -> tuple[list[int], list[int]]:
-    """
-    Shorten two texts to at most `max_length` tokens together: the shorter keeps all its tokens if it fits in half,
-    the longer gets the rest; each is cut with `truncate_token_ids(side=side)`.
-    """
-    if len(first_ids) + len(second_ids) <= max_length or len(first_ids) <= max_length // 2:
-        budget_first = len(first_ids)
-    else:  # the first text is long: it gets what the second leaves, but at least half
-        budget_first = max(max_length - len(second_ids), max_length - max_length // 2)
-    first = truncate_token_ids(first_ids, budget_first, side)
-    second = truncate_token_ids(second_ids, max_length - len(first), side)
-    return first, second
-
-
-def split_into_windows(token_ids: Sequence[int], window_length: int, stride: int) -> list[list[int]]:
-    """
-    Cut a document into overlapping windows that cover all of it.
-
-    Consecutive windows share `stride` tokens; the last window is moved back so that it ends on the document's last
-    token and is as long as the others (unless the whole document is shorter than one window).
-
-    Args:
-        token_ids (`Sequence[int]`): the tokens of the document, without special tokens.
-        window_length (`int`): tokens per window.
-        stride (`int`): tokens shared by consecutive windows, `0 <= stride < window_length`.
-
-    Returns:
-        `list[list[int]]`: at least one window (an empty document gives one empty window).
-    """
-    if not 0 <= stride < window_length:
-        raise ValueError(f"stride must be in [0, window_length={window_length}), got {stride}.")
-    token_ids = list(token_ids)
-    if len(token_ids) <= window_length:
-        return [token_ids]
-    step = window_length - stride
-    num_windows = 1 + math.ceil((len(token_ids) - window_length) / step)
-    starts = [min(index * step, len(token_ids) - window_length) for index in range(num_windows)]
-    return [token_ids[start : start + window_length] for start in starts]
-
-
-def add_special_tokens(
-    first_ids: list[int], second_ids: list[int] | None, cls_token_id: int, sep_token_id: int
-) -> dict[str, list[int]]:
-    """`[CLS] first [SEP]` or `[CLS] first [SEP] second [SEP]`, with token type 0 for the first part, 1 for the second."""
-    input_ids = [cls_token_id, *first_ids, sep_token_id]
-    token_type_ids = [0] * len(input_ids)
-    if second_ids is not None:
-        input_ids += [*second_ids, sep_token_id]
-        token_type_ids += [1] * (len(second_ids) + 1)
-    return {"input_ids": input_ids, "token_type_ids": token_type_ids}
-
-
-def pool_chunk_logits(logits: np.ndarray, document_ids: Sequence[int], pooling: str = "mean") -> np.ndarray:
-    """
-    Pool the logits of the windows of every document into one row per document.
-
-    Args:
-        logits (`np.ndarray` of shape `(num_windows, num_labels)`): the logits of every window.
-        document_ids (`Sequence[int]` of length `num_windows`): the document of every window, numbered from 0
-            (every number up to the largest must occur).
-        pooling (`str`): `"mean"` or `"max"` (element-wise over the windows of a document).
-
-    Returns:
-        `np.ndarray` of shape `(num_documents, num_labels)`, row `d` for document `d`.
-    """
-    logits = np.asarray(logits, dtype=np.float64)
-    document_ids = np.asarray(document_ids)
-    if logits.shape[0] != document_ids.shape[0]:
-        raise ValueError(f"{logits.shape[0]} windows of logits but {document_ids.shape[0]} document ids.")
-    num_documents = int(document_ids.max()) + 1 if document_ids.size else 0
-    if pooling == "mean":
-        sums = np.zeros((num_documents, logits.shape[1]))
-        np.add.at(sums, document_ids, logits)
-        counts = np.bincount(document_ids, minlength=num_documents)
-        if (counts == 0).any():
-            raise ValueError(f"document {int(np.argmin(counts))} has no window.")
-        return sums / counts[:, None]
-    if pooling == "max":
-        pooled = np.full((num_documents, logits.shape[1]), -np.inf)
-        np.maximum.at(pooled, document_ids, logits)
-        if np.isinf(pooled).all(axis=1).any():
-            raise ValueError("a document has no window.")
-        return pooled
-    raise ValueError(f"unknown pooling {pooling!r}: use 'mean' or 'max'.")
+# Imported from here by the script and the tests (the pieces live in roformer_hf.document_inputs).
+__all__ = [
+    "INPUT_SETTINGS",
+    "add_special_tokens",
+    "document_parts",
+    "encode_batch",
+    "first_per_document",
+    "pool_chunk_logits",
+    "pool_documents",
+    "resolve_input_settings",
+    "split_into_windows",
+    "tokenize_texts",
+    "truncate_pair",
+    "truncate_token_ids",
+]
 
 
 def first_per_document(values: np.ndarray, document_ids: Sequence[int]) -> np.ndarray:
@@ -165,24 +75,6 @@ class DocumentReading(Protocol):
 
 
 Reading = TypeVar("Reading", bound=DocumentReading)
-
-
-def tokenize_texts(tokenizer: PreTrainedTokenizerBase, texts: list[str]) -> list[list[int]]:
-    """Token ids of whole texts, without special tokens and without truncation."""
-    return tokenizer(
-        texts, add_special_tokens=False, return_attention_mask=False, return_token_type_ids=False, verbose=False
-    )["input_ids"]
-
-
-def document_parts(
-    first_ids: list[int], second_ids: list[int] | None, body_length: int, reading: DocumentReading
-) -> list[tuple[list[int], list[int] | None]]:
-    """The (first, second) token ids of every model input of one document: its windows, or its truncated text(s)."""
-    if reading.long_doc_strategy == "chunk":
-        return [(window, None) for window in split_into_windows(first_ids, body_length, reading.chunk_stride)]
-    if second_ids is not None:
-        return [truncate_pair(first_ids, second_ids, body_length, reading.truncation_side)]
-    return [(truncate_token_ids(first_ids, body_length, reading.truncation_side), None)]
 
 
 def encode_batch(

@@ -78,7 +78,8 @@ APPLIED_SETTINGS = ("max_steps", "num_train_epochs")
 # resumed elsewhere may differ here without being told to.
 PRECISION_SETTING = "mixed_precision"
 # Config fields that do not describe the model's weights or computation (bookkeeping, or settings the scripts
-# derive and check on their own: `classification_inputs` is compared as the run's settings).
+# derive and check on their own: `classification_inputs` is compared as the run's settings, `custom_pipelines`
+# follows from it).
 IGNORED_CONFIG_FIELDS = {
     "transformers_version",
     "architectures",
@@ -86,6 +87,7 @@ IGNORED_CONFIG_FIELDS = {
     "torch_dtype",
     "problem_type",
     "classification_inputs",
+    "custom_pipelines",
     "output_attentions",
     "output_hidden_states",
     "return_dict",

@@ -1,0 +1,216 @@
+"""
+How a fine-tuned classifier reads a document longer than one model input, shared by run_classification.py (which
+fine-tunes, evaluates and predicts with it) and the text-classification pipeline that serves it
+(`text_classification_pipeline.py`): keep the head, the tail or both (`truncate_token_ids`, `truncate_pair`), or cut
+the whole document into overlapping windows (`split_into_windows`) whose logits are pooled back into one row per
+document (`pool_chunk_logits`).
+
+The recipe a classifier was fine-tuned with is its config's `classification_inputs` (the `INPUT_SETTINGS`);
+`DocumentRecipe` reads it. This module needs only numpy: a checkpoint carries it with its code, for
+`trust_remote_code=True` where roformer_hf is not installed.
+"""
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+from transformers import PreTrainedTokenizerBase
+
+# How documents become model inputs: saved in a fine-tuned classifier's config (`classification_inputs`) by
+# run_classification.py, and read again when it evaluates, predicts or is served by a pipeline.
+INPUT_SETTINGS = ("max_seq_length", "truncation_side", "long_doc_strategy", "chunk_stride", "chunk_pooling")
+TRUNCATION_SIDES = ("head", "tail", "head_tail")
+LONG_DOC_STRATEGIES = ("truncate", "chunk")
+CHUNK_POOLINGS = ("mean", "max")
+
+
+class ReadingRecipe(Protocol):
+    """What `document_parts` reads of a recipe: run_classification.py's `DataArguments`, or a `DocumentRecipe`."""
+
+    truncation_side: str
+    long_doc_strategy: str
+    chunk_stride: int
+
+
+@dataclass(frozen=True)
+class DocumentRecipe:
+    """
+    How a classifier reads a document: the `classification_inputs` of its config.
+
+    Args:
+        max_seq_length (`int`): tokens per model input, special tokens included (the window length when chunking).
+        truncation_side (`str`): `"head"`, `"tail"` or `"head_tail"` (see `truncate_token_ids`).
+        long_doc_strategy (`str`): `"truncate"` (one input per document) or `"chunk"` (overlapping windows).
+        chunk_stride (`int`): tokens shared by consecutive windows.
+        chunk_pooling (`str`): `"mean"` or `"max"` over the window logits of a document.
+    """
+
+    max_seq_length: int
+    truncation_side: str
+    long_doc_strategy: str
+    chunk_stride: int
+    chunk_pooling: str
+
+    @classmethod
+    def from_settings(cls, settings: dict) -> "DocumentRecipe":
+        """The recipe of a config's `classification_inputs`; a ValueError names what is missing or wrong."""
+        missing = [name for name in INPUT_SETTINGS if name not in settings]
+        if missing:
+            raise ValueError(
+                f"classification_inputs lacks {', '.join(missing)}: give all of {', '.join(INPUT_SETTINGS)} (as "
+                "run_classification.py saves them), or set it to None to read texts as transformers does."
+            )
+        recipe = cls(**{name: settings[name] for name in INPUT_SETTINGS})
+        for name, allowed in (
+            ("truncation_side", TRUNCATION_SIDES),
+            ("long_doc_strategy", LONG_DOC_STRATEGIES),
+            ("chunk_pooling", CHUNK_POOLINGS),
+        ):
+            if getattr(recipe, name) not in allowed:
+                raise ValueError(
+                    f"classification_inputs has {name} {getattr(recipe, name)!r}: use one of "
+                    f"{', '.join(map(repr, allowed))}."
+                )
+        if recipe.max_seq_length < 8:
+            raise ValueError(f"classification_inputs has max_seq_length {recipe.max_seq_length}: use 8 or more.")
+        if recipe.reads_in_windows and not 0 <= recipe.chunk_stride < recipe.max_seq_length // 2:
+            raise ValueError(
+                f"classification_inputs has chunk_stride {recipe.chunk_stride}: it must be at least 0 and less than "
+                f"half of max_seq_length ({recipe.max_seq_length}), so that windows move forward."
+            )
+        return recipe
+
+    @property
+    def reads_in_windows(self) -> bool:
+        return self.long_doc_strategy == "chunk"
+
+
+def truncate_token_ids(token_ids: Sequence[int], max_length: int, side: str = "head") -> list[int]:
+    """
+    Shorten `token_ids` to at most `max_length` tokens.
+
+    Args:
+        token_ids (`Sequence[int]`): the tokens of one text, without special tokens.
+        max_length (`int`): how many tokens to keep.
+        side (`str`): `"head"` keeps the start, `"tail"` the end, `"head_tail"` the first quarter of `max_length`
+            from the start and the rest from the end (head+tail truncation of Sun et al., 2019).
+    """
+    token_ids = list(token_ids)
+    if len(token_ids) <= max_length:
+        return token_ids
+    if side == "head":
+        return token_ids[:max_length]
+    if side == "tail":
+        return token_ids[len(token_ids) - max_length :]
+    if side == "head_tail":
+        head_length = max_length // 4
+        return token_ids[:head_length] + token_ids[len(token_ids) - (max_length - head_length) :]
+    raise ValueError(f"unknown truncation side {side!r}: use 'head', 'tail' or 'head_tail'.")
+
+
+def truncate_pair(
+    first_ids: Sequence[int], second_ids: Sequence[int], max_length: int, side: str = "head"
+) -> tuple[list[int], list[int]]:
+    """
+    Shorten two texts to at most `max_length` tokens together: the shorter keeps all its tokens if it fits in half,
+    the longer gets the rest; each is cut with `truncate_token_ids(side=side)`.
+    """
+    if len(first_ids) + len(second_ids) <= max_length or len(first_ids) <= max_length // 2:
+        budget_first = len(first_ids)
+    else:  # the first text is long: it gets what the second leaves, but at least half
+        budget_first = max(max_length - len(second_ids), max_length - max_length // 2)
+    first = truncate_token_ids(first_ids, budget_first, side)
+    second = truncate_token_ids(second_ids, max_length - len(first), side)
+    return first, second
+
+
+def split_into_windows(token_ids: Sequence[int], window_length: int, stride: int) -> list[list[int]]:
+    """
+    Cut a document into overlapping windows that cover all of it.
+
+    Consecutive windows share `stride` tokens; the last window is moved back so that it ends on the document's last
+    token and is as long as the others (unless the whole document is shorter than one window).
+
+    Args:
+        token_ids (`Sequence[int]`): the tokens of the document, without special tokens.
+        window_length (`int`): tokens per window.
+        stride (`int`): tokens shared by consecutive windows, `0 <= stride < window_length`.
+
+    Returns:
+        `list[list[int]]`: at least one window (an empty document gives one empty window).
+    """
+    if not 0 <= stride < window_length:
+        raise ValueError(f"stride must be in [0, window_length={window_length}), got {stride}.")
+    token_ids = list(token_ids)
+    if len(token_ids) <= window_length:
+        return [token_ids]
+    step = window_length - stride
+    num_windows = 1 + math.ceil((len(token_ids) - window_length) / step)
+    starts = [min(index * step, len(token_ids) - window_length) for index in range(num_windows)]
+    return [token_ids[start : start + window_length] for start in starts]
+
+
+def add_special_tokens(
+    first_ids: list[int], second_ids: list[int] | None, cls_token_id: int, sep_token_id: int
+) -> dict[str, list[int]]:
+    """`[CLS] first [SEP]` or `[CLS] first [SEP] second [SEP]`, with token type 0 for the first part, 1 for the second."""
+    input_ids = [cls_token_id, *first_ids, sep_token_id]
+    token_type_ids = [0] * len(input_ids)
+    if second_ids is not None:
+        input_ids += [*second_ids, sep_token_id]
+        token_type_ids += [1] * (len(second_ids) + 1)
+    return {"input_ids": input_ids, "token_type_ids": token_type_ids}
+
+
+def pool_chunk_logits(logits: np.ndarray, document_ids: Sequence[int], pooling: str = "mean") -> np.ndarray:
+    """
+    Pool the logits of the windows of every document into one row per document.
+
+    Args:
+        logits (`np.ndarray` of shape `(num_windows, num_labels)`): the logits of every window.
+        document_ids (`Sequence[int]` of length `num_windows`): the document of every window, numbered from 0
+            (every number up to the largest must occur).
+        pooling (`str`): `"mean"` or `"max"` (element-wise over the windows of a document).
+
+    Returns:
+        `np.ndarray` of shape `(num_documents, num_labels)`, row `d` for document `d`.
+    """
+    logits = np.asarray(logits, dtype=np.float64)
+    document_ids = np.asarray(document_ids)
+    if logits.shape[0] != document_ids.shape[0]:
+        raise ValueError(f"{logits.shape[0]} windows of logits but {document_ids.shape[0]} document ids.")
+    num_documents = int(document_ids.max()) + 1 if document_ids.size else 0
+    if pooling == "mean":
+        sums = np.zeros((num_documents, logits.shape[1]))
+        np.add.at(sums, document_ids, logits)
+        counts = np.bincount(document_ids, minlength=num_documents)
+        if (counts == 0).any():
+            raise ValueError(f"document {int(np.argmin(counts))} has no window.")
+        return sums / counts[:, None]
+    if pooling == "max":
+        pooled = np.full((num_documents, logits.shape[1]), -np.inf)
+        np.maximum.at(pooled, document_ids, logits)
+        if np.isinf(pooled).all(axis=1).any():
+            raise ValueError("a document has no window.")
+        return pooled
+    raise ValueError(f"unknown pooling {pooling!r}: use 'mean' or 'max'.")
+
+
+def tokenize_texts(tokenizer: PreTrainedTokenizerBase, texts: list[str]) -> list[list[int]]:
+    """Token ids of whole texts, without special tokens and without truncation."""
+    return tokenizer(
+        texts, add_special_tokens=False, return_attention_mask=False, return_token_type_ids=False, verbose=False
+    )["input_ids"]
+
+
+def document_parts(
+    first_ids: list[int], second_ids: list[int] | None, body_length: int, reading: ReadingRecipe
+) -> list[tuple[list[int], list[int] | None]]:
+    """The (first, second) token ids of every model input of one document: its windows, or its truncated text(s)."""
+    if reading.long_doc_strategy == "chunk":
+        return [(window, None) for window in split_into_windows(first_ids, body_length, reading.chunk_stride)]
+    if second_ids is not None:
+        return [truncate_pair(first_ids, second_ids, body_length, reading.truncation_side)]
+    return [(truncate_token_ids(first_ids, body_length, reading.truncation_side), None)]

@@ -1,0 +1,232 @@
+"""What was evaluated is what is served: a classifier fine-tuned by run_classification.py, served with
+`pipeline("text-classification", model=folder)` (roformer_hf imported, or `trust_remote_code=True` without it), gives
+the scores of the script's own `--do_predict` on long documents, for every way of reading them (head, tail,
+head_tail, chunk with mean or max pooling). A classifier without that recipe is served as transformers serves it."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from conftest import TINY_WORD_VOCAB
+from test_run_classification import DISTINCT_TINY_MODEL, read_predictions, tiny_run, write_jsonl
+from transformers import TextClassificationPipeline, pipeline
+
+import roformer_hf
+from roformer_hf.document_inputs import DocumentRecipe
+from roformer_hf.text_classification_pipeline import RoFormerTextClassificationPipeline
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# How each classifier reads its documents (run_classification.py options), at 48 tokens: the test documents are
+# hundreds of tokens long, so every way keeps different tokens.
+STRATEGIES = {
+    "head": ("--truncation_side", "head"),
+    "tail": ("--truncation_side", "tail"),
+    "head_tail": ("--truncation_side", "head_tail"),
+    "chunk_mean": ("--long_doc_strategy", "chunk", "--chunk_stride", "8", "--chunk_pooling", "mean"),
+    "chunk_max": ("--long_doc_strategy", "chunk", "--chunk_stride", "8", "--chunk_pooling", "max"),
+}
+TOLERANCE = 1e-5
+
+
+@pytest.fixture(scope="module")
+def documents(cail_rows) -> list[dict]:
+    """Long court documents of both classes and one short text: a batch of mixed lengths."""
+    rows = [{"text": row["text"], "label": row["label"]} for row in cail_rows]
+    return [rows[20], rows[50], {"text": rows[21]["text"][:30], "label": rows[21]["label"]}, rows[51], rows[22]]
+
+
+@pytest.fixture(scope="module")
+def fine_tuned(tmp_path_factory, roformer_vocab, cail_rows, documents) -> dict[str, Path]:
+    """A classifier per strategy, fine-tuned 2 steps at 48 tokens, with its --do_predict on `documents`."""
+    folder = tmp_path_factory.mktemp("serving")
+    rows = [{"text": row["text"], "label": row["label"]} for row in cail_rows]
+    train = write_jsonl(folder / "train.jsonl", rows[:8] + rows[30:38])
+    test = write_jsonl(folder / "test.jsonl", documents)
+    folders = {}
+    for strategy, options in STRATEGIES.items():
+        folders[strategy] = folder / strategy
+        tiny_run(
+            roformer_vocab,
+            folders[strategy],
+            *("--train_file", str(train), "--test_file", str(test), "--do_train", "--do_predict"),
+            *("--max_steps", "2", "--max_seq_length", "48", "--config_overrides", DISTINCT_TINY_MODEL, *options),
+        )
+    return folders
+
+
+def predicted_scores(folder: Path) -> list[dict[str, float]]:
+    """The label probabilities of every document, as run_classification.py's --do_predict wrote them."""
+    return [record["scores"] for record in read_predictions(folder)]
+
+
+def served_scores(results: list[list[dict]]) -> list[dict[str, float]]:
+    """The label probabilities of every document, as the pipeline gave them with `top_k=None`."""
+    return [{result["label"]: result["score"] for result in document} for document in results]
+
+
+def largest_difference(served: list[dict[str, float]], predicted: list[dict[str, float]]) -> float:
+    return max(abs(one[label] - other[label]) for one, other in zip(served, predicted, strict=True) for label in one)
+
+
+def largest_log_odds_difference(served: list[dict[str, float]], predicted: list[dict[str, float]]) -> float:
+    """The largest difference of log p(criminal) - log p(civil), the logit difference behind the scores: it tells
+    readings apart where the tiny classifiers' probabilities are close to 0 or 1."""
+    log_odds = [
+        [np.log(scores["criminal"]) - np.log(scores["civil"]) for scores in side] for side in (served, predicted)
+    ]
+    return float(np.max(np.abs(np.subtract(*log_odds))))
+
+
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_served_scores_are_the_predicted_ones(fine_tuned, documents, strategy):
+    folder = fine_tuned[strategy]
+    predicted = predicted_scores(folder)
+    classifier = pipeline("text-classification", model=str(folder))
+    assert isinstance(classifier, RoFormerTextClassificationPipeline)
+    texts = [document["text"] for document in documents]
+    one_by_one = served_scores([classifier(text, top_k=None) for text in texts])
+    batched = served_scores(classifier(texts, top_k=None, batch_size=3))  # mixed lengths: padded batches
+    assert largest_difference(one_by_one, predicted) < TOLERANCE
+    assert largest_difference(batched, predicted) < TOLERANCE
+    assert largest_log_odds_difference(batched, predicted) < 1e-3  # also where probabilities are close to 0 or 1
+    labels = [max(scores, key=scores.get) for scores in predicted]
+    assert [result["label"] for result in classifier(texts, batch_size=2)] == labels  # top_k's default: the best
+    assert [record["prediction"] for record in read_predictions(folder)] == labels
+
+
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_transformers_own_reading_differs(fine_tuned, documents, strategy):
+    """What this feature changes: transformers' pipeline reads all tokens, or with truncation=True the head only."""
+    folder = fine_tuned[strategy]
+    predicted = predicted_scores(folder)
+    plain = pipeline("text-classification", model=str(folder), pipeline_class=TextClassificationPipeline)
+    texts = [document["text"] for document in documents]
+    whole = served_scores(plain(texts, top_k=None))
+    assert largest_log_odds_difference(whole, predicted) > 0.1
+    head = served_scores(plain(texts, top_k=None, truncation=True))  # the saved tokenizer cuts at 48 tokens
+    if strategy == "head":  # transformers' truncation is the head: the one reading it gets right
+        assert largest_difference(head, predicted) < TOLERANCE
+    else:
+        assert largest_log_odds_difference(head, predicted) > 0.1
+
+
+def test_function_to_apply_and_pairs_follow_transformers(fine_tuned, documents):
+    classifier = pipeline("text-classification", model=str(fine_tuned["head_tail"]))
+    text = documents[0]["text"]
+    logits = classifier(text, top_k=None, function_to_apply="none")
+    probabilities = classifier(text, top_k=None)
+    softmax = torch.tensor([result["score"] for result in logits]).softmax(-1)
+    assert [result["score"] for result in probabilities] == pytest.approx(softmax.tolist(), abs=1e-6)
+    assert len(classifier(text, top_k=1)) == 1
+    pair = classifier({"text": text, "text_pair": documents[1]["text"]})
+    assert set(pair) == {"label", "score"}
+
+
+def test_options_that_would_read_otherwise_are_refused(fine_tuned, documents):
+    text = documents[0]["text"]
+    classifier = pipeline("text-classification", model=str(fine_tuned["head_tail"]))
+    assert classifier(text, truncation=True) == classifier(text)  # the recipe truncates anyway
+    with pytest.raises(ValueError, match="max_length would change: leave them out"):
+        classifier(text, max_length=16)
+    with pytest.raises(ValueError, match="give a text, a list of texts, or"):
+        classifier({"document": text})
+    chunked = pipeline("text-classification", model=str(fine_tuned["chunk_mean"]))
+    with pytest.raises(ValueError, match="reads single texts: give one text, not a text_pair"):
+        chunked({"text": text, "text_pair": "原告"})
+
+
+def test_a_recipe_checkpoint_names_its_pipeline(fine_tuned):
+    config = json.loads((fine_tuned["chunk_max"] / "config.json").read_text())
+    assert config["classification_inputs"]["chunk_pooling"] == "max"
+    impl = config["custom_pipelines"]["text-classification"]["impl"]
+    assert impl == "text_classification_pipeline.RoFormerTextClassificationPipeline"
+    assert {"text_classification_pipeline.py", "document_inputs.py"} <= {
+        p.name for p in fine_tuned["head"].glob("*.py")
+    }
+    # where roformer_hf is imported its own pipeline serves the task, so no trust_remote_code is asked for
+    assert transformers.AutoConfig.from_pretrained(fine_tuned["chunk_max"]).custom_pipelines == {}
+
+
+# Serves the checkpoints in a fresh interpreter where roformer_hf cannot be imported, with trust_remote_code=True.
+CHILD = """
+import json
+import sys
+
+sys.modules["roformer_hf"] = None  # as if roformer_hf were not installed
+sys.modules["rjieba"] = None
+
+import transformers
+
+folders, texts = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+results = {}
+for strategy, folder in folders.items():
+    classifier = transformers.pipeline("text-classification", model=folder, trust_remote_code=True)
+    results[strategy] = {
+        "module": type(classifier).__module__,
+        "one_by_one": [classifier(text, top_k=None) for text in texts],
+        "batched": classifier(texts, top_k=None, batch_size=3),
+    }
+print(json.dumps(results))
+"""
+
+
+def test_remote_code_serves_the_recipe_without_roformer_hf(fine_tuned, documents, tmp_path):
+    served = ("head_tail", "chunk_max")
+    folders = {strategy: str(fine_tuned[strategy]) for strategy in served}
+    texts = [document["text"] for document in documents]
+    completed = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps(folders), json.dumps(texts, ensure_ascii=False)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    results = json.loads(completed.stdout.strip().splitlines()[-1])
+    for strategy in served:
+        predicted = predicted_scores(fine_tuned[strategy])
+        assert results[strategy]["module"].startswith("transformers_modules.")
+        assert largest_difference(served_scores(results[strategy]["one_by_one"]), predicted) < TOLERANCE
+        assert largest_difference(served_scores(results[strategy]["batched"]), predicted) < TOLERANCE
+
+
+def test_a_classifier_without_recipe_is_served_as_transformers_serves_it(tokenizer, tmp_path, cail_rows):
+    """A classifier fine-tuned with a plain Trainer: no classification_inputs, no custom_pipelines, and the same
+    outputs as transformers' own TextClassificationPipeline, whatever the options."""
+    torch.manual_seed(0)
+    config = roformer_hf.RoFormerConfig(**TINY_WORD_VOCAB, initializer_range=0.5, id2label={0: "civil", 1: "criminal"})
+    roformer_hf.RoFormerForSequenceClassification(config).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    assert "custom_pipelines" not in json.loads((tmp_path / "config.json").read_text())
+    assert {"text_classification_pipeline.py", "document_inputs.py"}.isdisjoint(p.name for p in tmp_path.iterdir())
+    ours = pipeline("text-classification", model=str(tmp_path))
+    theirs = pipeline("text-classification", model=str(tmp_path), pipeline_class=TextClassificationPipeline)
+    assert isinstance(ours, RoFormerTextClassificationPipeline) and ours.recipe is None
+    texts = [cail_rows[0]["text"], cail_rows[40]["text"][:50], cail_rows[41]["text"]]
+    for options in ({}, {"top_k": None}, {"truncation": True, "max_length": 32}, {"function_to_apply": "sigmoid"}):
+        assert ours(texts, batch_size=2, **options) == theirs(texts, batch_size=2, **options)
+        assert ours(texts[0], **options) == theirs(texts[0], **options)
+    scores = [result["score"] for result in ours(texts)]
+    assert np.ptp(scores) > 1e-3  # the texts are told apart, so equal outputs say something
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"chunk_pooling": None}, "classification_inputs lacks chunk_pooling: give all of"),
+        ({"chunk_pooling": "median"}, "chunk_pooling 'median': use one of 'mean', 'max'"),
+        ({"long_doc_strategy": "chunk", "chunk_stride": 64}, "chunk_stride 64: it must be at least 0 and less than"),
+        ({"max_seq_length": 4}, "max_seq_length 4: use 8 or more"),
+    ],
+)
+def test_a_broken_recipe_is_named(change, message):
+    settings = {"max_seq_length": 128, "truncation_side": "head", "long_doc_strategy": "truncate"}
+    settings = {**settings, "chunk_stride": 32, "chunk_pooling": "mean", **change}
+    settings = {name: value for name, value in settings.items() if value is not None}
+    with pytest.raises(ValueError, match=message):
+        DocumentRecipe.from_settings(settings)
