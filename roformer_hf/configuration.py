@@ -209,10 +209,6 @@ class RoFormerConfig(PreTrainedConfig):
         config_dict = {key: value for key, value in config_dict.items() if key not in RUN_ONLY_FIELDS}
         return super().from_dict(config_dict, **kwargs)
 
-    def to_dict(self) -> dict[str, Any]:
-        """As transformers' `to_dict`, without the run-only fields (`RUN_ONLY_FIELDS`): what `config.json` holds."""
-        return {key: value for key, value in super().to_dict().items() if key not in RUN_ONLY_FIELDS}
-
     @property
     def custom_pipelines(self) -> dict:
         """What transformers' `pipeline()` reads: the recipe-reading text-classification pipeline of the checkpoint's
@@ -228,9 +224,11 @@ class RoFormerConfig(PreTrainedConfig):
         """A saved `custom_pipelines` is read back from `classification_inputs`, in the property above."""
 
     def to_dict(self) -> dict[str, Any]:
-        """As transformers' `to_dict`, with the `custom_pipelines` of a classifier with `classification_inputs`."""
+        """As transformers' `to_dict`, what `config.json` holds: without the run-only fields (`RUN_ONLY_FIELDS`), and
+        with the `custom_pipelines` of a classifier with `classification_inputs`."""
         output = super().to_dict()
-        output.pop("custom_pipelines", None)
+        for name in (*RUN_ONLY_FIELDS, "custom_pipelines"):
+            output.pop(name, None)
         return {**output, "custom_pipelines": recipe_pipelines()} if self.classification_inputs else output
 
     @property
