@@ -92,7 +92,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--shapes", help=f"Comma-separated BATCHxTOKENS (default {DEFAULT_SHAPES}; {TINY_SHAPES} with --tiny)."
     )
-    parser.add_argument("--rounds", type=int, default=2, help="Fresh processes per implementation and shape, in turn.")
+    parser.add_argument(
+        "--rounds", type=int, help="Fresh processes per implementation and shape, in turn (2; 1 with --tiny)."
+    )
     parser.add_argument(
         "--num_texts", type=int, help="ChnSentiCorp texts of the agreement rows (500; 16 with --tiny)."
     )
@@ -358,7 +360,7 @@ def agreement_rows(logits: dict[str, torch.Tensor | str]) -> list[dict]:
 # --- the report -------------------------------------------------------------------------------------------------
 
 
-def header_lines(args: argparse.Namespace, size: dict, num_texts: int) -> list[str]:
+def header_lines(args: argparse.Namespace, size: dict, num_texts: int, load_at_start: float) -> list[str]:
     """The command, the machine (bench_model's lines: CPU, ISA, bf16 instructions, matrix-product roofs), software."""
     import onnxruntime
     import transformers
@@ -370,7 +372,8 @@ def header_lines(args: argparse.Namespace, size: dict, num_texts: int) -> list[s
         *machine_lines("cpu"),
         f"bf16 on this CPU: {cpu_bf16().reason}",
         f"software: torch {torch.__version__}, transformers {transformers.__version__}, onnxruntime "
-        f"{onnxruntime.__version__}; {args.threads} threads per process",
+        f"{onnxruntime.__version__}; {args.threads} threads per process; load average at the start {load_at_start:.2f} "
+        f"(1 minute, {os.cpu_count()} cores)",
         f"settings: {args.rounds} rounds x timed calls for {AUTO_REPEAT_SECONDS:g} s (1-{AUTO_REPEAT_MAX}) after one "
         f"full-size warm-up call, a fresh process each; agreement on {num_texts} ChnSentiCorp texts, <= {TEXT_LENGTH} "
         f"tokens, batches of {TEXT_BATCH}",
@@ -448,7 +451,8 @@ def main() -> None:
     shapes = parse_shapes(args.shapes or (TINY_SHAPES if args.tiny else DEFAULT_SHAPES))
     size = TINY_SIZE if args.tiny else BASE_SIZE
     num_texts = args.num_texts or (16 if args.tiny else 500)
-    args.rounds = 1 if args.tiny and "--rounds" not in sys.argv else args.rounds
+    args.rounds = args.rounds or (1 if args.tiny else 2)
+    load_at_start = os.getloadavg()[0]
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as temporary:
         folder = Path(temporary)
@@ -458,7 +462,7 @@ def main() -> None:
         logits = all_logits(files, batches, args.threads)
         agreement, summary = agreement_rows(logits), agreement_summary(logits)
         results = measure_speed(shapes, files, args, size["vocab_size"])
-    print("\n".join(header_lines(args, size, num_texts)) + "\n")
+    print("\n".join(header_lines(args, size, num_texts, load_at_start)) + "\n")
     print_speed_table(results)
     print(f"\n{summary}\n")
     print_agreement_table(agreement)
