@@ -13,7 +13,7 @@ import unicodedata
 import jieba
 import pytest
 import transformers
-from conftest import DATA_DIR, ROFORMER_VOCAB
+from conftest import DATA_DIR, PEOPLES_DAILY, PEOPLES_DAILY_SAMPLE, ROFORMER_VOCAB
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from transformers import AutoTokenizer, PreTrainedTokenizer
@@ -116,8 +116,11 @@ def reference(roformer_vocab):
 
 
 @pytest.fixture(scope="module")
-def peoples_daily(data_dir):
-    return (data_dir / "pretrain" / "peoples_daily_199801.txt").read_text(encoding="utf-8").splitlines()
+def peoples_daily():
+    """People's Daily, one paragraph a line: the whole month where the full data is present, else the shipped sample
+    (its first 1,200 paragraphs), so that a fresh clone tests the tokenizer on real text too."""
+    path = PEOPLES_DAILY if PEOPLES_DAILY.is_file() else PEOPLES_DAILY_SAMPLE
+    return path.read_text(encoding="utf-8").splitlines()
 
 
 def encode_in_batches(tokenizer, texts, batch_size=1000):
