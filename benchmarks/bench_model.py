@@ -400,9 +400,11 @@ def is_flash_attention_installed() -> bool:
     return is_flash_attn_2_available()
 
 
-def run_in_subprocess(spec: dict) -> dict:
+def run_in_subprocess(spec: dict, script: str = __file__) -> dict:
+    """One measurement in a fresh process, `script --worker SPEC`: the JSON of its last line of output, or the last
+    line of its error output."""
     completed = subprocess.run(
-        [sys.executable, __file__, "--worker", json.dumps(spec)], capture_output=True, text=True, check=False
+        [sys.executable, script, "--worker", json.dumps(spec)], capture_output=True, text=True, check=False
     )
     if completed.returncode != 0:
         lines = completed.stderr.strip().splitlines()
@@ -456,6 +458,12 @@ def summarize(model: str, row: tuple[str, int, int], key: tuple[str, str], resul
     precision, name = key
     summary = {"model": model, "task": task, "batch_size": batch_size, "length": length}
     summary |= {"precision": precision, "implementation": name}
+    return with_medians(summary, results)
+
+
+def with_medians(summary: dict, results: list[dict]) -> dict:
+    """`summary` with the median time, CPU time and peak memory of a row's measurements (one per process), or the
+    first error one of them met."""
     failed = [result["error"] for result in results if "error" in result]
     if failed:
         return {**summary, "error": failed[0]}

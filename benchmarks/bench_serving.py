@@ -45,15 +45,21 @@ import argparse
 import json
 import os
 import shlex
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
-from bench_model import BASE_SIZE, machine_lines, reset_peak_memory, resident_memory, save_random_heads  # beside us
+from bench_model import (  # beside us
+    BASE_SIZE,
+    machine_lines,
+    reset_peak_memory,
+    resident_memory,
+    run_in_subprocess,
+    save_random_heads,
+    with_medians,
+)
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 VOCABULARY = REPOSITORY / "data" / "roformer_chinese_base_vocab.txt"
@@ -246,16 +252,6 @@ def return_freed_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
-def run_in_subprocess(spec: dict) -> dict:
-    completed = subprocess.run(
-        [sys.executable, __file__, "--worker", json.dumps(spec)], capture_output=True, text=True, check=False
-    )
-    if completed.returncode != 0:
-        lines = completed.stderr.strip().splitlines()
-        return {"error": lines[-1] if lines else f"failed with exit status {completed.returncode}"}
-    return json.loads(completed.stdout.strip().splitlines()[-1])
-
-
 def measure_speed(shapes: list[tuple[int, int]], files: dict, args: argparse.Namespace, vocab_size: int) -> list:
     """Every implementation at every shape, `rounds` times in turn; one summary per (shape, implementation)."""
     runs = {(shape, name): [] for shape in shapes for name in IMPLEMENTATIONS}
@@ -265,23 +261,13 @@ def measure_speed(shapes: list[tuple[int, int]], files: dict, args: argparse.Nam
                 results.append({"error": files.get(name + "-error", "no ONNX file")})
                 continue
             spec = {"name": name, "files": files, "threads": args.threads, "vocab_size": vocab_size}
-            results.append(run_in_subprocess({**spec, "batch_size": shape[0], "length": shape[1]}))
+            results.append(run_in_subprocess({**spec, "batch_size": shape[0], "length": shape[1]}, __file__))
             print(f"  {shape[0]}x{shape[1]} {name}: {results[-1]}", file=sys.stderr, flush=True)
     return [summarize(shape, name, results) for (shape, name), results in runs.items()]
 
 
 def summarize(shape: tuple[int, int], name: str, results: list[dict]) -> dict:
-    summary = {"batch_size": shape[0], "length": shape[1], "implementation": name}
-    failed = [result["error"] for result in results if "error" in result]
-    if failed:
-        return {**summary, "error": failed[0]}
-    return {
-        **summary,
-        "seconds": statistics.median(seconds for result in results for seconds in result["times"]),
-        "cpu_seconds": statistics.median(seconds for result in results for seconds in result["cpu_times"]),
-        "peak_bytes": statistics.median(result["peak_bytes"] for result in results),
-        "runs": results,
-    }
+    return with_medians({"batch_size": shape[0], "length": shape[1], "implementation": name}, results)
 
 
 # --- agreement on real texts ------------------------------------------------------------------------------------
