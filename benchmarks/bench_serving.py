@@ -52,7 +52,10 @@ from pathlib import Path
 
 import torch
 from bench_model import (  # beside us
+    AUTO_REPEAT_MAX,
+    AUTO_REPEAT_SECONDS,
     BASE_SIZE,
+    enough_steps,
     machine_lines,
     reset_peak_memory,
     resident_memory,
@@ -84,7 +87,6 @@ IMPLEMENTATIONS = (
 REFERENCE = "transformers-float32"
 TEXT_LENGTH, TEXT_BATCH = 128, 8
 CALIBRATED_SPREAD = 2.0  # standard deviation of a trained classifier's logit difference, roughly
-AUTO_REPEAT_SECONDS, AUTO_REPEAT_MAX = 2.0, 5
 INPUT_NAMES = ["input_ids", "attention_mask"]
 
 
@@ -231,7 +233,7 @@ def measure(spec: dict) -> dict:
     baseline = reset_peak_memory("cpu")
     predict(inputs)  # warm-up: kernels, thread pools, onnxruntime's first-run allocations
     times, cpu_times = [], []
-    while len(times) < AUTO_REPEAT_MAX and not (times and sum(times) >= AUTO_REPEAT_SECONDS):
+    while not enough_steps(times, repeats=0):  # as bench_model.py: as many as fit in 2 s, 1 to 5
         start, cpu_start = time.perf_counter(), time.process_time()
         predict(inputs)
         times.append(time.perf_counter() - start)
