@@ -1,7 +1,9 @@
 """Shared fixtures: where the real data lives and a tiny configuration every test can afford."""
 
+import itertools
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -16,11 +18,12 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = Path(os.environ.get("ROFORMER_HF_DATA", REPO_ROOT.parent / "shared" / "data"))
 # The original 50k vocabulary is in the repository (data/), so the tests of the tokenizer run in a fresh clone.
 ROFORMER_VOCAB = REPO_ROOT / "data" / "roformer_chinese_base_vocab.txt"
+# The BERT-Chinese vocabulary (character level) is in the repository too, for the char-level checkpoints' tests.
+BERT_VOCAB = REPO_ROOT / "data" / "bert_base_chinese_vocab.txt"
 # The shipped samples serve the tests that read a few paragraphs or court texts: the People's Daily sample is the
 # full file's first 1,200 paragraphs, the CAIL sample 150 civil and 150 criminal cases of the full file.
 PEOPLES_DAILY_SAMPLE = REPO_ROOT / "data" / "peoples_daily_sample.txt"
 CAIL_SAMPLE = REPO_ROOT / "data" / "cail_sample.jsonl"
-BERT_VOCAB = DATA_DIR / "vocab" / "bert_base_chinese_vocab.txt"
 PEOPLES_DAILY = DATA_DIR / "pretrain" / "peoples_daily_199801.txt"
 CLS_DIR = DATA_DIR / "cls"
 # The device of the tests that take the `device` fixture (marked `device`): the CPU unless this names another, as
@@ -166,6 +169,37 @@ def assert_padding_changes_nothing(model: torch.nn.Module) -> None:
         expected = model(input_ids).last_hidden_state
         actual = model(padded, attention_mask=mask).last_hidden_state[:, :9]
     torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)
+
+
+def long_documents(count: int) -> list[str]:
+    """`count` long documents: the first Fudan articles (median 5,600 characters) where the full data is present,
+    else runs of consecutive paragraphs of the People's Daily sample, each joined into a document of at least 5,000
+    characters, so that a fresh clone tests long inputs on real text too."""
+    fudan = CLS_DIR / "fudan_longdoc_7cls.jsonl"
+    if fudan.is_file():
+        with fudan.open(encoding="utf-8") as reader:
+            return [json.loads(line)["text"] for line in itertools.islice(reader, count)]
+    documents, paragraphs = [], []
+    for paragraph in PEOPLES_DAILY_SAMPLE.read_text(encoding="utf-8").splitlines():
+        paragraphs.append(paragraph)
+        if sum(map(len, paragraphs)) >= 5000:
+            documents.append("\n".join(paragraphs))
+            paragraphs = []
+    assert len(documents) >= count, f"the People's Daily sample makes {len(documents)} long documents, not {count}"
+    return documents[:count]
+
+
+def short_texts(count: int) -> list[str]:
+    """`count` short texts: the first ChnSentiCorp reviews (mean 129 characters) where the full data is present, else
+    the sentences of the People's Daily sample (mean 39 characters; 2,740 of them)."""
+    reviews = CLS_DIR / "chnsenticorp_htl.jsonl"
+    if reviews.is_file():
+        with reviews.open(encoding="utf-8") as reader:
+            return [json.loads(line)["text"] for line in itertools.islice(reader, count)]
+    text = PEOPLES_DAILY_SAMPLE.read_text(encoding="utf-8")
+    sentences = [sentence for sentence in re.findall(r"[^。！？\n]+[。！？]?", text) if sentence.strip()]
+    assert len(sentences) >= count, f"the People's Daily sample has {len(sentences)} sentences, not {count}"
+    return sentences[:count]
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ import huggingface_hub
 import pytest
 import torch
 import transformers
+from conftest import BERT_VOCAB, short_texts
 from safetensors.torch import load_file
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer, BertTokenizer, pipeline
 
@@ -320,19 +321,14 @@ def test_revision_of_a_local_folder_is_one_line(tmp_path, capsys):
 
 
 @pytest.fixture(scope="module")
-def bert_vocab(data_dir) -> Path:
-    return data_dir / "vocab" / "bert_base_chinese_vocab.txt"
+def bert_vocab() -> Path:
+    return BERT_VOCAB
 
 
 def test_vocabularies_are_told_apart(roformer_vocab, bert_vocab):
     assert is_word_level(roformer_vocab.read_text(encoding="utf-8").split("\n"))
     assert not is_word_level(bert_vocab.read_text(encoding="utf-8").split("\n"))
     assert not is_word_level(char_vocab(120))
-
-
-def real_texts(data_dir: Path, count: int) -> list[str]:
-    lines = (data_dir / "cls" / "chnsenticorp_htl.jsonl").read_text(encoding="utf-8").splitlines()[:count]
-    return [json.loads(line)["text"] for line in lines]
 
 
 def transformers_checkpoint(folder: Path, vocab: Path, tokenizer_config: dict | None = None) -> Path:
@@ -354,13 +350,13 @@ def transformers_checkpoint(folder: Path, vocab: Path, tokenizer_config: dict | 
     return folder
 
 
-def test_a_char_vocab_gets_bert_tokenization_id_for_id(data_dir, bert_vocab, tmp_path):
+def test_a_char_vocab_gets_bert_tokenization_id_for_id(bert_vocab, tmp_path):
     source = transformers_checkpoint(tmp_path / "source", bert_vocab)
     output = convert(source, tmp_path / "converted")
     tokenizer = AutoTokenizer.from_pretrained(output)
     assert type(tokenizer) is BertTokenizer
     assert tokenizer.model_max_length == 1536  # no tokenizer_config.json: the config's max_position_embeddings
-    texts = real_texts(data_dir, 2000)
+    texts = short_texts(2000)  # ChnSentiCorp reviews where the full data is present
     assert len(texts) == 2000
     assert tokenizer(texts)["input_ids"] == BertTokenizer(vocab=str(bert_vocab))(texts)["input_ids"]
 
@@ -377,12 +373,12 @@ def test_the_source_tokenizer_settings_are_kept(bert_vocab, tmp_path):
     assert tokenizer.tokenize("RoFormer") != BertTokenizer(vocab=str(bert_vocab)).tokenize("RoFormer")
 
 
-def test_a_word_vocab_gets_the_jieba_tokenizer(data_dir, roformer_vocab, tmp_path):
+def test_a_word_vocab_gets_the_jieba_tokenizer(roformer_vocab, tmp_path):
     source = transformers_checkpoint(tmp_path / "source", roformer_vocab, {"model_max_length": 1536})
     tokenizer = AutoTokenizer.from_pretrained(convert(source, tmp_path / "converted"))
     assert type(tokenizer) is roformer_hf.RoFormerJiebaTokenizer
     assert tokenizer.model_max_length == 1536
     assert "借款" in tokenizer.tokenize("原告与被告签订借款合同")  # words, not characters
-    texts = real_texts(data_dir, 200)
+    texts = short_texts(200)
     expected = roformer_hf.RoFormerJiebaTokenizer(vocab_file=str(roformer_vocab))(texts)["input_ids"]
     assert tokenizer(texts)["input_ids"] == expected

@@ -123,7 +123,7 @@ def fresh_folder(tmp_path: Path) -> Path:
 
 # What the docs' blocks load as the reader's own checkpoints and files: the name a block uses -> the tiny stand-in
 # `build_stand_ins` saves under it (random weights over the demo vocabulary; the 50k vocabulary of the original
-# checkpoints where the full data is at hand, for `vocab.txt`).
+# checkpoints, shipped in data/, for `vocab.txt`).
 DOCS_STAND_INS = {
     "roformer-chinese-base": "a masked LM with its word-level tokenizer (checkpoints.md's pipelines)",
     "my-classifier": "a sequence classifier, labels civil / criminal",
@@ -132,7 +132,7 @@ DOCS_STAND_INS = {
     "roformer-sim-base": "RoFormer-Sim: a causal LM with a linear pooler and UniLM attention",
     "roformer-char": "a masked LM with a char-level BertTokenizer",
     "path": "path/to/checkpoint (a masked LM), path/to/folder (only vocab.txt), path/to/saved (a saved tokenizer)",
-    "vocab.txt": "the 50k vocabulary where the full data is at hand, else the demo's",
+    "vocab.txt": "the 50k vocabulary of the original checkpoints",
     "my_words.txt": "a jieba user dictionary",
     "more_words.txt": "a jieba user dictionary",
 }
@@ -166,7 +166,7 @@ def build_stand_ins(folder: Path) -> None:
         model.save_pretrained(folder / name)
         tokenizer.save_pretrained(folder / name)
     tokenizer.save_pretrained(folder / "path" / "to" / "saved")
-    vocab = ROFORMER_VOCAB if ROFORMER_VOCAB.is_file() else demo_vocab
+    vocab = ROFORMER_VOCAB
     (folder / "path" / "to" / "folder").mkdir(parents=True)
     for target in (folder / "vocab.txt", folder / "path" / "to" / "folder" / "vocab.txt"):
         target.write_bytes(vocab.read_bytes())

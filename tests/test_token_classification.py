@@ -7,7 +7,7 @@ import datasets
 import numpy as np
 import pytest
 import torch
-from conftest import BERT_VOCAB, PEOPLES_DAILY_SAMPLE, TINY_WORD_VOCAB
+from conftest import BERT_VOCAB, CAIL_SAMPLE, PEOPLES_DAILY_SAMPLE, TINY_WORD_VOCAB
 from transformers import (
     BertTokenizerFast,
     DataCollatorForTokenClassification,
@@ -27,7 +27,7 @@ STRATEGIES = ["simple", "first", "average", "max"]
 
 
 @pytest.fixture(scope="module")
-def bert_tokenizer(data_dir):
+def bert_tokenizer():
     return BertTokenizerFast(vocab=load_vocab(BERT_VOCAB))
 
 
@@ -256,11 +256,11 @@ def make_preprocess_function(tokenizer):
 
 
 @pytest.fixture(scope="module")
-def qa_dataset(data_dir):
+def qa_dataset():
     """CAIL court texts as contexts; the answer is a stretch of the context, the question another text's opening."""
     import json
 
-    rows = [json.loads(line) for line in (data_dir / "cls" / "cail2019_domain.jsonl").read_text().splitlines()[:24]]
+    rows = [json.loads(line) for line in CAIL_SAMPLE.read_text(encoding="utf-8").splitlines()[:24]]
     contexts = [row["text"] for row in rows]
     answer_starts = [len(context) // 7 * (index % 7) for index, context in enumerate(contexts)]  # some past 384 tokens
     return datasets.Dataset.from_dict(

@@ -13,7 +13,7 @@ import unicodedata
 import jieba
 import pytest
 import transformers
-from conftest import DATA_DIR, PEOPLES_DAILY, PEOPLES_DAILY_SAMPLE, ROFORMER_VOCAB
+from conftest import CAIL_SAMPLE, DATA_DIR, PEOPLES_DAILY, PEOPLES_DAILY_SAMPLE, ROFORMER_VOCAB, long_documents
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from transformers import AutoTokenizer, PreTrainedTokenizer
@@ -375,17 +375,15 @@ class TransformersEncoding(RoFormerJiebaTokenizer):
 
 
 @pytest.fixture(scope="module")
-def real_texts(peoples_daily, data_dir):
-    def texts_of(name, count):
-        with open(data_dir / "cls" / name, encoding="utf-8") as reader:
-            return [json.loads(line)["text"] for line in itertools.islice(reader, count)]
-
+def real_texts(peoples_daily):
     lines = [line for line in peoples_daily if line.strip()]
     questions = [line for line in lines if len(line) < 30]
+    with CAIL_SAMPLE.open(encoding="utf-8") as reader:
+        court_texts = [json.loads(line)["text"] for line in itertools.islice(reader, 8)]
     return {
         "lines": lines[:64],
-        "fudan": texts_of("fudan_longdoc_7cls.jsonl", 6),
-        "cail": texts_of("cail2019_domain.jsonl", 8),
+        "long": long_documents(6),  # Fudan articles where the full data is present
+        "cail": court_texts,
         "pairs": list(zip(questions[:16], lines[:16], strict=True)),  # short first texts leave room for only_second
         "long first pairs": list(zip(lines[:16], questions[:16], strict=True)),
     }
@@ -400,7 +398,7 @@ ENCODING_CALLS = {
     "lines": ("lines", {"return_special_tokens_mask": True, "return_length": True}),
     "no special tokens, no masks": ("lines", {"add_special_tokens": False, "return_token_type_ids": False,
                                               "return_attention_mask": False}),
-    "truncation": ("fudan", {"truncation": True, "max_length": 128}),
+    "truncation": ("long", {"truncation": True, "max_length": 128}),
     "padding to max_length, tensors": ("cail", {"truncation": True, "max_length": 256, "padding": "max_length",
                                                 "return_tensors": "pt"}),
     "longest padding, left side, multiple of 8": ("lines", {"padding": True, "pad_to_multiple_of": 8,
@@ -451,7 +449,7 @@ def test_overflowing_windows_cover_what_transformers_cuts_off(roformer_vocab, re
     ours = RoFormerJiebaTokenizer(str(roformer_vocab), truncation_side=truncation_side)
     theirs = TransformersEncoding(str(roformer_vocab), truncation_side=truncation_side)
     options = {"truncation": True, "max_length": 130, "stride": 16, "return_overflowing_tokens": True}
-    for text in real_texts["fudan"]:
+    for text in real_texts["long"]:
         windows = ours(text, **options)["input_ids"]
         truncated = theirs(text, **options)
         assert len(windows) > 2 and windows[0] == truncated["input_ids"]  # the first window: transformers' row

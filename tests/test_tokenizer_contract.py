@@ -3,11 +3,10 @@
 `RoFormerTokenizerFast` do, on real text, for single texts, pairs, batches, pre-split words and overflow windows."""
 
 import itertools
-import json
 import pickle
 
 import pytest
-from conftest import BERT_VOCAB
+from conftest import BERT_VOCAB, PEOPLES_DAILY_SAMPLE, long_documents
 from transformers import AutoTokenizer, BertTokenizerFast, RoFormerTokenizerFast
 
 import roformer_hf  # noqa: F401  (registers AutoTokenizer)
@@ -24,8 +23,8 @@ def transformers_roformer(tokenizer):
 
 
 @pytest.fixture(scope="module")
-def lines(data_dir):
-    text = (data_dir / "pretrain" / "peoples_daily_199801.txt").read_text(encoding="utf-8")
+def lines():
+    text = PEOPLES_DAILY_SAMPLE.read_text(encoding="utf-8")  # the full file's first paragraphs
     return [line for line in text.splitlines() if line.strip()][:300]
 
 
@@ -132,7 +131,7 @@ def assert_words_coarsen(ours, theirs, row: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def char_level(data_dir):
+def char_level():
     """Ours over the BERT-Chinese vocab, and BertTokenizerFast over the same vocab: both character level."""
     return RoFormerJiebaTokenizer(str(BERT_VOCAB)), BertTokenizerFast(vocab=load_vocab(BERT_VOCAB))
 
@@ -236,20 +235,18 @@ def test_encodings_carry_the_returned_ids_and_offsets(tokenizer, lines):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def test_truncation_true_truncates_a_fudan_document(tokenizer, data_dir, tmp_path):
-    document = json.loads((data_dir / "cls" / "fudan_longdoc_7cls.jsonl").read_text(encoding="utf-8").splitlines()[0])
-    assert len(tokenizer(document["text"])["input_ids"]) > 2000
+def test_truncation_true_truncates_a_long_document(tokenizer, roformer_vocab, tmp_path):
+    (text,) = long_documents(1)
+    assert len(tokenizer(text)["input_ids"]) > 2000
     assert tokenizer.model_max_length == 512  # built from a vocab file: the original checkpoints' last length
-    assert len(tokenizer(document["text"], truncation=True)["input_ids"]) == 512
-    batch = tokenizer([document["text"]] * 2, truncation=True, padding=True, return_tensors="pt")
+    assert len(tokenizer(text, truncation=True)["input_ids"]) == 512
+    batch = tokenizer([text] * 2, truncation=True, padding=True, return_tensors="pt")
     assert batch["input_ids"].shape == (2, 512)
     # a folder holding only the original vocab.txt gets the same default; a saved tokenizer keeps its own length
     (tmp_path / "original").mkdir()
-    (tmp_path / "original" / "vocab.txt").write_bytes(
-        (data_dir / "vocab" / "roformer_chinese_base_vocab.txt").read_bytes()
-    )
+    (tmp_path / "original" / "vocab.txt").write_bytes(roformer_vocab.read_bytes())
     assert RoFormerJiebaTokenizer.from_pretrained(tmp_path / "original").model_max_length == 512
-    longer = RoFormerJiebaTokenizer(str(data_dir / "vocab" / "roformer_chinese_base_vocab.txt"), model_max_length=1024)
+    longer = RoFormerJiebaTokenizer(str(roformer_vocab), model_max_length=1024)
     longer.save_pretrained(tmp_path / "saved")
     reloaded = AutoTokenizer.from_pretrained(tmp_path / "saved")
-    assert len(reloaded(document["text"], truncation=True)["input_ids"]) == 1024
+    assert len(reloaded(text, truncation=True)["input_ids"]) == 1024

@@ -10,13 +10,13 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import PEOPLES_DAILY_SAMPLE, REPO_ROOT
 from safetensors.torch import load_file
 
 import run_classification
 import run_mlm
 from roformer_hf import RoFormerForMaskedLM
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO_VOCAB = REPO_ROOT / "data" / "demo_vocab.txt"
 TINY_MODEL = "hidden_size=64,num_hidden_layers=2,num_attention_heads=2,intermediate_size=128"
 V2 = "norm_type=rms_norm,use_bias=false,hidden_act=relu"
@@ -33,10 +33,10 @@ def mean(values: list[float]) -> float:
 
 
 @pytest.fixture(scope="module")
-def v2_pretrained(tmp_path_factory, data_dir) -> tuple[Path, list[float]]:
+def v2_pretrained(tmp_path_factory) -> tuple[Path, list[float]]:
     """run_mlm.py, 40 steps of 16 x 64 tokens of People's Daily, on a V2 config given only by --config_overrides."""
     folder = tmp_path_factory.mktemp("v2_mlm")
-    with open(data_dir / "pretrain" / "peoples_daily_199801.txt", encoding="utf-8") as file:
+    with open(PEOPLES_DAILY_SAMPLE, encoding="utf-8") as file:  # the full file's first 1,200 paragraphs
         (folder / "news.txt").write_text("".join(next(file) for _ in range(400)), encoding="utf-8")
     output_dir = folder / "output"
     run_mlm.main(
