@@ -22,6 +22,7 @@ import os
 import pickle
 import re
 import shutil
+import warnings
 from pathlib import Path
 from types import ModuleType
 
@@ -97,17 +98,28 @@ class RoFormerPretrainedMixin:
         if files is not None:
             files.write_sentence_transformers_files(save_directory)
         if self.config.classification_inputs:
-            copy_recipe_pipeline_code(save_directory)
+            copy_recipe_pipeline_code(save_directory, loaded_from=self.name_or_path)
 
 
-def copy_recipe_pipeline_code(save_directory: str | os.PathLike) -> None:
+def copy_recipe_pipeline_code(save_directory: str | os.PathLike, loaded_from: str | os.PathLike = "") -> None:
     """Copy the code of the text-classification pipeline that the saved `custom_pipelines` names (see
     `configuration.RECIPE_PIPELINE`) beside the model's: `trust_remote_code=True` loads it from there. Both files sit
-    beside this one, in roformer_hf and in a checkpoint's code once that pipeline was loaded from it."""
+    beside this one in roformer_hf. In a checkpoint's code (remote code) they do only once that pipeline was loaded,
+    so they are taken from the checkpoint the model was loaded from, `loaded_from` (a folder or a Hub repository)."""
     for name in RECIPE_PIPELINE_FILES:
         source = Path(__file__).with_name(name)
-        if source.is_file():
-            shutil.copyfile(source, Path(save_directory) / name)
+        if not source.is_file() and loaded_from:
+            source = checkpoint_file(loaded_from, name, {})
+        target = Path(save_directory) / name
+        if source is None or not source.is_file():
+            warnings.warn(
+                f"{target} is not written: neither roformer_hf nor the checkpoint this model was loaded from "
+                f"({loaded_from or 'none'}) has it, so pipeline(..., trust_remote_code=True) cannot read this "
+                "classifier's documents as it was fine-tuned; save it where roformer_hf is installed",
+                stacklevel=3,
+            )
+        elif not target.exists() or not target.samefile(source):  # saved into the folder it was loaded from
+            shutil.copyfile(source, target)
 
 
 def roformer_hf_module(name: str) -> ModuleType | None:

@@ -175,24 +175,57 @@ print(json.dumps(results))
 """
 
 
+# Loads a checkpoint and saves it again where roformer_hf cannot be imported, as a user of remote code would.
+RESAVE = """
+import sys
+
+sys.modules["roformer_hf"] = None
+sys.modules["rjieba"] = None
+
+import transformers
+
+source, target = sys.argv[1:]
+for auto_class in (transformers.AutoModelForSequenceClassification, transformers.AutoTokenizer):
+    auto_class.from_pretrained(source, trust_remote_code=True).save_pretrained(target)
+"""
+
+
+def without_roformer_hf(script: str, *arguments: str, cwd: Path) -> str:
+    """Runs `script` in a fresh interpreter (where it hides roformer_hf); its standard output."""
+    completed = subprocess.run(
+        [sys.executable, "-c", script, *arguments], cwd=cwd, capture_output=True, text=True, check=False
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return completed.stdout
+
+
 def test_remote_code_serves_the_recipe_without_roformer_hf(fine_tuned, documents, tmp_path):
     served = ("head_tail", "chunk_max")
     folders = {strategy: str(fine_tuned[strategy]) for strategy in served}
     texts = [document["text"] for document in documents]
-    completed = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps(folders), json.dumps(texts, ensure_ascii=False)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    results = json.loads(completed.stdout.strip().splitlines()[-1])
+    stdout = without_roformer_hf(CHILD, json.dumps(folders), json.dumps(texts, ensure_ascii=False), cwd=tmp_path)
+    results = json.loads(stdout.strip().splitlines()[-1])
     for strategy in served:
         predicted = predicted_scores(fine_tuned[strategy])
         assert results[strategy]["module"].startswith("transformers_modules.")
         assert largest_difference(served_scores(results[strategy]["one_by_one"]), predicted) < TOLERANCE
         assert largest_difference(served_scores(results[strategy]["batched"]), predicted) < TOLERANCE
+
+
+def test_a_copy_saved_by_remote_code_keeps_its_pipeline(fine_tuned, documents, tmp_path):
+    """Loaded with trust_remote_code where roformer_hf is missing and saved again, a recipe classifier keeps the code
+    of its pipeline (which that process never loaded), so the copy is served as the original was evaluated."""
+    source, copy = fine_tuned["chunk_max"], tmp_path / "copy"
+    without_roformer_hf(RESAVE, str(source), str(copy), cwd=tmp_path)
+    for name in ("text_classification_pipeline.py", "document_inputs.py"):
+        assert (copy / name).read_bytes() == (source / name).read_bytes()
+    texts = [document["text"] for document in documents]
+    stdout = without_roformer_hf(
+        CHILD, json.dumps({"copy": str(copy)}), json.dumps(texts, ensure_ascii=False), cwd=tmp_path
+    )
+    served = json.loads(stdout.strip().splitlines()[-1])["copy"]
+    assert served["module"].startswith("transformers_modules.")
+    assert largest_difference(served_scores(served["one_by_one"]), predicted_scores(source)) < TOLERANCE
 
 
 def test_a_classifier_without_recipe_is_served_as_transformers_serves_it(tokenizer, tmp_path, cail_rows):
