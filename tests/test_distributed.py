@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from conftest import PEOPLES_DAILY_SAMPLE
 from distributed_worker import files_sha256, record_run
 from safetensors.torch import load_file
 from transformers import TrainingArguments
@@ -104,9 +105,9 @@ def mlm_arguments(train_file: Path, output_dir: Path, per_device_batch: int, per
 
 
 @pytest.mark.slow
-def test_run_mlm_under_torchrun_trains_one_model(tmp_path, data_dir):
+def test_run_mlm_under_torchrun_trains_one_model(tmp_path):
     """torchrun, gloo, no --use_cpu (the script sets it on a machine without GPU): two stages, both data-parallel."""
-    with open(data_dir / "pretrain" / "peoples_daily_199801.txt", encoding="utf-8") as file:
+    with open(PEOPLES_DAILY_SAMPLE, encoding="utf-8") as file:
         (tmp_path / "news.txt").write_text("".join(next(file) for _ in range(150)), encoding="utf-8")
     ddp_arguments = [*mlm_arguments(tmp_path / "news.txt", tmp_path / "ddp", 2, 8), "--ddp_backend", "gloo"]
     ranks = run_two_processes(TORCHRUN, "run_mlm.py", ddp_arguments, tmp_path / "ddp-record")
@@ -139,10 +140,9 @@ def classification_arguments(data_dir: Path, output_dir: Path, per_device_batch:
 
 
 @pytest.mark.slow
-def test_run_classification_under_accelerate_launch_trains_one_model(tmp_path, data_dir):
+def test_run_classification_under_accelerate_launch_trains_one_model(tmp_path, cail_rows):
     """docs/distributed_training.md's `accelerate launch --multi_gpu` command on CPU: two processes, one model."""
-    rows = [json.loads(line) for line in (data_dir / "cls" / "cail2019_domain.jsonl").open(encoding="utf-8")]
-    by_label = [[row for row in rows if row["label"] == label][:20] for label in ("civil", "criminal")]
+    by_label = [[row for row in cail_rows if row["label"] == label][:20] for label in ("civil", "criminal")]
     for name, part in (("train", slice(0, 16)), ("validation", slice(16, 20))):
         lines = [
             json.dumps({"text": row["text"], "label": row["label"]}, ensure_ascii=False)
@@ -231,11 +231,11 @@ def run_as_written(command: str, cwd: Path, environment: dict[str, str]) -> subp
 
 
 @pytest.mark.slow
-def test_sigterm_under_torchrun_stops_both_processes_at_one_step_and_resumes(tmp_path, data_dir):
+def test_sigterm_under_torchrun_stops_both_processes_at_one_step_and_resumes(tmp_path):
     """SIGTERM to rank 1 only, after its step 1: rank 0 learns it through the all-reduce of the stop request, both
     stop after step 2 and write one checkpoint together; the printed command resumes to the uninterrupted run's
     weights."""
-    with open(data_dir / "pretrain" / "peoples_daily_199801.txt", encoding="utf-8") as file:
+    with open(PEOPLES_DAILY_SAMPLE, encoding="utf-8") as file:
         (tmp_path / "news.txt").write_text("".join(next(file) for _ in range(150)), encoding="utf-8")
 
     def arguments(output_dir: Path) -> list[str]:  # one stage, no checkpoint but the one the signal asks for
