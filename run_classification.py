@@ -44,6 +44,7 @@ from transformers import (
 )
 
 from roformer_hf import RoFormerForSequenceClassification
+from roformer_hf.document_inputs import INPUT_SETTINGS
 from roformer_hf.model_card import TrainingSummary
 from roformer_hf.training.building import build_config, build_model, build_tokenizer
 from roformer_hf.training.classification_scores import (
@@ -82,7 +83,7 @@ from roformer_hf.training.labels import (
     read_csv_numbers,
 )
 from roformer_hf.training.launch import check_distributed_launch
-from roformer_hf.training.long_documents import INPUT_SETTINGS, encode_batch, resolve_input_settings
+from roformer_hf.training.long_documents import encode_batch, resolve_input_settings
 from roformer_hf.training.publishing import publish_run
 from roformer_hf.training.resume import (
     absolute_path,

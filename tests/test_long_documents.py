@@ -7,19 +7,17 @@ import numpy as np
 import pytest
 from conftest import TINY
 
-from roformer_hf.training.errors import ScriptError
-from roformer_hf.training.labels import SINGLE_LABEL, LabelInfo
-from roformer_hf.training.long_documents import (
+from roformer_hf.document_inputs import (
     INPUT_SETTINGS,
     add_special_tokens,
-    encode_batch,
-    first_per_document,
     pool_chunk_logits,
-    resolve_input_settings,
     split_into_windows,
     truncate_pair,
     truncate_token_ids,
 )
+from roformer_hf.training.errors import ScriptError
+from roformer_hf.training.labels import SINGLE_LABEL, LabelInfo
+from roformer_hf.training.long_documents import encode_batch, first_per_document, resolve_input_settings
 from run_classification import DataArguments
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -18,32 +18,13 @@ from ..document_inputs import (
     add_special_tokens,
     document_parts,
     pool_chunk_logits,
-    split_into_windows,
     tokenize_texts,
-    truncate_pair,
-    truncate_token_ids,
 )
 from ..modeling import RoFormerForSequenceClassification
 from .errors import ScriptError
 from .labels import LabelInfo, encode_label
 
 logger = logging.getLogger(__name__)
-
-# Imported from here by the script and the tests (the pieces live in roformer_hf.document_inputs).
-__all__ = [
-    "INPUT_SETTINGS",
-    "add_special_tokens",
-    "document_parts",
-    "encode_batch",
-    "first_per_document",
-    "pool_chunk_logits",
-    "pool_documents",
-    "resolve_input_settings",
-    "split_into_windows",
-    "tokenize_texts",
-    "truncate_pair",
-    "truncate_token_ids",
-]
 
 
 def first_per_document(values: np.ndarray, document_ids: Sequence[int]) -> np.ndarray:
