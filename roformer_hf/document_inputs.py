@@ -27,8 +27,10 @@ CHUNK_POOLINGS = ("mean", "max")
 
 
 class ReadingRecipe(Protocol):
-    """What `document_parts` reads of a recipe: run_classification.py's `DataArguments`, or a `DocumentRecipe`."""
+    """What `document_model_inputs` reads of a recipe: run_classification.py's `DataArguments`, or a
+    `DocumentRecipe`."""
 
+    max_seq_length: int
     truncation_side: str
     long_doc_strategy: str
     chunk_stride: int
@@ -214,3 +216,19 @@ def document_parts(
     if second_ids is not None:
         return [truncate_pair(first_ids, second_ids, body_length, reading.truncation_side)]
     return [(truncate_token_ids(first_ids, body_length, reading.truncation_side), None)]
+
+
+def document_model_inputs(
+    first_ids: list[int], second_ids: list[int] | None, reading: ReadingRecipe, cls_token_id: int, sep_token_id: int
+) -> list[dict[str, list[int]]]:
+    """
+    The model inputs of one document as the recipe reads it: one, or one per window, each `[CLS] first [SEP]` (or
+    `[CLS] first [SEP] second [SEP]`) of at most `reading.max_seq_length` tokens, with its `input_ids`,
+    `token_type_ids` and `attention_mask`.
+    """
+    body_length = reading.max_seq_length - (3 if second_ids is not None else 2)
+    model_inputs = []
+    for first_part, second_part in document_parts(first_ids, second_ids, body_length, reading):
+        encoded = add_special_tokens(first_part, second_part, cls_token_id, sep_token_id)
+        model_inputs.append({**encoded, "attention_mask": [1] * len(encoded["input_ids"])})
+    return model_inputs

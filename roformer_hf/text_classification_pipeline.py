@@ -16,7 +16,7 @@ import torch
 from transformers import TextClassificationPipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
-from .document_inputs import DocumentRecipe, add_special_tokens, document_parts, pool_chunk_logits, tokenize_texts
+from .document_inputs import DocumentRecipe, document_model_inputs, pool_chunk_logits, tokenize_texts
 
 TASK = "text-classification"
 # Tokenizer options the recipe makes moot: it truncates (or cuts into windows) by itself, and the pipeline pads.
@@ -84,16 +84,10 @@ class RoFormerTextClassificationPipeline(TextClassificationPipeline):
             )
         first_ids = tokenize_texts(self.tokenizer, [text])[0]
         second_ids = tokenize_texts(self.tokenizer, [text_pair])[0] if text_pair is not None else None
-        body_length = self.recipe.max_seq_length - (3 if text_pair is not None else 2)
-        encoded = []
-        for first_part, second_part in document_parts(first_ids, second_ids, body_length, self.recipe):
-            special = add_special_tokens(
-                first_part, second_part, self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
-            )
-            model_input = {name: torch.tensor([ids]) for name, ids in special.items()}
-            model_input["attention_mask"] = torch.ones_like(model_input["input_ids"])
-            encoded.append(model_input)
-        return encoded
+        model_inputs = document_model_inputs(
+            first_ids, second_ids, self.recipe, self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
+        )
+        return [{name: torch.tensor([ids]) for name, ids in model_input.items()} for model_input in model_inputs]
 
     def _forward(self, model_inputs, windows_per_forward: int = WINDOWS_PER_FORWARD):
         if not self.reads_in_windows:

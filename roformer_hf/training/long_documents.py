@@ -13,13 +13,7 @@ from typing import Protocol, TypeVar
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
-from ..document_inputs import (
-    INPUT_SETTINGS,
-    add_special_tokens,
-    document_parts,
-    pool_chunk_logits,
-    tokenize_texts,
-)
+from ..document_inputs import INPUT_SETTINGS, document_model_inputs, pool_chunk_logits, tokenize_texts
 from ..modeling import RoFormerForSequenceClassification
 from .errors import ScriptError
 from .labels import LabelInfo, encode_label
@@ -79,16 +73,14 @@ def encode_batch(
     first_texts = tokenize_texts(tokenizer, batch[data_args.text_column_name])
     pair_column = data_args.text_pair_column_name
     second_texts = tokenize_texts(tokenizer, batch[pair_column]) if pair_column else [None] * len(first_texts)
-    body_length = data_args.max_seq_length - (3 if pair_column else 2)
     labels = batch.get(data_args.label_column_name)
     features: dict[str, list] = {"input_ids": [], "token_type_ids": [], "attention_mask": [], "document_index": []}
     features.update({"length": [], **({"labels": []} if labels is not None else {})})
+    cls_token_id, sep_token_id = tokenizer.cls_token_id, tokenizer.sep_token_id
     for position, (first_ids, second_ids) in enumerate(zip(first_texts, second_texts, strict=True)):
-        for first_part, second_part in document_parts(first_ids, second_ids, body_length, data_args):
-            encoded = add_special_tokens(first_part, second_part, tokenizer.cls_token_id, tokenizer.sep_token_id)
-            features["input_ids"].append(encoded["input_ids"])
-            features["token_type_ids"].append(encoded["token_type_ids"])
-            features["attention_mask"].append([1] * len(encoded["input_ids"]))
+        for encoded in document_model_inputs(first_ids, second_ids, data_args, cls_token_id, sep_token_id):
+            for name, ids in encoded.items():  # input_ids, token_type_ids, attention_mask
+                features[name].append(ids)
             features["document_index"].append(indices[position])
             features["length"].append(len(encoded["input_ids"]))
             if labels is not None:
