@@ -85,7 +85,7 @@ class Downloads:
         url = f"https://github.com/{repository}/archive/{commit}.zip"
         return self._cached(f"{repository.replace('/', '+')}+{commit[:12]}.zip", url)
 
-    def sdist(self, name: str, version: str, sha256: str) -> bytes:
+    def sdist(self, name: str, version: str, pinned_sha256: str) -> bytes:
         """A package's source distribution, by pip from the package index this machine is set up for."""
         target = self.folder / f"{name}-{version}.tar.gz"
         if not target.is_file():
@@ -96,7 +96,7 @@ class Downloads:
                 last_line = (completed.stderr.strip().splitlines() or ["no output"])[-1]
                 raise BuildError(f"pip could not download {name}=={version}: {last_line}")
         data = target.read_bytes()
-        if hashlib.sha256(data).hexdigest() != sha256:
+        if sha256(data) != pinned_sha256:
             raise BuildError(f"{target} is not the {name} {version} source distribution pinned here (its SHA-256)")
         return data
 
@@ -108,7 +108,7 @@ class Downloads:
                     data = response.read()
             except OSError as error:
                 raise BuildError(f"could not download {url}: {error}") from None
-            target.write_bytes(data)
+            write_whole(target, data)  # a download cut short is not kept for the next run
         return target.read_bytes()
 
 
@@ -269,25 +269,30 @@ def build(output: Path, downloads: Downloads, files: list[DataFile]) -> list[str
     done = []
     for file in files:
         target = output / file.path
-        if target.is_file() and sha256_of(target) == file.sha256:
+        if target.is_file() and sha256(target.read_bytes()) == file.sha256:
             done.append(f"{file.path}: already there")
             continue
         data = file.build(downloads)
-        if hashlib.sha256(data).hexdigest() != file.sha256:
+        if (built := sha256(data)) != file.sha256:
             raise BuildError(
                 f"{file.path} built from its sources is not the file the tests were calibrated on (SHA-256 "
-                f"{hashlib.sha256(data).hexdigest()[:16]}..., not {file.sha256[:16]}...): nothing was written for it"
+                f"{built[:16]}..., not {file.sha256[:16]}...): nothing was written for it"
             )
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(f".{target.name}.partial")
-        partial.write_bytes(data)
-        os.replace(partial, target)  # whole or not at all
+        write_whole(target, data)
         done.append(f"{file.path}: written, {len(data):,} bytes")
     return done
 
 
-def sha256_of(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_whole(target: Path, data: bytes) -> None:
+    """Writes `data` to `target` whole or not at all (an interrupted write leaves no truncated file)."""
+    partial = target.with_name(f".{target.name}.partial")
+    partial.write_bytes(data)
+    os.replace(partial, target)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
