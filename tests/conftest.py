@@ -171,20 +171,32 @@ def assert_padding_changes_nothing(model: torch.nn.Module) -> None:
     torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)
 
 
+def first_texts(path: Path, count: int) -> list[str]:
+    """The `text` of the first `count` records of a JSON-lines file."""
+    with path.open(encoding="utf-8") as reader:
+        return [json.loads(line)["text"] for line in itertools.islice(reader, count)]
+
+
+def peoples_daily_file() -> Path:
+    """People's Daily, one paragraph a line: the whole month where the full data is present, else the shipped sample
+    (its first 1,200 paragraphs)."""
+    return PEOPLES_DAILY if PEOPLES_DAILY.is_file() else PEOPLES_DAILY_SAMPLE
+
+
 def long_documents(count: int) -> list[str]:
     """`count` long documents: the first Fudan articles (median 5,600 characters) where the full data is present,
     else runs of consecutive paragraphs of the People's Daily sample, each joined into a document of at least 5,000
     characters, so that a fresh clone tests long inputs on real text too."""
     fudan = CLS_DIR / "fudan_longdoc_7cls.jsonl"
     if fudan.is_file():
-        with fudan.open(encoding="utf-8") as reader:
-            return [json.loads(line)["text"] for line in itertools.islice(reader, count)]
-    documents, paragraphs = [], []
+        return first_texts(fudan, count)
+    documents, paragraphs, length = [], [], 0
     for paragraph in PEOPLES_DAILY_SAMPLE.read_text(encoding="utf-8").splitlines():
         paragraphs.append(paragraph)
-        if sum(map(len, paragraphs)) >= 5000:
+        length += len(paragraph)
+        if length >= 5000:
             documents.append("\n".join(paragraphs))
-            paragraphs = []
+            paragraphs, length = [], 0
     assert len(documents) >= count, f"the People's Daily sample makes {len(documents)} long documents, not {count}"
     return documents[:count]
 
@@ -194,8 +206,7 @@ def short_texts(count: int) -> list[str]:
     the sentences of the People's Daily sample (mean 39 characters; 2,740 of them)."""
     reviews = CLS_DIR / "chnsenticorp_htl.jsonl"
     if reviews.is_file():
-        with reviews.open(encoding="utf-8") as reader:
-            return [json.loads(line)["text"] for line in itertools.islice(reader, count)]
+        return first_texts(reviews, count)
     text = PEOPLES_DAILY_SAMPLE.read_text(encoding="utf-8")
     sentences = [sentence for sentence in re.findall(r"[^。！？\n]+[。！？]?", text) if sentence.strip()]
     assert len(sentences) >= count, f"the People's Daily sample has {len(sentences)} sentences, not {count}"

@@ -8,7 +8,7 @@ from collections import Counter
 
 import jieba
 import pytest
-from conftest import BERT_VOCAB, PEOPLES_DAILY, PEOPLES_DAILY_SAMPLE
+from conftest import BERT_VOCAB, peoples_daily_file
 
 from roformer_hf import RoFormerJiebaTokenizer
 from roformer_hf.build_vocab import main
@@ -21,8 +21,7 @@ def corpus(tmp_path_factory):
     """People's Daily's first 3,000 paragraphs where the full data is present, else the sample's 1,200: two thirds
     as plain text, the rest as JSON lines."""
     folder = tmp_path_factory.mktemp("corpus")
-    path = PEOPLES_DAILY if PEOPLES_DAILY.is_file() else PEOPLES_DAILY_SAMPLE
-    lines = path.read_text(encoding="utf-8").splitlines()[:3000]
+    lines = peoples_daily_file().read_text(encoding="utf-8").splitlines()[:3000]
     cut = len(lines) * 2 // 3
     (folder / "news.txt").write_text("\n".join(lines[:cut]) + "\n", encoding="utf-8")
     records = [json.dumps({"id": index, "text": line}, ensure_ascii=False) for index, line in enumerate(lines[cut:])]

@@ -13,7 +13,7 @@ import unicodedata
 import jieba
 import pytest
 import transformers
-from conftest import CAIL_SAMPLE, DATA_DIR, PEOPLES_DAILY, PEOPLES_DAILY_SAMPLE, ROFORMER_VOCAB, long_documents
+from conftest import CAIL_SAMPLE, DATA_DIR, ROFORMER_VOCAB, first_texts, long_documents, peoples_daily_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from transformers import AutoTokenizer, PreTrainedTokenizer
@@ -119,8 +119,7 @@ def reference(roformer_vocab):
 def peoples_daily():
     """People's Daily, one paragraph a line: the whole month where the full data is present, else the shipped sample
     (its first 1,200 paragraphs), so that a fresh clone tests the tokenizer on real text too."""
-    path = PEOPLES_DAILY if PEOPLES_DAILY.is_file() else PEOPLES_DAILY_SAMPLE
-    return path.read_text(encoding="utf-8").splitlines()
+    return peoples_daily_file().read_text(encoding="utf-8").splitlines()
 
 
 def encode_in_batches(tokenizer, texts, batch_size=1000):
@@ -378,12 +377,10 @@ class TransformersEncoding(RoFormerJiebaTokenizer):
 def real_texts(peoples_daily):
     lines = [line for line in peoples_daily if line.strip()]
     questions = [line for line in lines if len(line) < 30]
-    with CAIL_SAMPLE.open(encoding="utf-8") as reader:
-        court_texts = [json.loads(line)["text"] for line in itertools.islice(reader, 8)]
     return {
         "lines": lines[:64],
         "long": long_documents(6),  # Fudan articles where the full data is present
-        "cail": court_texts,
+        "cail": first_texts(CAIL_SAMPLE, 8),
         "pairs": list(zip(questions[:16], lines[:16], strict=True)),  # short first texts leave room for only_second
         "long first pairs": list(zip(lines[:16], questions[:16], strict=True)),
     }
