@@ -4,9 +4,10 @@ Every ```python block of README.md and docs/*.md runs offline in a fresh folder 
 (a `print(...)  # -> value` line asserts that the print shows `value`). A docs block that needs what a test cannot
 have (the Hub, a GPU, a trained checkpoint) is marked `<!-- no-test: why -->` on the line before it and is only
 compiled; the README has no such block. The checkpoints and files the docs' blocks name as the reader's own
-(`my-classifier`, `path/to/checkpoint`, `vocab.txt`, ...) are tiny stand-ins under those names (`DOCS_STAND_INS`). Every command of the README's ```bash blocks is run here (the scripts'
-example commands), is run by CI (`.ci/run`), or says on its line why it is not (`# not run by the tests: why`); so is
-every command of docs/*.md, where a page's commands may also be run by another test (`DOCS_RUN_BY_TESTS`).
+(`my-classifier`, `path/to/checkpoint`, `vocab.txt`, ...) are tiny stand-ins under those names (`DOCS_STAND_INS`).
+Every command of the README's ```bash blocks is run here (the scripts' example commands), is run by CI
+(`.ci/run`), or says on its line why it is not (`# not run by the tests: why`); so is every command of docs/*.md,
+where a page's commands may also be run by another test (`DOCS_RUN_BY_TESTS`).
 """
 
 import json
@@ -166,10 +167,9 @@ def build_stand_ins(folder: Path) -> None:
         model.save_pretrained(folder / name)
         tokenizer.save_pretrained(folder / name)
     tokenizer.save_pretrained(folder / "path" / "to" / "saved")
-    vocab = ROFORMER_VOCAB
     (folder / "path" / "to" / "folder").mkdir(parents=True)
     for target in (folder / "vocab.txt", folder / "path" / "to" / "folder" / "vocab.txt"):
-        target.write_bytes(vocab.read_bytes())
+        target.write_bytes(ROFORMER_VOCAB.read_bytes())
     characters = [line for line in demo_vocab.read_text(encoding="utf-8").splitlines() if len(line) == 1]
     char_vocab = folder / "char_vocab.txt"
     char_vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *characters]) + "\n", "utf-8")
