@@ -53,13 +53,7 @@ from roformer_hf.training.classification_scores import (
     report_split,
     run_inference,
 )
-from roformer_hf.training.cli import (
-    ModelArguments,
-    ScriptTrainingArguments,
-    command_line,
-    demo_or_given_arguments,
-    parse_arguments,
-)
+from roformer_hf.training.cli import ModelArguments, ScriptTrainingArguments, parse_arguments
 from roformer_hf.training.console import loading_instructions, setup_logging
 from roformer_hf.training.data_files import (
     CSV_ONLY_EMPTY_CELLS_MISSING,
@@ -69,6 +63,7 @@ from roformer_hf.training.data_files import (
     hold_out_validation,
     limit_examples,
 )
+from roformer_hf.training.demo import command_line, demo_or_given_arguments
 from roformer_hf.training.divergence import StopOnNonFiniteWeights
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.interrupts import StopAtStepBoundary, raise_if_stopped

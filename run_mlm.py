@@ -30,15 +30,10 @@ from transformers import PreTrainedTokenizerBase, TrainingArguments, set_seed
 from roformer_hf import RoFormerForMaskedLM
 from roformer_hf.model_card import TrainingSummary
 from roformer_hf.training.building import build_config, build_model, build_tokenizer
-from roformer_hf.training.cli import (
-    ModelArguments,
-    ScriptTrainingArguments,
-    command_line,
-    demo_or_given_arguments,
-    parse_arguments,
-)
+from roformer_hf.training.cli import ModelArguments, ScriptTrainingArguments, parse_arguments
 from roformer_hf.training.console import loading_instructions, setup_logging
 from roformer_hf.training.data_files import check_caches_writable, hold_out_validation, limit_examples
+from roformer_hf.training.demo import command_line, demo_or_given_arguments
 from roformer_hf.training.divergence import StopOnNonFiniteWeights
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.interrupts import StopAtStepBoundary

@@ -1,9 +1,10 @@
 """roformer_hf: the RoFormer model family for the Hugging Face ecosystem.
 
 Importing the package registers every class with transformers' Auto classes under model_type "roformer_hf",
-beside (never instead of) transformers' own "roformer". It also makes `RoFormerTextClassificationPipeline` the
-pipeline of "text-classification", which reads a document as run_classification.py fine-tuned the classifier to (its
-config's `classification_inputs`) and serves every other model as transformers' own pipeline does.
+beside (never instead of) transformers' own "roformer". It also registers a pipeline for "text-classification" that
+builds `RoFormerTextClassificationPipeline` for a classifier fine-tuned by run_classification.py (whose config has
+`classification_inputs`: the pipeline reads a document as the script evaluated it) and transformers' own
+`TextClassificationPipeline`, the same object as without roformer_hf, for every other model.
 """
 
 from transformers import (

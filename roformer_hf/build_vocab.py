@@ -26,7 +26,8 @@ from collections.abc import Iterator
 
 from tqdm.auto import tqdm
 
-from .tokenization import RoFormerJiebaTokenizer, is_cjk_character, is_dropped, is_punctuation, is_whitespace
+from .text_rules import is_cjk_character, is_dropped, is_punctuation, is_whitespace
+from .tokenization import RoFormerJiebaTokenizer
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -61,7 +61,8 @@ from .conversion_sources import (
     read_bert4keras_checkpoint,
 )
 from .model_card import write_model_card
-from .tokenization import RoFormerJiebaTokenizer, load_vocab
+from .text_rules import load_vocab
+from .tokenization import RoFormerJiebaTokenizer
 from .training.checkpoints import give_plain_modes
 from .training.locks import LOCK_FILE_NAME, FolderLock, FolderLockedError
 from .training.pickle_refusal import is_refused_pickle, refused_pickle_message

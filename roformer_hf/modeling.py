@@ -282,7 +282,8 @@ class RoFormerPreTrainedModel(RoFormerPretrainedMixin, PreTrainedModel):
     _supports_flash_attn = True
     _supports_attention_backend = True
     _can_compile_fullgraph = True  # but for the sparse MLM prediction and the length-dependent RoPE types
-    # Collected by hooks (`capture_outputs`) when `output_hidden_states` / `output_attentions` ask for them.
+    # For `output_hidden_states` / `output_attentions`, hooks of `capture_outputs`: transformers' internal helper, used
+    # on purpose, as its own v5 models use it; tests/test_modeling.py checks it on the oldest and newest releases.
     _can_record_outputs = {"hidden_states": RoFormerLayer, "attentions": RoFormerSelfAttention}  # noqa: RUF012
     # transformers' RoFormer stores a fixed sinusoid table; RoPE here is computed from position ids instead.
     _keys_to_ignore_on_load_unexpected = [r"embed_positions"]  # noqa: RUF012

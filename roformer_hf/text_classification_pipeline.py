@@ -8,8 +8,10 @@ their logits (mean or max) into one row before `function_to_apply` and `top_k`, 
 config has no recipe (a classifier fine-tuned with a plain `Trainer`, or any other model) is served exactly as
 transformers' `TextClassificationPipeline` serves it.
 
-`import roformer_hf` makes this the pipeline of the task "text-classification" (`serve_recipes`); a checkpoint with a
-recipe also names it in its config's `custom_pipelines`, for `trust_remote_code=True` where roformer_hf is missing.
+`import roformer_hf` registers `RecipeOrPlainPipeline` for the task "text-classification" (`serve_recipes`): it builds
+this pipeline for a model with a recipe and transformers' own `TextClassificationPipeline`, the very object transformers
+builds without roformer_hf, for any other model (BERT included). A checkpoint with a recipe also names this pipeline
+in its config's `custom_pipelines`, for `trust_remote_code=True` where roformer_hf is missing.
 """
 
 import torch
@@ -46,7 +48,7 @@ class RoFormerTextClassificationPipeline(TextClassificationPipeline):
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        # Any model may come here once this class serves the task: only ours declare classification_inputs.
+        # Built directly (not through the registry), it may be given any model: only ours declare a recipe.
         settings = getattr(self.model.config, "classification_inputs", None)
         self.recipe = DocumentRecipe.from_settings(settings) if settings else None
 
@@ -102,6 +104,21 @@ class RoFormerTextClassificationPipeline(TextClassificationPipeline):
         return {"logits": torch.from_numpy(pooled)}  # (1, num_labels)
 
 
+class RecipeOrPlainPipeline(RoFormerTextClassificationPipeline):
+    """
+    What `serve_recipes` registers for "text-classification": building it builds `RoFormerTextClassificationPipeline`
+    for a model whose config has a recipe (`classification_inputs`), and transformers' `TextClassificationPipeline`
+    for any other model, so that importing roformer_hf changes nothing for them. A subclass of ours, so that
+    `pipeline()` finds the class attributes it reads on the registered class.
+    """
+
+    def __new__(cls, *args, **kwargs):
+        model = kwargs.get("model", args[0] if args else None)
+        has_recipe = bool(getattr(getattr(model, "config", None), "classification_inputs", None))
+        # An object of another class than `cls`: Python does not call __init__ on it again.
+        return (RoFormerTextClassificationPipeline if has_recipe else TextClassificationPipeline)(*args, **kwargs)
+
+
 def text_and_pair(inputs) -> tuple[str, str | None]:
     """The text (and second text) of one pipeline input: a string, or a dict with "text" and "text_pair"."""
     if isinstance(inputs, str):
@@ -128,11 +145,12 @@ def check_tokenizer_options(tokenizer_kwargs: dict, recipe: DocumentRecipe) -> N
 
 def serve_recipes() -> None:
     """
-    Make this pipeline the one of the task "text-classification", for every model (those without a recipe are
-    served as before). Called by `import roformer_hf`; keeps the task's model classes and default model.
+    Serve the task "text-classification" with `RecipeOrPlainPipeline`: a classifier with a recipe is read as it was
+    fine-tuned, every other model by transformers' own pipeline. Called by `import roformer_hf`; keeps the task's
+    model classes and default model.
     """
     entry = PIPELINE_REGISTRY.supported_tasks[TASK]
-    PIPELINE_REGISTRY.supported_tasks[TASK] = {**entry, "impl": RoFormerTextClassificationPipeline}
+    PIPELINE_REGISTRY.supported_tasks[TASK] = {**entry, "impl": RecipeOrPlainPipeline}
 
 
 __all__ = ["RoFormerTextClassificationPipeline", "serve_recipes"]

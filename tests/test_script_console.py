@@ -24,8 +24,9 @@ import run_classification
 import run_mlm
 from roformer_hf.cpu_arithmetic import CpuBf16
 from roformer_hf.training import cpu_precision
-from roformer_hf.training.cli import COMMON_TRAINING_OPTIONS, ScriptTrainingArguments
+from roformer_hf.training.cli import ScriptTrainingArguments
 from roformer_hf.training.errors import ScriptError
+from roformer_hf.training.help_text import COMMON_TRAINING_OPTIONS
 from roformer_hf.training.run_outputs import check_output_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

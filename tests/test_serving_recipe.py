@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from conftest import TINY_WORD_VOCAB
+from conftest import BERT_VOCAB, TINY_WORD_VOCAB
 from test_run_classification import DISTINCT_TINY_MODEL, read_predictions, tiny_run, write_jsonl
 from transformers import TextClassificationPipeline, pipeline
+from transformers.pipelines import PIPELINE_REGISTRY
 
 import roformer_hf
 from roformer_hf.document_inputs import DocumentRecipe
-from roformer_hf.text_classification_pipeline import RoFormerTextClassificationPipeline
+from roformer_hf.text_classification_pipeline import RecipeOrPlainPipeline, RoFormerTextClassificationPipeline
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # How each classifier reads its documents (run_classification.py options), at 48 tokens: the test documents are
@@ -239,13 +240,29 @@ def test_a_classifier_without_recipe_is_served_as_transformers_serves_it(tokeniz
     assert {"text_classification_pipeline.py", "document_inputs.py"}.isdisjoint(p.name for p in tmp_path.iterdir())
     ours = pipeline("text-classification", model=str(tmp_path))
     theirs = pipeline("text-classification", model=str(tmp_path), pipeline_class=TextClassificationPipeline)
-    assert isinstance(ours, RoFormerTextClassificationPipeline) and ours.recipe is None
+    assert type(ours) is TextClassificationPipeline  # transformers' own object, as without roformer_hf
     texts = [cail_rows[0]["text"], cail_rows[40]["text"][:50], cail_rows[41]["text"]]
     for options in ({}, {"top_k": None}, {"truncation": True, "max_length": 32}, {"function_to_apply": "sigmoid"}):
         assert ours(texts, batch_size=2, **options) == theirs(texts, batch_size=2, **options)
         assert ours(texts[0], **options) == theirs(texts[0], **options)
     scores = [result["score"] for result in ours(texts)]
     assert np.ptp(scores) > 1e-3  # the texts are told apart, so equal outputs say something
+
+
+def test_bert_is_served_by_transformers_own_pipeline(tmp_path, cail_rows):
+    """Importing roformer_hf leaves every other model's text-classification pipeline as transformers builds it."""
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
+
+    (tmp_path / "vocab.txt").write_bytes(BERT_VOCAB.read_bytes())
+    config = BertConfig(vocab_size=21128, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_labels=2)
+    torch.manual_seed(0)
+    BertForSequenceClassification(config).save_pretrained(tmp_path)
+    BertTokenizer(str(tmp_path / "vocab.txt")).save_pretrained(tmp_path)
+    served = pipeline("text-classification", model=str(tmp_path))
+    assert PIPELINE_REGISTRY.supported_tasks["text-classification"]["impl"] is RecipeOrPlainPipeline
+    assert type(served) is TextClassificationPipeline
+    texts = [row["text"][:200] for row in cail_rows[:3]]
+    assert served(texts) == TextClassificationPipeline(model=served.model, tokenizer=served.tokenizer)(texts)
 
 
 @pytest.mark.parametrize(

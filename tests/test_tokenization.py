@@ -13,7 +13,7 @@ import unicodedata
 import jieba
 import pytest
 import transformers
-from conftest import CAIL_SAMPLE, DATA_DIR, ROFORMER_VOCAB, first_texts, long_documents, peoples_daily_file
+from conftest import CAIL_SAMPLE, DATA_DIR, REPO_ROOT, ROFORMER_VOCAB, first_texts, long_documents, peoples_daily_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from transformers import AutoTokenizer, PreTrainedTokenizer
@@ -505,6 +505,47 @@ print(json.dumps([type(registered).__module__, registered(texts)["input_ids"], t
     registered_module, registered_ids, remote_module, remote_ids = run_in_fresh_python(code, tmp_path)
     assert registered_module == "roformer_hf.tokenization" and remote_module.startswith("transformers_modules")
     assert registered_ids == remote_ids == tokenizer(texts)["input_ids"]
+
+
+# The last commit whose tokenizer was one file: checkpoints saved before the split carry that file alone.
+SINGLE_FILE_TOKENIZER_COMMIT = "68c410c"
+SPLIT_TOKENIZER_FILES = ("text_rules.py", "jieba_rule.py", "batch_rows.py", "encodings.py")
+
+
+def single_file_tokenizer_source() -> str:
+    """The tokenizer's code as checkpoints saved before the split carry it, from the repository's history."""
+    command = ["git", "show", f"{SINGLE_FILE_TOKENIZER_COMMIT}:roformer_hf/tokenization.py"]
+    completed = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    if completed.returncode != 0:
+        pytest.skip(f"commit {SINGLE_FILE_TOKENIZER_COMMIT} is not in this clone's history (a shallow clone?)")
+    return completed.stdout
+
+
+def test_a_tokenizer_saved_as_one_file_loads_and_encodes_as_the_split_one(tokenizer, tmp_path, peoples_daily):
+    tokenizer.save_pretrained(tmp_path / "saved")
+    saved = tmp_path / "saved"
+    assert {path.name for path in saved.glob("*.py")} == {"tokenization.py", *SPLIT_TOKENIZER_FILES}
+    for name in SPLIT_TOKENIZER_FILES:
+        (saved / name).unlink()
+    (saved / "tokenization.py").write_text(single_file_tokenizer_source(), encoding="utf-8")
+    texts = [EXAMPLE, "Ｈéllo，世界！ 永和服装", *peoples_daily[:50]]
+    (tmp_path / "texts.json").write_text(json.dumps(texts))
+    code = """
+import json
+from transformers import AutoTokenizer
+texts = json.load(open("texts.json"))
+def encoded(tokenizer):
+    batch = tokenizer(texts, text_pair=["今天天气"] * len(texts), return_offsets_mapping=True, truncation="only_first",
+                      max_length=48, stride=8, return_overflowing_tokens=True, padding=True)
+    return [batch["input_ids"], batch["offset_mapping"], [batch.word_ids(i) for i in range(len(batch["input_ids"]))]]
+old = AutoTokenizer.from_pretrained("saved", trust_remote_code=True)
+import roformer_hf
+new = AutoTokenizer.from_pretrained("saved")
+print(json.dumps([type(old).__module__, type(new).__module__, encoded(old), encoded(new)]))
+"""
+    old_module, new_module, old_encoded, new_encoded = run_in_fresh_python(code, tmp_path)
+    assert old_module.startswith("transformers_modules") and new_module == "roformer_hf.tokenization"
+    assert old_encoded == new_encoded
 
 
 def test_folder_with_only_the_original_vocab(roformer_vocab, tmp_path):

@@ -1,13 +1,14 @@
-"""Tests of the training settings' checks (roformer_hf/training/cli.py, `check_training_settings`): values in range
-are accepted, the edges included; the refusals and their messages are rows of docs/bad_inputs.md
+"""Tests of the training settings' checks (roformer_hf/training/setting_checks.py, `check_training_settings`):
+values in range are accepted, the edges included; the refusals and their messages are rows of docs/bad_inputs.md
 (tests/test_bad_settings_and_data.py)."""
 
 import math
 
 import pytest
 
-from roformer_hf.training.cli import SETTING_RANGES, ScriptTrainingArguments, SettingRange, parse_arguments
+from roformer_hf.training.cli import ScriptTrainingArguments, parse_arguments
 from roformer_hf.training.errors import ScriptError
+from roformer_hf.training.setting_checks import SETTING_RANGES, SettingRange
 
 
 def parse(tmp_path, *options: str) -> ScriptTrainingArguments:
