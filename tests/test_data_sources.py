@@ -15,7 +15,7 @@ from conftest import PEOPLES_DAILY_SAMPLE, REPO_ROOT
 
 import run_classification
 import run_mlm
-from roformer_hf.training.data_sources import load_splits
+from roformer_hf.training.data_sources import json_rows_key, load_splits
 from roformer_hf.training.errors import ScriptError
 
 DEMO_VOCAB = REPO_ROOT / "data" / "demo_vocab.txt"
@@ -214,6 +214,17 @@ def test_nested_fields_are_named_with_dots(rows, tmp_path):
     assert raw_datasets["train"]["meta.label"] == [row["label"] for row in rows["train"]]
     assert raw_datasets["test"]["meta.id"] == [row["id"] for row in rows["test"]]
     assert label_info.label_names == ["civil", "criminal"]
+
+
+def test_the_rows_key_of_a_json_file_is_found_in_each_form(rows, tmp_path):
+    document = {"version": 1, "data": rows["test"]}
+    one_line = tmp_path / "one_line.json"
+    one_line.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
+    assert json_rows_key(str(one_line), "--train_file", None) == "data"
+    assert json_rows_key(write_json(tmp_path / "indented.json", document), "--train_file", None) == "data"
+    assert json_rows_key(write_jsonl(tmp_path / "lines.json", rows["test"]), "--train_file", None) is None
+    assert json_rows_key(write_jsonl(tmp_path / "one_row.json", [{"text": "x", "label": "civil"}]), "-", None) is None
+    assert json_rows_key(write_json(tmp_path / "array.json", rows["test"]), "--train_file", None) is None
 
 
 def test_text_column_names_of_transformers_reads_a_text_pair(rows, tmp_path):

@@ -158,7 +158,8 @@ def named_dataset_error(name: str, config_name: str | None, error: Exception, ca
         cache = cache_dir or datasets.config.HF_DATASETS_CACHE
         return ScriptError(
             f"--dataset_name {name}: no such folder, and no Hub dataset of that id in the datasets cache {cache} "
-            "(offline): give a local folder, or load the dataset once with a connection (unset HF_HUB_OFFLINE)."
+            "(the Hub is out of reach: HF_HUB_OFFLINE or no connection): give a local folder, or load the dataset "
+            "once with a connection."
         )
     first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
     if config_name is not None and config_name in first_line:
@@ -216,6 +217,8 @@ def json_rows_key(path: str, option: str, json_field: str | None) -> str | None:
     one JSON object, its only key holding a list of objects (e.g. `{"version": 2, "data": [{...}, ...]}`); else
     `None`, the file's rows are the file's (JSON lines or a JSON array).
     """
+    if json_field is None and Path(path).suffix.lower() != ".json":
+        return None
     document = whole_json_object(path)
     if json_field is not None:
         if document is None:
@@ -230,7 +233,7 @@ def json_rows_key(path: str, option: str, json_field: str | None) -> str | None:
                 f"{', '.join(document)}): name the key that holds the rows with --json_field."
             )
         return json_field
-    if document is None or Path(path).suffix.lower() != ".json":
+    if document is None:
         return None
     keys = [key for key, value in document.items() if is_list_of_rows(value)]
     if len(keys) > 1:
@@ -244,14 +247,23 @@ def json_rows_key(path: str, option: str, json_field: str | None) -> str | None:
 
 
 def whole_json_object(path: str) -> dict[str, Any] | None:
-    """The file's JSON object when the whole file is one (not JSON lines, not an array), else `None`."""
+    """The file's JSON object when the whole file is one (not JSON lines, not an array), else `None`. JSON lines are
+    told by their first line, so that a large corpus is not read whole for this."""
     with open(path, encoding="utf-8") as file:
-        if not file.read(4096).lstrip().startswith("{"):
+        first_line = file.readline()
+        if not first_line.lstrip().startswith("{"):
             return None
+        try:
+            json.loads(first_line)
+        except json.JSONDecodeError:  # an object over several lines (or a broken one, which the loader reports)
+            pass
+        else:
+            if file.read(4096).strip():  # an object a line: JSON lines
+                return None
         file.seek(0)
         try:
             document = json.load(file)
-        except json.JSONDecodeError:  # JSON lines (or a broken file, which the loader reports with its line)
+        except json.JSONDecodeError:
             return None
     return document if isinstance(document, dict) else None
 
