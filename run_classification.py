@@ -19,7 +19,9 @@ A fine-tuned classifier remembers how it read its documents (`--max_seq_length`,
 predicting with it reads them the same way, unless the command line says otherwise (with a warning), and so does
 `pipeline("text-classification", model=output_dir)` (`roformer_hf.text_classification_pipeline`).
 
-The data files are CSV or JSON lines with a text column and a label column. A label is a name or an id
+The data are files (CSV, JSON lines, JSON, Parquet, Arrow, a `save_to_disk` folder) or a dataset named by
+`--dataset_name` (a Hub id, or a local folder in the Hub's layout), with a text column and a label column (nested
+fields named with dots: `meta.label`). A label is a name or an id
 (single-label), a list of them (multi-label) or a float (regression). Metrics are computed offline by the
 `evaluate` modules of `roformer_hf.metrics` (scikit-learn underneath).
 """
@@ -55,14 +57,8 @@ from roformer_hf.training.classification_scores import (
 )
 from roformer_hf.training.cli import ModelArguments, ScriptTrainingArguments, parse_arguments
 from roformer_hf.training.console import loading_instructions, setup_logging
-from roformer_hf.training.data_files import (
-    CSV_ONLY_EMPTY_CELLS_MISSING,
-    check_caches_writable,
-    check_data_file,
-    data_file_error,
-    hold_out_validation,
-    limit_examples,
-)
+from roformer_hf.training.data_files import check_caches_writable, hold_out_validation, limit_examples
+from roformer_hf.training.data_sources import FILE_KINDS, DatasetArguments, load_splits
 from roformer_hf.training.demo import command_line, demo_or_given_arguments
 from roformer_hf.training.divergence import StopOnNonFiniteWeights
 from roformer_hf.training.errors import ScriptError
@@ -100,7 +96,6 @@ from roformer_hf.training.written_files import check_inputs_are_not_outputs
 
 logger = logging.getLogger(__name__)
 
-DATA_FORMATS = {".csv": "csv", ".json": "json", ".jsonl": "json"}
 SAMPLE_FILE = Path(__file__).resolve().parent / "data" / "cail_sample.jsonl"
 
 # `python run_classification.py` with no arguments: a few minutes on a CPU, civil vs criminal court texts.
@@ -120,11 +115,15 @@ DEMO_ARGUMENTS = [
 
 
 @dataclass
-class DataArguments:
+class DataArguments(DatasetArguments):
     """What data to train, evaluate and predict on, and how to turn documents into model inputs."""
 
-    train_file: str | None = field(default=None, metadata={"help": "Training data: a .csv, .json or .jsonl file."})
-    validation_file: str | None = field(default=None, metadata={"help": "Validation data (same format)."})
+    test_split_name: str = field(default="test", metadata={"help": "The split of --dataset_name to predict."})
+    train_file: str | None = field(
+        default=None,
+        metadata={"help": f"Training data: a {FILE_KINDS} file, or a folder a Dataset was saved to (save_to_disk)."},
+    )
+    validation_file: str | None = field(default=None, metadata={"help": "Validation data (same formats)."})
     test_file: str | None = field(
         default=None, metadata={"help": "Data for --do_predict; its label column is optional (metrics if present)."}
     )
@@ -134,11 +133,20 @@ class DataArguments:
             "help": "Percentage of the training data held out for validation when there is no --validation_file."
         },
     )
-    text_column_name: str = field(default="text", metadata={"help": "Column holding the document text."})
+    text_column_name: str = field(
+        default="text",
+        metadata={
+            "help": "Column holding the document text (a nested field with dots: meta.text). Also "
+            "--text_column_names, transformers' name: 'a,b' reads columns a and b as a text pair.",
+            "aliases": ["--text_column_names"],
+        },
+    )
     text_pair_column_name: str | None = field(
         default=None, metadata={"help": "Column holding a second text, for sentence-pair tasks."}
     )
-    label_column_name: str = field(default="label", metadata={"help": "Column holding the label(s) or the score."})
+    label_column_name: str = field(
+        default="label", metadata={"help": "Column holding the label(s) or the score (nested: meta.label)."}
+    )
     problem_type: str = field(
         default="auto",
         metadata={
@@ -185,6 +193,7 @@ class DataArguments:
     preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenization."})
 
     def __post_init__(self):
+        self.split_text_column_names()
         # parse_classification_arguments leaves the input settings None when the command line does not give them (see INPUT_SETTINGS)
         if self.max_seq_length is not None and self.max_seq_length < 8:
             raise ValueError(f"--max_seq_length must be at least 8, got {self.max_seq_length}.")
@@ -197,6 +206,18 @@ class DataArguments:
             )
         if self.long_doc_strategy == "chunk" and self.text_pair_column_name is not None:
             raise ValueError("--long_doc_strategy chunk works on single texts: leave out --text_pair_column_name.")
+
+    def split_text_column_names(self) -> None:
+        """`--text_column_names a,b` (transformers' option) names a text pair: the text and the pair column."""
+        names = self.text_column_name.split(",")
+        if len(names) == 1:
+            return
+        if len(names) > 2 or self.text_pair_column_name is not None or not all(name.strip() for name in names):
+            raise ValueError(
+                f"--text_column_names {self.text_column_name}: give one text column, or two for a text pair (a,b), "
+                "and no --text_pair_column_name beside them."
+            )
+        self.text_column_name, self.text_pair_column_name = (name.strip() for name in names)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -237,11 +258,8 @@ def load_labelled_documents(
     its labels (`build_label_maps`: from the training data, else from the fine-tuned checkpoint).
     """
     wanted = wanted_splits(data_args, training_args)
-    raw_datasets = datasets.DatasetDict()
-    for split, option, path, needed in wanted:
-        if needed and path is not None:
-            raw_datasets[split] = read_data_file(path, option, data_args.label_column_name, model_args.cache_dir)
-    check_raw_datasets(raw_datasets, data_args)  # before any shuffling, so that row numbers are those of the files
+    raw_datasets, sources = read_splits(model_args, data_args, wanted)
+    check_raw_datasets(raw_datasets, data_args, sources)  # before any shuffling: row numbers are those of the files
     if training_args.do_eval and "validation" not in raw_datasets and "train" in raw_datasets:
         if data_args.validation_split_percentage == 0:
             raise ScriptError("--do_eval needs --validation_file or a --validation_split_percentage above 0.")
@@ -249,28 +267,35 @@ def load_labelled_documents(
         raw_datasets["train"], raw_datasets["validation"] = hold_out_validation(
             raw_datasets["train"], data_args.validation_split_percentage, seed=training_args.seed
         )
+        sources["validation"] = f"held out of {sources['train']}"
     for split, option, _, needed in wanted:
         if needed and split not in raw_datasets:
-            raise ScriptError(f"--do_{'eval' if split == 'validation' else split} needs {option}.")
+            dataset_split = f" or a --dataset_name with a {split!r} split" if split == "test" else ""
+            raise ScriptError(f"--do_{'eval' if split == 'validation' else split} needs {option}{dataset_split}.")
     limits = {
         "train": data_args.max_train_samples,
         "validation": data_args.max_eval_samples,
         "test": data_args.max_predict_samples,
     }
     raw_datasets = limit_examples(raw_datasets, limits, streaming=False)
-    sources = split_sources(data_args)
     label_info = build_label_maps(
         raw_datasets, data_args.label_column_name, data_args.problem_type, model_args, sources
     )
     return raw_datasets, label_info
 
 
-def split_sources(data_args: DataArguments) -> dict[str, str]:
-    """Where each split's rows come from, for messages: `{"test": "--test_file test.jsonl", ...}`."""
-    sources = {"train": f"--train_file {data_args.train_file}", "test": f"--test_file {data_args.test_file}"}
-    if data_args.validation_file is None:
-        return {**sources, "validation": f"held out of --train_file {data_args.train_file}"}
-    return {**sources, "validation": f"--validation_file {data_args.validation_file}"}
+def read_splits(
+    model_args: ModelArguments, data_args: DataArguments, wanted: list[tuple[str, str, str | None, bool]]
+) -> tuple[datasets.DatasetDict, dict[str, str]]:
+    """The splits the run needs, from their files or `--dataset_name` (`data_sources.load_splits`), and where each
+    came from; a CSV file's labels read as numbers when they all are (`read_csv_numbers`)."""
+    files = {split: path for split, _, path, needed in wanted if needed}
+    columns = [data_args.text_column_name, data_args.text_pair_column_name, data_args.label_column_name]
+    raw_datasets, sources = load_splits(data_args, files, columns, model_args.cache_dir)
+    for split, path in files.items():
+        if path is not None and Path(path).suffix.lower() == ".csv":
+            raw_datasets[split] = read_csv_numbers(raw_datasets[split], data_args.label_column_name, sources[split])
+    return raw_datasets, sources
 
 
 def wanted_splits(
@@ -284,28 +309,9 @@ def wanted_splits(
     ]
 
 
-def read_data_file(
-    path: str, option: str, label_column: str = "label", cache_dir: str | None = None
-) -> datasets.Dataset:
-    """Read one CSV or JSON(-lines) file (its cache in `cache_dir`, else datasets' own); `option` names the argument
-    that gave it, for error messages."""
-    data_format = DATA_FORMATS.get(Path(path).suffix.lower())
-    if data_format is None:
-        raise ScriptError(f"{option} {path}: use a .csv, .json or .jsonl file.")
-    check_data_file(path, option)
-    # a class named "NA" stays a class (numbers are then recognised by `read_csv_numbers`)
-    csv_options = CSV_ONLY_EMPTY_CELLS_MISSING if data_format == "csv" else {}
-    try:
-        dataset = datasets.load_dataset(
-            data_format, data_files=str(path), split="train", cache_dir=cache_dir, **csv_options
-        )
-    except (datasets.exceptions.DatasetGenerationError, ValueError, OSError) as error:
-        raise data_file_error({option: path}, error, cache_dir=cache_dir) from error
-    return read_csv_numbers(dataset, label_column, f"{option} {path}") if data_format == "csv" else dataset
-
-
-def check_raw_datasets(raw_datasets: datasets.DatasetDict, data_args: DataArguments) -> None:
-    """Every split has non-empty text columns of text, and (but for test) a label column without gaps."""
+def check_raw_datasets(raw_datasets: datasets.DatasetDict, data_args: DataArguments, sources: dict[str, str]) -> None:
+    """Every split has non-empty text columns of text, and (but for test) a label column without gaps; `sources`
+    says where each split came from, for messages."""
     text_columns = [data_args.text_column_name, data_args.text_pair_column_name]
     label_column = data_args.label_column_name
     for split, dataset in raw_datasets.items():
@@ -317,7 +323,7 @@ def check_raw_datasets(raw_datasets: datasets.DatasetDict, data_args: DataArgume
             check_text_column(dataset, column, split)
         if split != "test" or label_column in dataset.column_names:
             require_column(dataset, label_column, split, "--label_column_name")
-            check_label_column(dataset, label_column, split, f"--{split}_file {getattr(data_args, split + '_file')}")
+            check_label_column(dataset, label_column, split, sources[split])
 
 
 def require_column(dataset: datasets.Dataset, column: str, split: str, option: str) -> None:
@@ -483,7 +489,8 @@ def fine_tune(trainer: Trainer, train_dataset: datasets.Dataset, data_args: Data
 def classification_run_settings(data_args: DataArguments, training_args: TrainingArguments) -> dict[str, Any]:
     """The settings a checkpoint of this run records, and a resume must repeat (`training.resume`)."""
     inputs = {name: getattr(data_args, name) for name in INPUT_SETTINGS}
-    return run_settings(training_args, train_file=absolute_path(data_args.train_file), **inputs)
+    dataset = {name: getattr(data_args, name) for name in ("dataset_name", "dataset_config_name", "train_split_name")}
+    return run_settings(training_args, train_file=absolute_path(data_args.train_file), **dataset, **inputs)
 
 
 def predictions_path(training_args: TrainingArguments) -> Path:
@@ -524,7 +531,7 @@ def classification_training_summary(
         trainer,
         script="run_classification.py",
         task=f"text classification ({trainer.model.config.problem_type})",
-        datasets=[data_args.train_file],
+        datasets=[data_args.train_file or data_args.dataset_name],
         results={name: value for name, value in metrics.items() if name.startswith("eval_")},
         trained_lengths=[data_args.max_seq_length],
         hyperparameters={

@@ -33,6 +33,7 @@ from roformer_hf.training.building import build_config, build_model, build_token
 from roformer_hf.training.cli import ModelArguments, ScriptTrainingArguments, parse_arguments
 from roformer_hf.training.console import loading_instructions, setup_logging
 from roformer_hf.training.data_files import check_caches_writable, hold_out_validation, limit_examples
+from roformer_hf.training.data_sources import FILE_KINDS, DatasetArguments, load_splits
 from roformer_hf.training.demo import command_line, demo_or_given_arguments
 from roformer_hf.training.divergence import StopOnNonFiniteWeights
 from roformer_hf.training.errors import ScriptError
@@ -58,8 +59,6 @@ from roformer_hf.training.text_corpus import (
     cut_long_texts,
     has_text,
     keep_text_column,
-    load_saved_dataset,
-    load_text_files,
     number_examples,
     pack_into_blocks,
     tokenize_with_word_ids,
@@ -97,18 +96,20 @@ STREAMING_MAX_EVAL_SAMPLES = 1000
 
 
 @dataclass
-class DataArguments:
+class DataArguments(DatasetArguments):
     """Which text to pretrain on and how to cut it into training examples."""
 
     train_file: str | None = field(
-        default=None, metadata={"help": "Training text: .txt (one document or paragraph a line), .jsonl or .csv."}
+        default=None,
+        metadata={
+            "help": f"Training text: a {FILE_KINDS} file (.txt: one document or paragraph a line), or a folder a "
+            "Dataset was saved to (save_to_disk)."
+        },
     )
     validation_file: str | None = field(default=None, metadata={"help": "Validation text, same formats."})
-    dataset_name: str | None = field(
-        default=None,
-        metadata={"help": "A dataset saved with `save_to_disk` (a Dataset or a DatasetDict with train/validation)."},
+    text_column_name: str = field(
+        default="text", metadata={"help": "The column holding the text (a nested field with dots: meta.text)."}
     )
-    text_column_name: str = field(default="text", metadata={"help": "The column holding the text (jsonl/csv)."})
     validation_split_percentage: int = field(
         default=5, metadata={"help": "Percentage of the training text held out for validation when none is given."}
     )
@@ -174,7 +175,9 @@ def parse_mlm_arguments(
     if masking_args.stages is not None:
         parse_stages(masking_args.stages)  # fail now rather than after loading the data
     if data_args.train_file is None and data_args.dataset_name is None:
-        raise ScriptError("no training data: give --train_file (txt/jsonl/csv) or --dataset_name (a saved dataset).")
+        raise ScriptError(
+            f"no training data: give --train_file (a {FILE_KINDS} file) or --dataset_name (a dataset folder or Hub id)."
+        )
     data_files = {"--train_file": data_args.train_file, "--validation_file": data_args.validation_file}
     check_inputs_are_not_outputs(data_files, training_args.output_dir)
     if not 0.0 < masking_args.mlm_probability < 1.0:
@@ -199,21 +202,13 @@ def load_corpus(data_args: DataArguments, model_args: ModelArguments) -> dataset
     Load the text as a `DatasetDict` (or `IterableDatasetDict` when streaming) with `train` and, when there is
     validation text, `validation` splits holding one column, `text`, without blank texts.
     """
-    if data_args.dataset_name is not None:
-        raw_datasets = load_saved_dataset(data_args.dataset_name, data_args.streaming)
-    else:
-        data_files = {"train": data_args.train_file}
-        if data_args.validation_file is not None:
-            data_files["validation"] = data_args.validation_file
-        raw_datasets = load_text_files(data_files, model_args.cache_dir, data_args.streaming)
+    files = {"train": data_args.train_file, "validation": data_args.validation_file}
+    raw_datasets, sources = load_splits(
+        data_args, files, [data_args.text_column_name], model_args.cache_dir, data_args.streaming
+    )
     raw_datasets = keep_text_column(raw_datasets, data_args.text_column_name)
     for split, dataset in raw_datasets.items():
-        source = (
-            f"--dataset_name {data_args.dataset_name}"
-            if data_args.dataset_name
-            else data_file_option(split, data_args)
-        )
-        raw_datasets[split] = dataset.filter(has_text, with_indices=True, fn_kwargs={"source": source})
+        raw_datasets[split] = dataset.filter(has_text, with_indices=True, fn_kwargs={"source": sources[split]})
     if not data_args.streaming and len(raw_datasets["train"]) == 0:
         raise ScriptError("the training data holds no text (only blank lines or empty values).")
     if not data_args.line_by_line:
@@ -223,11 +218,6 @@ def load_corpus(data_args: DataArguments, model_args: ModelArguments) -> dataset
         train, validation = hold_out_validation(raw_datasets["train"], data_args.validation_split_percentage)
         raw_datasets = type(raw_datasets)(train=train, validation=validation)
     return raw_datasets
-
-
-def data_file_option(split: str, data_args: DataArguments) -> str:
-    """The option and file a split was read from, for messages: `--train_file corpus.txt`."""
-    return f"--{split}_file {getattr(data_args, f'{split}_file')}"
 
 
 def build_tokenizer_and_masked_lm(
@@ -347,6 +337,8 @@ def mlm_run_settings(
         training_args,
         train_file=absolute_path(data_args.train_file),
         dataset_name=data_args.dataset_name,
+        dataset_config_name=data_args.dataset_config_name,
+        train_split_name=data_args.train_split_name,
         max_seq_length=None if masking_args.stages else data_args.max_seq_length,
         stages=masking_args.stages,
         mlm_probability=masking_args.mlm_probability,

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import datasets
 import huggingface_hub
 import pytest
 import torch
@@ -240,6 +241,37 @@ def parquet_file(script: str, tmp: Path) -> list[str]:
     return tiny_run(script, tmp, tmp / "train.csv")
 
 
+def dataset_run(make_dataset: Callable[[Path], str], *extra: str) -> Callable[[str, Path], list[str]]:
+    """A tiny run on `--dataset_name` (made by `make_dataset` in the temporary folder) instead of a training file."""
+
+    def arguments(script: str, tmp: Path) -> list[str]:
+        given = good_run()(script, tmp)
+        position = given.index("--train_file")
+        return [*given[:position], *given[position + 2 :], "--dataset_name", make_dataset(tmp), *extra]
+
+    return arguments
+
+
+def dataset_of_split(split: str) -> Callable[[Path], str]:
+    """A DatasetDict of the rows as its one split `split`, saved with save_to_disk."""
+
+    def save(tmp: Path) -> str:
+        datasets.DatasetDict({split: datasets.Dataset.from_list(ROWS)}).save_to_disk(tmp / "saved")
+        return str(tmp / "saved")
+
+    return save
+
+
+def rows_under_two_keys(script: str, tmp: Path) -> list[str]:
+    (tmp / "train.json").write_text(json.dumps({"data": ROWS, "extra": ROWS}, ensure_ascii=False), encoding="utf-8")
+    return tiny_run(script, tmp, tmp / "train.json")
+
+
+def misspelt_nested_label(script: str, tmp: Path) -> list[str]:
+    rows = [{"text": row["text"], "meta": {"label": row["label"]}} for row in ROWS]
+    return tiny_run(script, tmp, write_jsonl(tmp / "train.jsonl", rows), "--label_column_name", "meta.lable")
+
+
 def cache_dir_under_a_file(script: str, tmp: Path) -> list[str]:
     (tmp / "a_file").write_text("not a folder")
     return with_value(good_run()(script, tmp), "--cache_dir", str(tmp / "a_file" / "cache"))
@@ -379,6 +411,10 @@ SCRIPT_CASES: dict[str, tuple[str, Callable[[str, Path], list[str]]]] = {
     "not_utf8_after_1_mib_jsonl": (BOTH, jsonl_not_utf8_after(1 << 20)),
     "utf16_jsonl": (BOTH, utf16_file),
     "parquet_named_csv": (BOTH, parquet_file),
+    "dataset_name_not_cached": (BOTH, dataset_run(lambda tmp: "someone/roformer-data-not-cached")),
+    "dataset_without_the_train_split": (BOTH, dataset_run(dataset_of_split("training"))),
+    "json_rows_under_two_keys": (BOTH, rows_under_two_keys),
+    "nested_label_misspelt": ("run_classification.py", misspelt_nested_label),
     "cache_dir_not_writable": ("run_mlm.py", cache_dir_under_a_file),
     "resume_other_model": (BOTH, resumed_run(without_run_settings)),
     "resume_other_vocabulary": (BOTH, resumed_run(swapped_vocabulary)),

@@ -46,12 +46,22 @@ def find_utf8_error(path: str | Path, limit: int | None = None) -> tuple[int, in
 # The first bytes of files that are not text at all, or text that iconv -f gbk would garble.
 FILE_SIGNATURES = {
     b"PAR1": "a Parquet file",
+    b"ARROW1": "an Arrow file",
     b"\x1f\x8b": "a gzip-compressed file",
     b"PK\x03\x04": "a zip archive (or an .xlsx workbook)",
     b"\xff\xfe\x00\x00": "UTF-32 text",
     b"\xff\xfe": "UTF-16 text",
     b"\xfe\xff": "UTF-16 text",
 }
+
+
+# The binary formats `datasets` reads, by what `FILE_SIGNATURES` calls them, with their suffix: no UTF-8 to check.
+BINARY_SUFFIXES = {"a Parquet file": ".parquet", "an Arrow file": ".arrow"}
+
+
+def is_binary_data_file(path: str | Path) -> bool:
+    """Whether a data file is named as one of the binary formats `datasets` reads (Parquet, Arrow)."""
+    return Path(path).suffix.lower() in BINARY_SUFFIXES.values()
 
 
 def not_utf8_error(path: str | Path, what: str, line: int, byte: int) -> ScriptError:
@@ -69,10 +79,15 @@ def not_utf8_error(path: str | Path, what: str, line: int, byte: int) -> ScriptE
         return ScriptError(
             f"{what} {path} is {kind}, not UTF-8: convert it, e.g. iconv -f {encoding} -t utf-8 {path} > {converted}"
         )
+    if kind in BINARY_SUFFIXES:  # a format datasets reads, under the name of a text format
+        return ScriptError(
+            f"{what} {path} is {kind}, not text: rename it to {path.with_suffix(BINARY_SUFFIXES[kind])} (a file "
+            f"named {BINARY_SUFFIXES[kind]} is read as {kind.split()[-2]})."
+        )
     if kind is not None:
         return ScriptError(
-            f"{what} {path} is {kind}, not text: give a .txt, .jsonl or .csv file (e.g. export a Parquet file with "
-            "pandas: read_parquet(...).to_json(..., orient='records', lines=True, force_ascii=False))."
+            f"{what} {path} is {kind}, not text: give a .txt, .jsonl, .csv, .parquet or .arrow file (e.g. export it "
+            "with pandas: df.to_parquet(...))."
         )
     encoding, text = guess_line_encoding(read_line(path, line))
     utf8_lines, other_lines = count_line_encodings(path)
@@ -168,6 +183,8 @@ def check_data_file(path: str, option: str) -> None:
         raise ScriptError(f"{option} {path}: no such file.")
     if Path(path).stat().st_size == 0:
         raise ScriptError(f"{option} {path} is empty: give a file with text.")
+    if is_binary_data_file(path):
+        return
     # pyarrow's JSON reader loads bytes that are not UTF-8 without a word, and a later step fails on them with a
     # traceback naming no file: JSON is checked whole (the other formats fail while loading, see data_file_error)
     whole = Path(path).suffix.lower() in (".json", ".jsonl")
@@ -273,7 +290,10 @@ def cache_write_error(error: BaseException) -> OSError | None:
 
 
 def diagnose_data_file(path: str, option: str) -> ScriptError | None:
-    """What makes a data file unreadable: not UTF-8, only blank lines, or a line that is not JSON; else `None`."""
+    """What makes a text data file unreadable: not UTF-8, only blank lines, or a line that is not JSON; else `None`
+    (and for a Parquet or Arrow file, whose loader's own message is the one to show)."""
+    if is_binary_data_file(path):
+        return None
     place = find_utf8_error(path)
     if place is not None:
         return not_utf8_error(path, option, *place)

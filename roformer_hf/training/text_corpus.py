@@ -1,15 +1,13 @@
 """
-Plain text for masked language modelling: reading it (text, JSON lines, CSV or a saved dataset), dropping blank
-texts, cutting long ones, tokenizing with jieba word ids and packing the tokens into blocks.
+Plain text for masked language modelling, once read (`data_sources`): its text column, dropping blank texts, cutting
+long ones, tokenizing with jieba word ids and packing the tokens into blocks.
 """
 
-from pathlib import Path
 from typing import Any
 
 import datasets
 from transformers import PreTrainedTokenizerBase
 
-from .data_files import CSV_ONLY_EMPTY_CELLS_MISSING, check_data_file, data_file_error
 from .errors import ScriptError
 
 # Texts longer than this many characters are cut into pieces before tokenization (not with --line_by_line, where a
@@ -17,44 +15,6 @@ from .errors import ScriptError
 # the memory of the same text in lines. Packing joins the pieces again, with [SEP] [CLS] at each cut.
 LONG_TEXT_CHARACTERS = 2_000
 SENTENCE_ENDS = ("。", "！", "？", "!", "?", "\n")
-TEXT_FILE_BUILDERS = {".txt": "text", ".json": "json", ".jsonl": "json", ".csv": "csv"}
-
-
-def load_text_files(data_files: dict[str, str], cache_dir: str | None, streaming: bool) -> datasets.DatasetDict:
-    """
-    Read the files of `data_files` (`{"train": path, "validation": path}`), all of one format: .txt (one text a
-    line), .json/.jsonl or .csv. A problem with a file raises `ScriptError` naming its option (`--train_file`).
-    """
-    for split, path in data_files.items():
-        check_data_file(path, f"--{split}_file")
-    suffixes = {Path(path).suffix.lower() for path in data_files.values()}
-    if len(suffixes) != 1 or next(iter(suffixes)) not in TEXT_FILE_BUILDERS:
-        raise ScriptError(
-            f"data files must all be one of {', '.join(TEXT_FILE_BUILDERS)}, got {', '.join(data_files.values())}."
-        )
-    builder = TEXT_FILE_BUILDERS[suffixes.pop()]
-    csv_options = CSV_ONLY_EMPTY_CELLS_MISSING if builder == "csv" else {}  # a text "NA" stays a text
-    try:
-        return datasets.load_dataset(
-            builder, data_files=data_files, cache_dir=cache_dir, streaming=streaming, **csv_options
-        )
-    except (datasets.exceptions.DatasetGenerationError, ValueError, OSError) as error:
-        files = {f"--{split}_file": path for split, path in data_files.items()}
-        raise data_file_error(files, error, cache_dir=cache_dir) from error
-
-
-def load_saved_dataset(dataset_name: str, streaming: bool) -> datasets.DatasetDict:
-    """A dataset saved with `save_to_disk` (a Dataset, taken as `train`, or a DatasetDict with a `train` split)."""
-    if not Path(dataset_name).is_dir():
-        raise ScriptError(f"--dataset_name {dataset_name}: no dataset saved there (use save_to_disk).")
-    loaded = datasets.load_from_disk(dataset_name)
-    if isinstance(loaded, datasets.Dataset):
-        loaded = datasets.DatasetDict({"train": loaded})
-    if "train" not in loaded:
-        raise ScriptError(f"--dataset_name {dataset_name} has no 'train' split (splits: {list(loaded)}).")
-    if streaming:
-        loaded = datasets.IterableDatasetDict({name: split.to_iterable_dataset() for name, split in loaded.items()})
-    return loaded
 
 
 def keep_text_column(raw_datasets: datasets.DatasetDict, text_column_name: str) -> datasets.DatasetDict:

@@ -1,0 +1,387 @@
+"""Tests of roformer_hf/training/data_sources.py: the data of both scripts from every layout `datasets` reads, built
+offline from the shipped CAIL and People's Daily samples (a Hub-layout folder of Parquet shards with a README's
+configs, a Hub id in the datasets cache, Parquet, Arrow, save_to_disk folders, nested JSON, a JSON object with its rows
+under a key), read to the same rows as the JSON-lines file they were made from, and fine-tuned on to completion."""
+
+import json
+import shutil
+from pathlib import Path
+
+import datasets
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import PEOPLES_DAILY_SAMPLE, REPO_ROOT
+
+import run_classification
+import run_mlm
+from roformer_hf.training.data_sources import json_rows_key, load_splits
+from roformer_hf.training.errors import ScriptError
+
+DEMO_VOCAB = REPO_ROOT / "data" / "demo_vocab.txt"
+TINY_MODEL = "hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64"
+# A Hub dataset's README: two configurations, the default of all rows, "first_half" of the first 12 training rows.
+HUB_README = """---
+configs:
+- config_name: default
+  data_files:
+  - split: train
+    path: data/train-*.parquet
+  - split: validation
+    path: data/validation-*.parquet
+  - split: test
+    path: data/test-*.parquet
+- config_name: first_half
+  data_files:
+  - split: train
+    path: first_half/train.parquet
+---
+# CAIL sample
+"""
+
+
+@pytest.fixture(scope="module")
+def rows(cail_rows) -> dict[str, list[dict]]:
+    """Short court texts of both classes: 24 to train on (sorted by label, as files often are), 8 and 4 more."""
+    short = [{"id": row["id"], "text": row["text"][:160], "label": row["label"]} for row in cail_rows]
+    return {
+        "train": short[:12] + short[30:42],
+        "validation": short[12:16] + short[42:46],
+        "test": short[16:18] + short[46:48],
+    }
+
+
+def nested(row: dict) -> dict:
+    """A row with its label and id in an object: `{"text": ..., "meta": {"label": ..., "id": ...}}`."""
+    return {"text": row["text"], "meta": {"label": row["label"], "id": row["id"]}}
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> str:
+    path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    return str(path)
+
+
+def write_parquet(path: Path, rows: list[dict]) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    return str(path)
+
+
+def write_arrow(path: Path, rows: list[dict]) -> str:
+    """An Arrow IPC file (what pyarrow and pandas' to_feather write)."""
+    table = pa.Table.from_pylist(rows)
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    return str(path)
+
+
+def hub_folder(folder: Path, rows: dict[str, list[dict]]) -> Path:
+    """A dataset folder in the Hub's layout: Parquet shards (the training split in two) and a README with configs."""
+    write_parquet(folder / "data" / "train-00000-of-00002.parquet", rows["train"][:12])
+    write_parquet(folder / "data" / "train-00001-of-00002.parquet", rows["train"][12:])
+    for split in ("validation", "test"):
+        write_parquet(folder / "data" / f"{split}-00000-of-00001.parquet", rows[split])
+    write_parquet(folder / "first_half" / "train.parquet", rows["train"][:6] + rows["train"][12:18])
+    (folder / "README.md").write_text(HUB_README, encoding="utf-8")
+    return folder
+
+
+def cached_hub_dataset(tmp: Path, rows: dict[str, list[dict]], repo_id: str = "someone/cail_small") -> Path:
+    """
+    A datasets cache holding the Hub dataset `repo_id` as `load_dataset(repo_id)` leaves it when online:
+    `<cache>/<namespace>___<name>/<config>/<version>/<hash>/<name>-<split>.arrow`. Made offline by loading a Hub-layout
+    folder of that name into the cache, then filing it under the namespace, as the Hub's loader files it.
+    """
+    namespace, name = repo_id.split("/")
+    cache = tmp / "datasets_cache"
+    datasets.load_dataset(str(hub_folder(tmp / "download" / name, rows)), cache_dir=str(cache))
+    (cache / name).rename(cache / f"{namespace}___{name}")
+    shutil.rmtree(tmp / "download")  # only the cache is left: the id cannot be read as a folder
+    return cache
+
+
+# --- every layout reads to the rows of the JSON-lines file it was made from ---
+
+
+def layout_arguments(layout: str, tmp: Path, rows: dict[str, list[dict]]) -> list[str]:
+    """The options that give the train, validation and test rows in `layout`."""
+    if layout == "hub_folder":
+        return ["--dataset_name", str(hub_folder(tmp / "cail_small", rows))]
+    if layout == "hub_id_in_cache":
+        return ["--dataset_name", "someone/cail_small", "--cache_dir", str(cached_hub_dataset(tmp, rows))]
+    if layout == "dataset_dict_folder":
+        datasets.DatasetDict({split: datasets.Dataset.from_list(part) for split, part in rows.items()}).save_to_disk(
+            tmp / "saved"
+        )
+        return ["--dataset_name", str(tmp / "saved")]
+    writers = {
+        "parquet": lambda path, part: write_parquet(path.with_suffix(".parquet"), part),
+        "arrow": lambda path, part: write_arrow(path.with_suffix(".arrow"), part),
+        "dataset_folder": lambda path, part: datasets.Dataset.from_list(part).save_to_disk(path) or str(path),
+        "data_keyed_json": lambda path, part: write_json(path.with_suffix(".json"), {"version": 1, "data": part}),
+        "json_array": lambda path, part: write_json(path.with_suffix(".json"), part),
+        "csv": lambda path, part: write_csv(path.with_suffix(".csv"), part),
+    }
+    return [option for split in rows for option in (f"--{split}_file", writers[layout](tmp / split, rows[split]))]
+
+
+def write_json(path: Path, document) -> str:
+    path.write_text(json.dumps(document, ensure_ascii=False, indent=1), encoding="utf-8")
+    return str(path)
+
+
+def write_csv(path: Path, rows: list[dict]) -> str:
+    import pandas as pd
+
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return str(path)
+
+
+LAYOUTS = [
+    "hub_folder",
+    "hub_id_in_cache",
+    "dataset_dict_folder",
+    "dataset_folder",
+    "parquet",
+    "arrow",
+    "data_keyed_json",
+    "json_array",
+    "csv",
+]
+
+
+def classification_arguments(tmp: Path, *options: str) -> list[str]:
+    return [
+        *("--tokenizer_name", str(DEMO_VOCAB), "--config_overrides", TINY_MODEL, "--max_seq_length", "32"),
+        *("--output_dir", str(tmp / "out"), "--cache_dir", str(tmp / "cache"), "--max_steps", "2"),
+        *("--per_device_train_batch_size", "8"),
+        *("--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true", "--bf16", "false"),
+        *options,
+    ]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_every_layout_reads_the_rows_of_the_file_it_was_made_from(layout, rows, tmp_path):
+    arguments = classification_arguments(tmp_path, *layout_arguments(layout, tmp_path, rows))
+    model_args, data_args, training_args = run_classification.parse_classification_arguments(
+        [*arguments, "--do_train", "--do_eval", "--do_predict"]
+    )
+    raw_datasets, label_info = run_classification.load_labelled_documents(model_args, data_args, training_args)
+    for split, expected in rows.items():
+        read = raw_datasets[split].select_columns(["id", "text", "label"]).to_list()
+        assert read == expected, f"{layout}: the {split} rows differ from those written"
+    assert label_info.label_names == ["civil", "criminal"]
+
+
+def test_a_dataset_configuration_and_split_names_choose_the_rows(rows, tmp_path):
+    folder = str(hub_folder(tmp_path / "cail_small", rows))
+    options = ["--dataset_name", folder, "--dataset_config_name", "first_half", "--do_train"]
+    model_args, data_args, training_args = run_classification.parse_classification_arguments(
+        classification_arguments(tmp_path, *options)
+    )
+    raw_datasets, _ = run_classification.load_labelled_documents(model_args, data_args, training_args)
+    assert raw_datasets["train"]["id"] == [row["id"] for row in rows["train"][:6] + rows["train"][12:18]]
+    options = ["--dataset_name", folder, "--train_split_name", "test", "--validation_split_name", "train"]
+    model_args, data_args, training_args = run_classification.parse_classification_arguments(
+        classification_arguments(tmp_path, *options, "--do_train", "--do_eval")
+    )
+    raw_datasets, _ = run_classification.load_labelled_documents(model_args, data_args, training_args)
+    assert raw_datasets["train"]["id"] == [row["id"] for row in rows["test"]]
+    assert raw_datasets["validation"]["id"] == [row["id"] for row in rows["train"]]
+
+
+def test_a_file_replaces_the_split_of_the_named_dataset(rows, tmp_path):
+    folder = str(hub_folder(tmp_path / "cail_small", rows))
+    test_file = write_jsonl(tmp_path / "mine.jsonl", rows["validation"][:3])
+    options = ["--dataset_name", folder, "--test_file", test_file, "--do_train", "--do_predict"]
+    model_args, data_args, training_args = run_classification.parse_classification_arguments(
+        classification_arguments(tmp_path, *options)
+    )
+    raw_datasets, _ = run_classification.load_labelled_documents(model_args, data_args, training_args)
+    assert raw_datasets["test"]["id"] == [row["id"] for row in rows["validation"][:3]]
+    assert len(raw_datasets["train"]) == len(rows["train"])
+
+
+def test_nested_fields_are_named_with_dots(rows, tmp_path):
+    files = {
+        split: write_jsonl(tmp_path / f"{split}.jsonl", [nested(row) for row in part]) for split, part in rows.items()
+    }
+    options = [f"--{split}_file={path}" for split, path in files.items()]
+    model_args, data_args, training_args = run_classification.parse_classification_arguments(
+        classification_arguments(tmp_path, *options, "--label_column_name", "meta.label", "--do_train", "--do_predict")
+    )
+    raw_datasets, label_info = run_classification.load_labelled_documents(model_args, data_args, training_args)
+    assert raw_datasets["train"]["meta.label"] == [row["label"] for row in rows["train"]]
+    assert raw_datasets["test"]["meta.id"] == [row["id"] for row in rows["test"]]
+    assert label_info.label_names == ["civil", "criminal"]
+
+
+def test_the_rows_key_of_a_json_file_is_found_in_each_form(rows, tmp_path):
+    document = {"version": 1, "data": rows["test"]}
+    one_line = tmp_path / "one_line.json"
+    one_line.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
+    assert json_rows_key(str(one_line), "--train_file", None) == "data"
+    assert json_rows_key(write_json(tmp_path / "indented.json", document), "--train_file", None) == "data"
+    assert json_rows_key(write_jsonl(tmp_path / "lines.json", rows["test"]), "--train_file", None) is None
+    assert json_rows_key(write_jsonl(tmp_path / "one_row.json", [{"text": "x", "label": "civil"}]), "-", None) is None
+    assert json_rows_key(write_json(tmp_path / "array.json", rows["test"]), "--train_file", None) is None
+
+
+def test_text_column_names_of_transformers_reads_a_text_pair(rows, tmp_path):
+    pairs = [{"first": row["text"][:40], "second": row["text"][40:80], "label": row["label"]} for row in rows["train"]]
+    train_file = write_jsonl(tmp_path / "pairs.jsonl", pairs)
+    _, data_args, _ = run_classification.parse_classification_arguments(
+        classification_arguments(
+            tmp_path, "--do_train", "--train_file", train_file, "--text_column_names", "first,second"
+        )
+    )
+    assert (data_args.text_column_name, data_args.text_pair_column_name) == ("first", "second")
+    with pytest.raises(ScriptError, match="give one text column, or two for a text pair"):
+        run_classification.parse_classification_arguments(
+            classification_arguments(
+                tmp_path, "--do_train", "--train_file", train_file, "--text_column_names", "a,b,c"
+            )
+        )
+
+
+# --- fine-tuning and pretraining to completion ---
+
+
+@pytest.mark.parametrize(
+    "layout", ["hub_folder", "hub_id_in_cache", "dataset_folder", "parquet", "arrow", "data_keyed_json"]
+)
+def test_run_classification_fine_tunes_on_the_layout(layout, rows, tmp_path):
+    arguments = classification_arguments(tmp_path, *layout_arguments(layout, tmp_path, rows))
+    metrics = run_classification.main([*arguments, "--do_train", "--do_eval", "--do_predict"])
+    assert metrics["train_samples"] == len(rows["train"]) and metrics["eval_samples"] == len(rows["validation"])
+    assert 0.0 <= metrics["test_accuracy"] <= 1.0
+    predictions = (tmp_path / "out" / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["id"] for line in predictions] == [row["id"] for row in rows["test"]]
+    config = json.loads((tmp_path / "out" / "config.json").read_text(encoding="utf-8"))
+    assert config["id2label"] == {"0": "civil", "1": "criminal"}
+
+
+def test_run_classification_fine_tunes_on_nested_json(rows, tmp_path):
+    files = {
+        split: write_jsonl(tmp_path / f"{split}.jsonl", [nested(row) for row in part]) for split, part in rows.items()
+    }
+    options = [option for split, path in files.items() for option in (f"--{split}_file", path)]
+    metrics = run_classification.main(
+        classification_arguments(
+            tmp_path, *options, "--label_column_name", "meta.label", "--do_train", "--do_eval", "--do_predict"
+        )
+    )
+    assert metrics["train_samples"] == len(rows["train"]) and "test_accuracy" in metrics
+    predictions = [json.loads(line) for line in (tmp_path / "out" / "predictions.jsonl").read_text().splitlines()]
+    assert [prediction["label"] for prediction in predictions] == [row["label"] for row in rows["test"]]
+
+
+@pytest.fixture(scope="module")
+def news(tmp_path_factory) -> tuple[Path, list[str]]:
+    """The first 120 paragraphs of the People's Daily sample, as a Hub-layout folder and a save_to_disk folder."""
+    with open(PEOPLES_DAILY_SAMPLE, encoding="utf-8") as file:
+        lines = [next(file).strip() for _ in range(120)]
+    folder = tmp_path_factory.mktemp("news")
+    write_parquet(folder / "peoples_daily" / "data" / "train-00000-of-00001.parquet", [{"text": t} for t in lines])
+    readme = "---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n    path: data/train-*\n---\n"
+    (folder / "peoples_daily" / "README.md").write_text(readme, encoding="utf-8")
+    nested_rows = [{"body": {"text": line}} for line in lines]
+    datasets.Dataset.from_list(nested_rows).save_to_disk(folder / "saved")
+    return folder, lines
+
+
+@pytest.mark.parametrize(
+    "layout", [("peoples_daily", "--text_column_name", "text"), ("saved", "--text_column_name", "body.text")]
+)
+def test_run_mlm_pretrains_on_a_hub_folder_and_a_saved_dataset(layout, news, tmp_path):
+    folder, lines = news
+    name, *options = layout
+    arguments = [
+        *("--dataset_name", str(folder / name), *options, "--tokenizer_name", str(DEMO_VOCAB)),
+        *("--config_overrides", TINY_MODEL, "--stages", "32:4:2", "--per_device_train_batch_size", "4"),
+        *("--validation_split_percentage", "10", "--max_eval_samples", "8", "--output_dir", str(tmp_path / "out")),
+        *("--report_to", "none", "--disable_tqdm", "true", "--bf16", "false", "--save_steps", "2"),
+    ]
+    model_args, data_args, _, _ = run_mlm.parse_mlm_arguments(arguments)
+    corpus = run_mlm.load_corpus(data_args, model_args)
+    assert [*corpus["train"]["text"], *corpus["validation"]["text"]] == lines  # the last 10% held out, in order
+    table = run_mlm.main(arguments)
+    assert table[-1]["steps"] == 2 and "eval_accuracy" in table[-1] and "train_loss" in table[-1]
+    assert (tmp_path / "out" / "model.safetensors").is_file()
+
+
+def test_load_splits_streams_nested_fields(news, tmp_path):
+    folder, lines = news
+    _, data_args, _, _ = run_mlm.parse_mlm_arguments(
+        ["--dataset_name", str(folder / "saved"), "--text_column_name", "body.text", "--streaming", "--max_steps", "1"]
+    )
+    streamed, sources = load_splits(data_args, {"train": None, "validation": None}, ["body.text"], streaming=True)
+    assert [row["body.text"] for row in streamed["train"]] == lines
+    assert sources == {"train": f"--dataset_name {folder / 'saved'} (split 'train')"}
+
+
+# --- refusals: one line naming the source, the field and the fix ---
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            lambda tmp, rows: ["--dataset_name", "someone/not-cached"],
+            "no Hub dataset of that id in the datasets cache",
+        ),
+        (
+            lambda tmp, rows: ["--dataset_name", str(hub_folder(tmp / "d", rows)), "--dataset_config_name", "nope"],
+            "has no configuration 'nope'",
+        ),
+        (
+            lambda tmp, rows: ["--dataset_name", str(hub_folder(tmp / "d", rows)), "--train_split_name", "dev"],
+            r"has no split 'dev' \(its splits: train, validation, test\): name the train split with --train_split_name",
+        ),
+        (
+            lambda tmp, rows: ["--dataset_name", str(tmp)],
+            "holds no data files datasets reads",
+        ),
+        (
+            lambda tmp, rows: [
+                "--train_file",
+                write_json(tmp / "t.json", {"data": rows["train"], "more": rows["test"]}),
+            ],
+            r"holds lists of rows under several keys \(data, more\): name the one to read with --json_field",
+        ),
+        (
+            lambda tmp, rows: [
+                *("--train_file", write_json(tmp / "t.json", {"rows": rows["train"]}), "--json_field", "data"),
+            ],
+            r"the key 'data' is not there, not a list of rows \(its keys: rows\): name the key",
+        ),
+        (
+            lambda tmp, rows: ["--train_file", write_jsonl(tmp / "t.jsonl", rows["train"]), "--json_field", "data"],
+            "is not one JSON object with rows under a key .*: leave out --json_field data",
+        ),
+        (
+            lambda tmp, rows: [
+                "--train_file",
+                str(
+                    datasets.DatasetDict(train=datasets.Dataset.from_list(rows["train"])).save_to_disk(tmp / "dd")
+                    or tmp / "dd"
+                ),
+            ],
+            r"holds a DatasetDict \(splits: train\), not one split: give it as --dataset_name",
+        ),
+        (lambda tmp, rows: ["--train_file", str(tmp)], "is a folder, not a data file"),
+        (
+            lambda tmp, rows: [
+                *("--train_file", write_jsonl(tmp / "t.jsonl", [nested(row) for row in rows["train"]])),
+                *("--label_column_name", "meta.lable"),
+            ],
+            r"no column 'meta.lable' \(its columns: text, meta.label, meta.id\): name the right one with --label_column",
+        ),
+    ],
+)
+def test_a_bad_source_gets_one_line(options, message, rows, tmp_path):
+    arguments = classification_arguments(tmp_path / "run", *options(tmp_path, rows), "--do_train")
+    with pytest.raises(ScriptError, match=message) as refusal:
+        model_args, data_args, training_args = run_classification.parse_classification_arguments(arguments)
+        run_classification.load_labelled_documents(model_args, data_args, training_args)
+    assert "\n" not in str(refusal.value)
