@@ -65,12 +65,13 @@ class RoFormerPretrainedMixin:
         A RoFormer-Sim checkpoint in the published layout (model_type "roformer") loads as a UniLM with its pooler
         (see `published_sim_settings`), and IDEA's Zhouwenwang in fengshen's layout as a pre-norm UniLM, its weights
         renamed (see `fengshen_checkpoint_inputs`), unless the arguments or a `config` say otherwise."""
+        source, fengshen_inputs = pretrained_model_name_or_path, None
         if kwargs.get("config") is None and isinstance(pretrained_model_name_or_path, (str, os.PathLike)):
             fengshen_inputs = fengshen_checkpoint_inputs(pretrained_model_name_or_path, kwargs, cls)
-            bare_model = "add_pooling_layer" in inspect.signature(cls.__init__).parameters
             if fengshen_inputs is not None:  # read here: transformers gets our weights and config
                 pretrained_model_name_or_path, kwargs = None, fengshen_inputs
             else:
+                bare_model = "add_pooling_layer" in inspect.signature(cls.__init__).parameters
                 for name, value in published_sim_settings(pretrained_model_name_or_path, kwargs, bare_model).items():
                     kwargs.setdefault(name, value)
         output_loading_info = kwargs.pop("output_loading_info", False)
@@ -83,6 +84,8 @@ class RoFormerPretrainedMixin:
             ignore_mismatched_sizes=True,
             **kwargs,
         )
+        if fengshen_inputs is not None:  # loaded from weights: the model still says where they came from
+            model.name_or_path = model.config.name_or_path = str(source)
         check_encoder_weights_loaded(model, loading_info)
         if not ignore_mismatched_sizes:
             check_head_shapes(model, loading_info)
@@ -199,10 +202,9 @@ def fengshen_checkpoint_inputs(
     names = weight_names(pretrained_model_name_or_path, hub_kwargs)
     if not is_fengshen_layout(names):
         return None
-    settings = {
-        **fengshen_settings(names),
-        **({"is_decoder": True} if issubclass(model_class, GenerationMixin) else {}),
-    }
+    settings = fengshen_settings(names)
+    if issubclass(model_class, GenerationMixin):
+        settings["is_decoder"] = True
     config, model_kwargs = RoFormerConfig.from_pretrained(
         pretrained_model_name_or_path, return_unused_kwargs=True, **{**settings, **kwargs}
     )

@@ -19,7 +19,13 @@ import torch
 from conftest import TINY
 from safetensors.torch import load_file
 
-from roformer_hf import RoFormerConfig, RoFormerForCausalLM, RoFormerForMaskedLM, RoFormerModel
+from roformer_hf import (
+    RoFormerConfig,
+    RoFormerForCausalLM,
+    RoFormerForMaskedLM,
+    RoFormerForSequenceClassification,
+    RoFormerModel,
+)
 from roformer_hf.attention_kernels import blockwise_attention_forward
 from roformer_hf.convert import ConversionError, convert, main
 from roformer_hf.fengshen_layout import (
@@ -102,6 +108,7 @@ def test_loads_directly_as_a_pre_norm_unilm(fengshen_folder, attn_implementation
     assert {name: getattr(model.config, name) for name in ZHOUWENWANG_SETTINGS} == ZHOUWENWANG_SETTINGS
     assert model.config._attn_implementation == attn_implementation
     assert not model.config.add_pooling_layer  # fengshen's MLM has no pooler
+    assert model.name_or_path == str(fengshen_folder)
 
 
 @pytest.mark.parametrize("attn_implementation", ATTENTION)
@@ -152,6 +159,18 @@ def test_blockwise_attention_honours_the_unilm_mask(fengshen_folder, monkeypatch
     for name in ("padded", "two_segments"):
         assert_matches(mlm_logits(model, name), reference(f"{name}.logits"), batch(name))
     assert calls
+
+
+def test_classifier_reading_cls_only_equals_the_whole_last_layer(fengshen_folder):
+    """The classifier's last layer computes [CLS] alone (`last_layer_positions`), under the UniLM mask as well."""
+    torch.manual_seed(0)
+    classifier = RoFormerForSequenceClassification.from_pretrained(fengshen_folder, num_labels=3).eval()  # new head
+    model = RoFormerModel(classifier.config).eval()
+    model.load_state_dict(classifier.roformer.state_dict())
+    inputs = batch("two_segments")
+    with torch.no_grad():
+        expected = classifier.classifier(model(**inputs).last_hidden_state)
+        torch.testing.assert_close(classifier(**inputs).logits, expected)
 
 
 def test_conversion_matches_fengshen(converted):
