@@ -88,8 +88,7 @@ class RoFormerConfig(PreTrainedConfig):
         norm_position (`str`, defaults to `"post"`):
             Where each layer normalises: `"post"`, after each residual sum (BERT, RoFormer V1, V2 and Sim), or
             `"pre"`, the input of attention and of the feed-forward, the residual going around the norm (Megatron's
-            order, IDEA's Zhouwenwang; its checkpoints name these norms `attention.input_norm` and
-            `intermediate.input_norm`).
+            order, IDEA's Zhouwenwang; these norms are `attention.input_norm` and `intermediate.input_norm`).
         final_layer_norm (`bool`, defaults to `False`):
             Whether a norm follows the last layer (`encoder.final_norm`), as a pre-norm stack needs (Zhouwenwang).
         embedding_layer_norm (`bool`, defaults to `True`):

@@ -54,8 +54,9 @@ def unilm_layer_mask(
     it is."""
     if config._attn_implementation not in ("eager", "sdpa"):
         raise ValueError(
-            f"The UniLM mask (decoder_mask or encoder_mask 'unilm') needs an attention backend that takes an arbitrary mask, but this model uses "
-            f"{config._attn_implementation!r}: load it with attn_implementation='sdpa' (or 'eager')."
+            f"The UniLM mask (decoder_mask or encoder_mask 'unilm') needs an attention backend that takes an "
+            f"arbitrary mask, but this model uses {config._attn_implementation!r}: load it with "
+            "attn_implementation='sdpa' (or 'eager')."
         )
     if attention_mask is not None and attention_mask.dim() == 4:
         return attention_mask
