@@ -221,6 +221,22 @@ def test_a_hub_id_in_the_cache_loads_and_converts(hub_cache, tmp_path):
     )
 
 
+def test_a_pooler_in_the_checkpoint_is_kept(tmp_path):
+    """fengshen's `RoFormerModel` has a pooler by default: where the weights hold one, the model has it, directly
+    and after conversion (so `pooler_output` is fengshen's tanh(dense(h[:, 0]))."""
+    folder = write_fengshen_folder(tmp_path / "with_pooler")
+    weights = torch.load(folder / "pytorch_model.bin", weights_only=True)
+    pooler = {"bert.pooler.dense.weight": torch.randn(32, 32), "bert.pooler.dense.bias": torch.randn(32)}
+    torch.save({**weights, **pooler}, folder / "pytorch_model.bin")
+    for source in (folder, convert(folder, tmp_path / "converted")):
+        model = load_every_weight(RoFormerModel, source, "cls.")
+        torch.testing.assert_close(model.pooler.dense.weight, pooler["bert.pooler.dense.weight"])
+        with torch.no_grad():
+            output = model(**batch("two_segments"))
+        expected = torch.tanh(model.pooler.dense(output.last_hidden_state[:, 0]))
+        torch.testing.assert_close(output.pooler_output, expected)
+
+
 def test_save_and_load_keep_the_architecture(fengshen_folder, tmp_path):
     """A model loaded from fengshen's layout saves roformer_hf's names and config fields, and loads back alike."""
     load_every_weight(RoFormerForMaskedLM, fengshen_folder).save_pretrained(tmp_path)
