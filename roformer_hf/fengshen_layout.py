@@ -4,9 +4,9 @@ roformer_hf: the settings its config.json does not say, and the pure, mutually i
 Zhouwenwang is a RoFormer trained in Megatron: LayerNorm before attention and before the feed-forward of every layer
 (`norm_position="pre"`), one after the last layer (`final_layer_norm`), none on the embeddings, and UniLM attention
 over token types in every head (`encoder_mask` and `decoder_mask` "unilm"). fengshen writes `model_type "roformer"`
-and `bert.*` names, its norms `attention.ln` (before attention), `layer.<i>.ln` (before the feed-forward) and
-`encoder.ln` (final), and saves two buffers, its position ids and each layer's RoPE frequencies, which roformer_hf
-computes. Used by `from_pretrained` (`pretrained.py`) and by conversion (`conversion_sources.py`).
+and `bert.*` names (none for its bare `RoFormerModel`), its norms `attention.ln` (before attention), `layer.<i>.ln`
+(before the feed-forward) and `encoder.ln` (final), and saves two buffers, its position ids and each layer's RoPE
+frequencies, which roformer_hf computes. Used by `from_pretrained` (`pretrained.py`) and by conversion (`conversion_sources.py`).
 """
 
 import re
@@ -21,23 +21,24 @@ ZHOUWENWANG_SETTINGS = {
     "encoder_mask": "unilm",
     "decoder_mask": "unilm",
 }
-# fengshen's names -> ours, substituted in this order; then ours -> fengshen's, its inverse.
+# fengshen's names -> ours, substituted in this order; then ours -> fengshen's, its inverse. The encoder's names may
+# come without the prefix of a head (`bert.` in fengshen's, `roformer.` in ours), as fengshen's bare model saves them.
 FENGSHEN_NAMES = {
-    r"^bert\.": "roformer.",
     r"\.attention\.ln\.": ".attention.input_norm.",
     r"(?<=\d)\.ln\.": ".intermediate.input_norm.",  # encoder.layer.<i>.ln
-    r"\.encoder\.ln\.": ".encoder.final_norm.",
+    r"^(bert\.)?encoder\.ln\.": r"\1encoder.final_norm.",
+    r"^bert\.": "roformer.",
 }
 OUR_NAMES = {
-    r"^roformer\.": "bert.",
     r"\.attention\.input_norm\.": ".attention.ln.",
     r"\.intermediate\.input_norm\.": ".ln.",
-    r"\.encoder\.final_norm\.": ".encoder.ln.",
+    r"^(roformer\.)?encoder\.final_norm\.": r"\1encoder.ln.",
+    r"^roformer\.": "bert.",
 }
 # fengshen's pre-attention norm, found in its layout only.
-FENGSHEN_ATTENTION_NORM = re.compile(r"bert\.encoder\.layer\.\d+\.attention\.ln\.weight")
+FENGSHEN_ATTENTION_NORM = re.compile(r"(bert\.)?encoder\.layer\.\d+\.attention\.ln\.weight")
 FENGSHEN_BUFFERS = re.compile(
-    r"bert\.embeddings\.position_ids|bert\.encoder\.layer\.\d+\.attention\.self\.rope_emb\..*"
+    r"(bert\.)?(embeddings\.position_ids|encoder\.layer\.\d+\.attention\.self\.rope_emb\..*)"
 )
 
 
@@ -57,7 +58,7 @@ def roformer_hf_to_fengshen(name: str) -> str:
 
 
 def is_fengshen_layout(names: Iterable[str]) -> bool:
-    """Whether weight names are fengshen's (`bert.*`, with norms before attention)."""
+    """Whether weight names are fengshen's (norms before attention; `bert.*`, or the bare encoder's)."""
     return any(FENGSHEN_ATTENTION_NORM.fullmatch(name) for name in names)
 
 
@@ -73,5 +74,5 @@ def fengshen_state_dict_to_roformer_hf(state_dict: dict[str, torch.Tensor]) -> d
 def fengshen_settings(names: Iterable[str]) -> dict:
     """What a config of fengshen's layout needs beyond its fields: `ZHOUWENWANG_SETTINGS`, and `add_pooling_layer`
     where the weights (`names`, fengshen's) hold a pooler (fengshen's `RoFormerModel` has one by default)."""
-    has_pooler = any(name.startswith("bert.pooler.") for name in names)
+    has_pooler = any(name.startswith(("bert.pooler.", "pooler.")) for name in names)
     return {**ZHOUWENWANG_SETTINGS, "add_pooling_layer": True} if has_pooler else dict(ZHOUWENWANG_SETTINGS)

@@ -237,6 +237,21 @@ def test_a_pooler_in_the_checkpoint_is_kept(tmp_path):
         torch.testing.assert_close(output.pooler_output, expected)
 
 
+def test_the_bare_encoders_layout_loads_and_converts(tmp_path):
+    """fengshen's `RoFormerModel` saves the encoder without the `bert.` prefix (and without the LM head)."""
+    folder = write_fengshen_folder(tmp_path / "bare")
+    weights = torch.load(folder / "pytorch_model.bin", weights_only=True)
+    bare = {name.removeprefix("bert."): tensor for name, tensor in weights.items() if name.startswith("bert.")}
+    torch.save(bare, folder / "pytorch_model.bin")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "architectures": ["RoFormerModel"]}))
+    for source in (folder, convert(folder, tmp_path / "converted")):
+        model = load_every_weight(RoFormerModel, source)
+        with torch.no_grad():
+            last_hidden_state = model(**batch("two_segments")).last_hidden_state
+        assert_matches(last_hidden_state, reference("two_segments.hidden_states.3"), batch("two_segments"))
+
+
 def test_save_and_load_keep_the_architecture(fengshen_folder, tmp_path):
     """A model loaded from fengshen's layout saves roformer_hf's names and config fields, and loads back alike."""
     load_every_weight(RoFormerForMaskedLM, fengshen_folder).save_pretrained(tmp_path)
