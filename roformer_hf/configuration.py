@@ -40,6 +40,8 @@ NORM_TYPES = ("layer_norm", "rms_norm")
 POOLER_ACTIVATIONS = ("tanh", "linear")
 MULTIPLE_CHOICE_POOLINGS = ("last_token", "last_position")
 DECODER_MASKS = ("causal", "unilm")
+ENCODER_MASKS = ("bidirectional", "unilm")
+NORM_POSITIONS = ("post", "pre")
 # Settings of a training run rather than of the model: never written to config.json, never read back from a saved
 # config (older checkpoints of run_mlm.py say "sparse_prediction": true), so a loaded model answers every caller alike.
 RUN_ONLY_FIELDS = ("sparse_prediction",)
@@ -83,6 +85,14 @@ class RoFormerConfig(PreTrainedConfig):
         norm_type (`str`, defaults to `"layer_norm"`):
             `"layer_norm"` (RoFormer) or `"rms_norm"` (RoFormer-V2: x / sqrt(mean(x^2) + layer_norm_eps), with no
             weight and no bias, and an MLM head that is the tied decoder alone).
+        norm_position (`str`, defaults to `"post"`):
+            Where each layer normalises: `"post"`, after each residual sum (BERT, RoFormer V1, V2 and Sim), or
+            `"pre"`, the input of attention and of the feed-forward, the residual going around the norm (Megatron's
+            order, IDEA's Zhouwenwang; these norms are `attention.input_norm` and `intermediate.input_norm`).
+        final_layer_norm (`bool`, defaults to `False`):
+            Whether a norm follows the last layer (`encoder.final_norm`), as a pre-norm stack needs (Zhouwenwang).
+        embedding_layer_norm (`bool`, defaults to `True`):
+            Whether the summed embeddings are normalised (`embeddings.LayerNorm`); Zhouwenwang's are not.
         use_bias (`bool`, defaults to `True`):
             Whether the encoder's linear layers (query, key, value, attention output, feed-forward) have biases;
             RoFormer-V2 has none. Task heads and the pooler keep theirs.
@@ -104,8 +114,8 @@ class RoFormerConfig(PreTrainedConfig):
         add_pooling_layer (`bool`, defaults to `False`):
             Whether `RoFormerModel` (and every head built on it) has a pooler, `roformer.pooler.dense`, whose
             `pooler_output` is activation(dense(first hidden state)). `RoFormerForCausalLM` with
-            `decoder_mask="unilm"` (RoFormer-Sim, whose pooler gives its sentence vectors) has one either way, and
-            sets this field in its own copy of the config.
+            `decoder_mask="unilm"` and a bidirectional `encoder_mask` (RoFormer-Sim, whose pooler gives its sentence
+            vectors) has one either way, and sets this field in its own copy of the config.
         pooler_activation (`str`, defaults to `"tanh"`):
             Activation of the pooler: `"tanh"` (BERT's) or `"linear"` (none, as in RoFormer-Sim).
         multiple_choice_pooling (`str`, defaults to `"last_token"`):
@@ -124,6 +134,11 @@ class RoFormerConfig(PreTrainedConfig):
             directions, and the second (type 1, generated text) sees the whole first segment and itself causally.
             `generate` gives the tokens it generates type 1. To train, put -100 in `labels` at the type-0 tokens
             (the tokens before them see them). Needs softmax attention with the "eager" or "sdpa" backend.
+        encoder_mask (`str`, defaults to `"bidirectional"`):
+            What a model that is not a decoder attends to: `"bidirectional"`, every token but padding, or `"unilm"`,
+            the UniLM mask of `decoder_mask="unilm"` (without `token_type_ids`, one segment: both directions), with
+            which IDEA's Zhouwenwang attends in every head. Needs softmax attention with the "eager" or "sdpa"
+            backend.
         use_cache (`bool`, defaults to `True`):
             Whether a decoder returns its key/value cache.
         tie_word_embeddings (`bool`, defaults to `True`):
@@ -170,6 +185,9 @@ class RoFormerConfig(PreTrainedConfig):
     attention_type: str = "softmax"
     sparse_prediction: bool = False
     norm_type: str = "layer_norm"
+    norm_position: str = "post"
+    final_layer_norm: bool = False
+    embedding_layer_norm: bool = True
     use_bias: bool = True
     add_pooling_layer: bool = False
     pooler_activation: str = "tanh"
@@ -179,6 +197,7 @@ class RoFormerConfig(PreTrainedConfig):
     eos_token_id: int | list[int] | None = None
     is_decoder: bool = False
     decoder_mask: str = "causal"
+    encoder_mask: str = "bidirectional"
     use_cache: bool = True
     tie_word_embeddings: bool = True
     classification_inputs: dict | None = None
@@ -283,25 +302,34 @@ class RoFormerConfig(PreTrainedConfig):
             ("pooler_activation", POOLER_ACTIVATIONS),
             ("multiple_choice_pooling", MULTIPLE_CHOICE_POOLINGS),
             ("decoder_mask", DECODER_MASKS),
+            ("encoder_mask", ENCODER_MASKS),
+            ("norm_position", NORM_POSITIONS),
         ):
             if getattr(self, name) not in allowed:
                 raise ValueError(
                     f"Unknown {name} {getattr(self, name)!r}: use one of {', '.join(map(repr, allowed))}."
                 )
         if self.is_decoder and self.decoder_mask == "unilm":
-            self._check_unilm()
+            self._check_unilm("decoder_mask", "causal")
+        if self.encoder_mask == "unilm":
+            self._check_unilm("encoder_mask", "bidirectional")
 
-    def _check_unilm(self) -> None:
+    def _check_unilm(self, field: str, plain_mask: str) -> None:
         if self.attention_type == "linear":
             raise ValueError(
-                "decoder_mask='unilm' masks attention by token type, which linear attention cannot do (it takes only "
-                "a padding mask): use attention_type='softmax', or decoder_mask='causal'."
+                f"{field}='unilm' masks attention by token type, which linear attention cannot do (it takes only "
+                f"a padding mask): use attention_type='softmax', or {field}={plain_mask!r}."
             )
         if self.type_vocab_size < 2:
             raise ValueError(
-                f"decoder_mask='unilm' tells segments apart by token type (generated tokens have type 1), but "
-                f"type_vocab_size is {self.type_vocab_size}: set type_vocab_size=2, or decoder_mask='causal'."
+                f"{field}='unilm' tells segments apart by token type (generated tokens have type 1), but "
+                f"type_vocab_size is {self.type_vocab_size}: set type_vocab_size=2, or {field}={plain_mask!r}."
             )
+
+    @property
+    def attends_as_unilm(self) -> bool:
+        """Whether the model attends with UniLM's mask over token types (`decoder_mask` or `encoder_mask`)."""
+        return (self.decoder_mask if self.is_decoder else self.encoder_mask) == "unilm"
 
     def _validate_ntk_rope_parameters(self, rope_parameters: dict, ignore_keys: set[str] | None = None) -> None:
         """Called by transformers' `validate_rope` for `rope_type="ntk"`; the checks live in `_check_rope_parameters`."""

@@ -2,7 +2,8 @@
 downloaded into the Hub cache), which layout it has (transformers or bert4keras), and the bert4keras side: the pure,
 mutually inverse name mappings between bert4keras variables and roformer_hf parameters, and the reading of an
 original TensorFlow checkpoint (which needs tensorflow: `pip install "roformer_hf[tf]"`). A transformers checkpoint
-needs no renaming; `convert.py` reads its weights.
+needs no renaming, but for IDEA's Zhouwenwang in fengshen's layout (`fengshen_checkpoint`); `convert.py` reads its
+weights.
 """
 
 import json
@@ -17,6 +18,7 @@ from huggingface_hub.errors import HfHubHTTPError, HFValidationError, LocalEntry
 from transformers.utils import logging
 
 from .configuration import RoFormerConfig
+from .fengshen_layout import fengshen_settings, fengshen_state_dict_to_roformer_hf
 
 logger = logging.get_logger(__name__)
 
@@ -212,6 +214,12 @@ def detect_source(folder: Path) -> str:
             f"{', '.join(sorted(path.name for path in folder.iterdir())) or 'nothing'}."
         )
     return kind
+
+
+def fengshen_checkpoint(settings: dict, state_dict: dict[str, torch.Tensor]) -> tuple[dict, dict[str, torch.Tensor]]:
+    """The settings and weights of IDEA's Zhouwenwang as fengshen saves it: `fengshen_layout.fengshen_settings`
+    added to its config, its weights renamed without its buffers."""
+    return {**settings, **fengshen_settings(state_dict)}, fengshen_state_dict_to_roformer_hf(state_dict)
 
 
 def config_from_dict(settings: dict, source: Path) -> RoFormerConfig:

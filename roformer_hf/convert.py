@@ -5,7 +5,9 @@ Two sources are read:
 - a transformers "roformer" checkpoint folder, the layout of the original checkpoints on the Hub
   (`config.json`, `model.safetensors` or `pytorch_model.bin`, `vocab.txt`). The parameter names are already ours;
   the sinusoidal position table (`roformer.encoder.embed_positions.weight`) is dropped, since roformer_hf computes
-  RoPE from the config, and the config is rewritten with `model_type="roformer_hf"`.
+  RoPE from the config, and the config is rewritten with `model_type="roformer_hf"`. IDEA's Zhouwenwang, saved by
+  fengshen (`bert.*` names, pre-norm layers), has its weights renamed and its architecture written into the config
+  (`conversion_sources.fengshen_checkpoint`).
 - an original TensorFlow checkpoint of the bert4keras RoFormer (`bert_config.json`, `bert_model.ckpt.*`,
   `vocab.txt`), a name-based TF1 checkpoint. Variables are renamed by the pure, mutually inverse functions
   `bert4keras_to_roformer_hf` and `roformer_hf_to_bert4keras` (in `conversion_sources`); kernels are transposed (TF stores `(in, out)`,
@@ -57,9 +59,11 @@ from .conversion_sources import (
     ConversionError,
     config_from_dict,
     detect_source,
+    fengshen_checkpoint,
     locate_source,
     read_bert4keras_checkpoint,
 )
+from .fengshen_layout import is_fengshen_layout
 from .model_card import write_model_card
 from .text_rules import load_vocab
 from .tokenization import RoFormerJiebaTokenizer
@@ -84,6 +88,9 @@ def read_transformers_checkpoint(folder: Path) -> tuple[RoFormerConfig, dict[str
             "this converter reads transformers RoFormer checkpoints (a roformer_hf checkpoint needs no conversion)."
         )
     state_dict = read_transformers_weights(folder)
+    if is_fengshen_layout(state_dict):  # IDEA's Zhouwenwang, as fengshen saves it
+        settings, state_dict = fengshen_checkpoint(settings, state_dict)
+        return config_from_dict(settings, folder), state_dict
     state_dict = {name: tensor for name, tensor in state_dict.items() if not name.endswith(POSITION_TABLE)}
     return config_from_dict(transformers_settings(settings, state_dict), folder), state_dict
 

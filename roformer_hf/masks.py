@@ -1,5 +1,6 @@
 """The attention masks of RoFormer's layers: bidirectional for the encoder, causal for a decoder, and UniLM's
-sequence-to-sequence mask over token types for RoFormer-Sim (`config.decoder_mask="unilm"`)."""
+sequence-to-sequence mask over token types for RoFormer-Sim (`config.decoder_mask="unilm"`) and for every head of
+IDEA's Zhouwenwang (`config.encoder_mask="unilm"` too)."""
 
 import torch
 from transformers.cache_utils import Cache
@@ -20,7 +21,7 @@ def layer_attention_mask(
     the backend allows). Linear attention takes the `(batch_size, seq_len)` padding mask itself: None here."""
     if config.attention_type == "linear":
         return None
-    if config.is_decoder and config.decoder_mask == "unilm":
+    if config.attends_as_unilm:
         return unilm_layer_mask(config, attention_mask, hidden_states, cache, token_type_ids)
     if config.is_decoder:
         return create_causal_mask(
@@ -49,11 +50,13 @@ def unilm_layer_mask(
     cache: Cache | None,
     token_type_ids: torch.Tensor | None,
 ) -> torch.Tensor | None:
-    """`decoder_mask="unilm"`: see `unilm_attention_mask`. A prepared 4-D mask is used as it is."""
+    """`decoder_mask="unilm"` or `encoder_mask="unilm"`: see `unilm_attention_mask`. A prepared 4-D mask is used as
+    it is."""
     if config._attn_implementation not in ("eager", "sdpa"):
         raise ValueError(
-            f"decoder_mask='unilm' needs an attention backend that takes an arbitrary mask, but this model uses "
-            f"{config._attn_implementation!r}: load it with attn_implementation='sdpa' (or 'eager')."
+            f"The UniLM mask (decoder_mask or encoder_mask 'unilm') needs an attention backend that takes an "
+            f"arbitrary mask, but this model uses {config._attn_implementation!r}: load it with "
+            "attn_implementation='sdpa' (or 'eager')."
         )
     if attention_mask is not None and attention_mask.dim() == 4:
         return attention_mask

@@ -6,7 +6,9 @@ length); pairs (2i, 2i + 1) rotate together, as in bert4keras and transformers' 
 permutation; optionally rotated values (`rotary_value`) and linear attention (`attention_kernels.py`). RoFormer-V2 is
 `norm_type="rms_norm"`, `use_bias=False`, ReLU and an MLM head reduced to the tied decoder; RoFormer-Sim a
 `RoFormerForCausalLM` with UniLM attention over token types (`decoder_mask="unilm"`) whose pooler gives sentence
-vectors. Parameter names are those of transformers' RoFormer (its sinusoid table, `embed_positions`, is left out).
+vectors; IDEA's Zhouwenwang a pre-norm stack (`norm_position="pre"`, `final_layer_norm`, no embedding norm) that
+attends as a UniLM in every head (`encoder_mask="unilm"`). Parameter names are those of transformers' RoFormer (its
+sinusoid table, `embed_positions`, is left out).
 """
 
 import copy
@@ -49,41 +51,21 @@ from .input_checks import (
 )
 from .losses import sequence_classification_loss, span_loss
 from .masks import layer_attention_mask
+from .norms import embedding_norm, final_norm, post_norm, pre_norm
 from .pretrained import RoFormerPretrainedMixin
 from .rope import RoFormerRotaryEmbedding, apply_rotary
 
 logger = logging.get_logger(__name__)
 
 
-class RoFormerRMSNorm(nn.Module):
-    """RoFormer-V2's norm: x / sqrt(mean(x^2) + eps) over the last dimension, with no weight and no bias."""
-
-    def __init__(self, eps: float):
-        super().__init__()
-        self.eps = eps
-
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return F.rms_norm(hidden_states, hidden_states.shape[-1:], eps=self.eps)
-
-    def extra_repr(self) -> str:
-        return f"eps={self.eps}"
-
-
-def build_norm(config: RoFormerConfig, width: int) -> nn.Module:
-    """The post-norm of `config.norm_type`; named `LayerNorm` in every case, as in the checkpoints."""
-    if config.norm_type == "rms_norm":
-        return RoFormerRMSNorm(config.layer_norm_eps)
-    return nn.LayerNorm(width, eps=config.layer_norm_eps)
-
-
 class RoFormerEmbeddings(nn.Module):
-    """Word and token-type embeddings, summed and normalised. There is no position term: positions enter attention."""
+    """Word and token-type embeddings, summed and normalised (but for Zhouwenwang). Positions enter attention."""
 
     def __init__(self, config: RoFormerConfig):
         super().__init__()
         self.word_embeddings = nn.Embedding(config.vocab_size, config.embedding_size, padding_idx=config.pad_token_id)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.embedding_size)
-        self.LayerNorm = build_norm(config, config.embedding_size)
+        self.LayerNorm = embedding_norm(config)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, inputs_embeds: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
@@ -192,12 +174,12 @@ class RoFormerSelfAttention(nn.Module):
 
 class RoFormerOutput(nn.Module):
     """The projection closing attention (from `hidden_size`) or the feed-forward (from `intermediate_size`), then
-    dropout, residual and post-norm (BERT's order)."""
+    dropout, residual and post-norm (BERT's order; a pre-norm model normalises the block's input instead)."""
 
     def __init__(self, config: RoFormerConfig, input_size: int):
         super().__init__()
         self.dense = nn.Linear(input_size, config.hidden_size, bias=config.use_bias)
-        self.LayerNorm = build_norm(config, config.hidden_size)
+        self.LayerNorm = post_norm(config)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, hidden_states: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
@@ -209,13 +191,14 @@ class RoFormerAttention(nn.Module):
 
     def __init__(self, config: RoFormerConfig, layer_idx: int):
         super().__init__()
+        self.input_norm = pre_norm(config)
         self.self = RoFormerSelfAttention(config, layer_idx)
         self.output = RoFormerOutput(config, config.hidden_size)
 
     def forward(
         self, hidden_states: torch.Tensor, query_positions: slice | None = None, **kwargs: Unpack[TransformersKwargs]
     ) -> torch.Tensor:
-        attention_output, _ = self.self(hidden_states, query_positions=query_positions, **kwargs)
+        attention_output, _ = self.self(self.input_norm(hidden_states), query_positions=query_positions, **kwargs)
         residual = hidden_states if query_positions is None else hidden_states[:, query_positions]
         return self.output(attention_output, residual)
 
@@ -223,15 +206,17 @@ class RoFormerAttention(nn.Module):
 class RoFormerIntermediate(nn.Module):
     def __init__(self, config: RoFormerConfig):
         super().__init__()
+        self.input_norm = pre_norm(config)
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size, bias=config.use_bias)
         self.intermediate_act_fn = ACT2FN[config.hidden_act]
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.intermediate_act_fn(self.dense(hidden_states))
+        return self.intermediate_act_fn(self.dense(self.input_norm(hidden_states)))
 
 
 class RoFormerLayer(GradientCheckpointingLayer):
-    """One post-norm encoder block: attention, then feed-forward, each with residual and norm."""
+    """One encoder block: attention, then feed-forward, each with residual and norm (after the sum, or on the block's
+    input with `norm_position="pre"`)."""
 
     def __init__(self, config: RoFormerConfig, layer_idx: int):
         super().__init__()
@@ -248,6 +233,7 @@ class RoFormerEncoder(nn.Module):
     def __init__(self, config: RoFormerConfig):
         super().__init__()
         self.layer = nn.ModuleList([RoFormerLayer(config, layer_idx) for layer_idx in range(config.num_hidden_layers)])
+        self.final_norm = final_norm(config)
 
     def forward(
         self, hidden_states: torch.Tensor, last_layer_positions: slice | None = None, **kwargs
@@ -256,7 +242,7 @@ class RoFormerEncoder(nn.Module):
         for index, layer in enumerate(self.layer):
             query_positions = last_layer_positions if index == len(self.layer) - 1 else None
             hidden_states = layer(hidden_states, query_positions=query_positions, **kwargs)
-        return hidden_states
+        return self.final_norm(hidden_states)
 
 
 class RoFormerPooler(nn.Module):
@@ -599,7 +585,8 @@ class RoFormerForCausalLM(RoFormerLMHeadMixin, RoFormerHeadModel, GenerationMixi
     """
 
     def __init__(self, config: RoFormerConfig):
-        if config.decoder_mask == "unilm" and not config.add_pooling_layer:
+        is_sim = config.decoder_mask == "unilm" and config.encoder_mask == "bidirectional"  # not Zhouwenwang
+        if is_sim and not config.add_pooling_layer:
             # RoFormer-Sim's published configs do not say it has a pooler: its own copy of the config does (saved, so
             # AutoModel keeps the pooler).
             config = copy.deepcopy(config)

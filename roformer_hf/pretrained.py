@@ -6,8 +6,9 @@ No silent random weights, no silent wrong attention: transformers initialises an
 in another shape, with `ignore_mismatched_sizes`) at random and reports it in a log table. For a new task head that is
 what the user wants; for the encoder it means a config that does not describe the checkpoint, e.g. a RoFormer-V2
 checkpoint read with a V1 config (its `norm_type`/`use_bias` lost), whose outputs are then garbage. `from_pretrained`
-turns that case into a ValueError naming the likely cause, and reads a published RoFormer-Sim checkpoint as what it
-is (`published_sim_settings`).
+turns that case into a ValueError naming the likely cause, and reads a published RoFormer-Sim checkpoint
+(`published_sim_settings`) and IDEA's Zhouwenwang as fengshen saved it (`fengshen_checkpoint_inputs`) as what they
+are.
 
 Publishing (the model card of `push_to_hub`, the sentence-transformers files of `save_pretrained`) lives in
 `roformer_hf.model_card` and `roformer_hf.sentence_transformers_files`, imported when used: they are not part of what
@@ -30,9 +31,11 @@ import torch
 from huggingface_hub import hf_hub_download
 from huggingface_hub.errors import EntryNotFoundError
 from safetensors import safe_open
-from transformers import PreTrainedModel
+from safetensors.torch import load_file
+from transformers import GenerationMixin, PreTrainedModel
 
 from .configuration import RoFormerConfig
+from .fengshen_layout import fengshen_settings, fengshen_state_dict_to_roformer_hf, is_fengshen_layout
 
 # The query weight exists in every variant: when it is missing, the checkpoint lacks the whole layer.
 ABSENT_LAYER = re.compile(r"encoder\.layer\.(\d+)\.attention\.self\.query\.weight$")
@@ -60,11 +63,17 @@ class RoFormerPretrainedMixin:
         and a new pooler are initialised as usual, and `ignore_mismatched_sizes` applies to them.
 
         A RoFormer-Sim checkpoint in the published layout (model_type "roformer") loads as a UniLM with its pooler
-        (see `published_sim_settings`) unless the arguments or a `config` say otherwise."""
+        (see `published_sim_settings`), and IDEA's Zhouwenwang in fengshen's layout as a pre-norm UniLM, its weights
+        renamed (see `fengshen_checkpoint_inputs`), unless the arguments or a `config` say otherwise."""
+        source, fengshen_inputs = pretrained_model_name_or_path, None
         if kwargs.get("config") is None and isinstance(pretrained_model_name_or_path, (str, os.PathLike)):
-            bare_model = "add_pooling_layer" in inspect.signature(cls.__init__).parameters
-            for name, value in published_sim_settings(pretrained_model_name_or_path, kwargs, bare_model).items():
-                kwargs.setdefault(name, value)
+            fengshen_inputs = fengshen_checkpoint_inputs(pretrained_model_name_or_path, kwargs, cls)
+            if fengshen_inputs is not None:  # read here: transformers gets our weights and config
+                pretrained_model_name_or_path, kwargs = None, fengshen_inputs
+            else:
+                bare_model = "add_pooling_layer" in inspect.signature(cls.__init__).parameters
+                for name, value in published_sim_settings(pretrained_model_name_or_path, kwargs, bare_model).items():
+                    kwargs.setdefault(name, value)
         output_loading_info = kwargs.pop("output_loading_info", False)
         ignore_mismatched_sizes = kwargs.pop("ignore_mismatched_sizes", False)
         # Mismatched shapes are collected rather than raised, so that the encoder's can be explained below.
@@ -75,6 +84,8 @@ class RoFormerPretrainedMixin:
             ignore_mismatched_sizes=True,
             **kwargs,
         )
+        if fengshen_inputs is not None:  # loaded from weights: the model still says where they came from
+            model.name_or_path = model.config.name_or_path = str(source)
         check_encoder_weights_loaded(model, loading_info)
         if not ignore_mismatched_sizes:
             check_head_shapes(model, loading_info)
@@ -164,6 +175,63 @@ def published_sim_settings(pretrained_model_name_or_path: str | os.PathLike, kwa
     if not any(name.startswith("cls.predictions.") for name in names):
         return {}
     return {"decoder_mask": "unilm", "add_pooling_layer": True} if bare_model else {"decoder_mask": "unilm"}
+
+
+def fengshen_checkpoint_inputs(
+    pretrained_model_name_or_path: str | os.PathLike, kwargs: dict, model_class: type
+) -> dict | None:
+    """The arguments of transformers' `from_pretrained` for a Zhouwenwang checkpoint in fengshen's layout (see
+    `fengshen_layout`), or None for any other checkpoint. Its config.json (model_type "roformer") says nothing of its
+    architecture and its weight names are fengshen's: read as a plain RoFormer, every norm weight would be missing
+    (refused by `check_encoder_weights_loaded`). Its weights are read here (a `pytorch_model.bin` with
+    `weights_only=True`) and renamed, so the model holds, and saves, roformer_hf's names.
+
+    Args:
+        pretrained_model_name_or_path (`str` or `os.PathLike`): What `from_pretrained` was given.
+        kwargs (`dict`): The arguments of `from_pretrained`; they override the settings read here.
+        model_class (`type`): The class loading it: one that generates (the causal LM) is also a decoder.
+
+    Returns:
+        `dict`: `kwargs` with `config` (the checkpoint's, with `fengshen_settings`) and `state_dict` (renamed),
+        but the settings the config took.
+    """
+    hub_kwargs = {name: kwargs[name] for name in HUB_ARGUMENTS if kwargs.get(name) is not None}
+    config_file = checkpoint_file(pretrained_model_name_or_path, "config.json", hub_kwargs)
+    if config_file is None or json.loads(config_file.read_text(encoding="utf-8")).get("model_type") != "roformer":
+        return None
+    names = weight_names(pretrained_model_name_or_path, hub_kwargs)
+    if not is_fengshen_layout(names):
+        return None
+    settings = fengshen_settings(names)
+    if issubclass(model_class, GenerationMixin):
+        settings["is_decoder"] = True
+    config, model_kwargs = RoFormerConfig.from_pretrained(
+        pretrained_model_name_or_path, return_unused_kwargs=True, **{**settings, **kwargs}
+    )
+    state_dict = fengshen_state_dict_to_roformer_hf(checkpoint_weights(pretrained_model_name_or_path, hub_kwargs))
+    return {**model_kwargs, "config": config, "state_dict": state_dict}
+
+
+def checkpoint_weights(pretrained_model_name_or_path: str | os.PathLike, hub_kwargs: dict) -> dict[str, torch.Tensor]:
+    """The tensors of a checkpoint (see `WEIGHT_FILES`, shards joined); pickles are read with `weights_only=True`."""
+    for name in WEIGHT_FILES:
+        file = checkpoint_file(pretrained_model_name_or_path, name, hub_kwargs)
+        if file is None:
+            continue
+        shards = [file]
+        if name.endswith(".index.json"):
+            shard_names = sorted(set(json.loads(file.read_text(encoding="utf-8"))["weight_map"].values()))
+            shards = [checkpoint_file(pretrained_model_name_or_path, shard, hub_kwargs) for shard in shard_names]
+        if None in shards:
+            raise OSError(f"{file} names shards that {pretrained_model_name_or_path} lacks: download every shard.")
+        state_dict = {}
+        for shard in shards:
+            is_safetensors = shard.suffix == ".safetensors"
+            state_dict |= (
+                load_file(shard) if is_safetensors else torch.load(shard, map_location="cpu", weights_only=True)
+            )
+        return state_dict
+    return {}
 
 
 def checkpoint_file(pretrained_model_name_or_path: str | os.PathLike, name: str, hub_kwargs: dict) -> Path | None:

@@ -19,7 +19,7 @@ from roformer_hf import (
     RoFormerModel,
 )
 from roformer_hf.attention_kernels import blockwise_attention_forward
-from roformer_hf.modeling import RoFormerRMSNorm
+from roformer_hf.norms import RoFormerRMSNorm
 from roformer_hf.training.building import build_model
 from roformer_hf.training.cli import ModelArguments
 from roformer_hf.training.errors import ScriptError
