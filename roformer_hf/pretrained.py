@@ -1,6 +1,6 @@
 """What RoFormer adds to transformers' `from_pretrained`, `save_pretrained` and `push_to_hub`, for every model class
 of `modeling.py` (`RoFormerPretrainedMixin`), and the checks behind the first. One module, since the mixin is the
-checks' only caller.
+checks' only caller. The mixin also checks, when a model is built, that the config's heads fit its hidden size.
 
 No silent random weights, no silent wrong attention: transformers initialises any weight a checkpoint lacks (or holds
 in another shape, with `ignore_mismatched_sizes`) at random and reports it in a log table. For a new task head that is
@@ -31,8 +31,11 @@ from huggingface_hub import hf_hub_download
 from huggingface_hub.errors import EntryNotFoundError
 from safetensors import safe_open
 from transformers import PreTrainedModel
+from transformers.utils import logging
 
 from .configuration import RoFormerConfig
+
+logger = logging.get_logger(__name__)
 
 # The query weight exists in every variant: when it is missing, the checkpoint lacks the whole layer.
 ABSENT_LAYER = re.compile(r"encoder\.layer\.(\d+)\.attention\.self\.query\.weight$")
@@ -52,12 +55,20 @@ class RoFormerPretrainedMixin:
     """Placed before `PreTrainedModel` among the bases of `RoFormerPreTrainedModel`; each method keeps the arguments
     of the transformers method it extends."""
 
+    def __init__(self, config: RoFormerConfig, *inputs, **kwargs):
+        """As `PreTrainedModel.__init__`, once the config's heads fit its hidden size (`check_attention_heads`): where
+        transformers' models check it, so that the config itself accepts any sizes, as transformers' configs do."""
+        config.check_attention_heads()
+        super().__init__(config, *inputs, **kwargs)
+
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
         """As transformers' `from_pretrained` (same arguments), but encoder weights (everything under `roformer.`
         except the pooler) that the checkpoint lacks, or holds in another shape, raise a ValueError naming the likely
         cause instead of being initialised at random: a config that does not describe the checkpoint. New task heads
-        and a new pooler are initialised as usual, and `ignore_mismatched_sizes` applies to them.
+        and a new pooler are initialised as usual, and `ignore_mismatched_sizes` applies to them. One exception: a
+        caller who asks for the report (`output_loading_info=True`) of a file holding no weight of the model at all
+        gets the model, every weight listed in `missing_keys`, and a warning (see `holds_no_weight_of`).
 
         A RoFormer-Sim checkpoint in the published layout (model_type "roformer") loads as a UniLM with its pooler
         (see `published_sim_settings`) unless the arguments or a `config` say otherwise."""
@@ -75,7 +86,13 @@ class RoFormerPretrainedMixin:
             ignore_mismatched_sizes=True,
             **kwargs,
         )
-        check_encoder_weights_loaded(model, loading_info)
+        if output_loading_info and holds_no_weight_of(model, loading_info):
+            logger.warning(
+                f"{pretrained_model_name_or_path} holds no weight of {type(model).__name__}, so all its weights are "
+                "random (loading_info['missing_keys'] lists them): load a checkpoint saved from this model."
+            )
+        else:
+            check_encoder_weights_loaded(model, loading_info)
         if not ignore_mismatched_sizes:
             check_head_shapes(model, loading_info)
         return (model, loading_info) if output_loading_info else model
@@ -244,6 +261,15 @@ def check_encoder_weights_loaded(model: PreTrainedModel, loading_info: dict) -> 
         f"would be random: {'; '.join(causes)}. Load it with the config saved with these weights, or fix these "
         "settings."
     )
+
+
+def holds_no_weight_of(model: PreTrainedModel, loading_info: dict) -> bool:
+    """Whether the checkpoint filled no weight of `model` at all: every one is in `missing_keys` (tied weights
+    included). Not the case `check_encoder_weights_loaded` is for, a checkpoint that a config fails to describe, where
+    a few random weights hide among many loaded ones; here the report lists everything. transformers' common test of
+    the missing-keys report (test_model_weights_reload_no_missing_tied_weights) saves such a file and reads the report;
+    a plain `from_pretrained` still refuses it."""
+    return set(model.state_dict()) <= set(loading_info["missing_keys"])
 
 
 def check_head_shapes(model: PreTrainedModel, loading_info: dict) -> None:
