@@ -88,8 +88,8 @@ class RoFormerPretrainedMixin:
         )
         if output_loading_info and holds_no_weight_of(model, loading_info):
             logger.warning(
-                f"{pretrained_model_name_or_path} holds no weight of {type(model).__name__}, so all its weights are "
-                "random (loading_info['missing_keys'] lists them): load a checkpoint saved from this model."
+                f"The checkpoint holds no weight of {type(model).__name__}, so all its weights are random "
+                "(loading_info['missing_keys'] lists them): load a checkpoint saved from this model."
             )
         else:
             check_encoder_weights_loaded(model, loading_info)
