@@ -234,13 +234,24 @@ def stage_suite(source: Path, work: Path) -> list[Path]:
     tokenizer_target = staged / "models" / "roformer_hf" / "test_roformer_hf_tokenization.py"
     tokenizer_target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(SUPPORT / "roformer_hf_tokenizer_common.py", tokenizer_target)
-    shutil.copy(roformer_hf_root() / "data" / "roformer_chinese_base_vocab.txt", work / "vocab.txt")
+    shutil.copy(original_vocab(), work / "vocab.txt")
     for folder in (staged / "models", target.parent, tokenizer_target.parent):
         (folder / "__init__.py").touch()
     # The staged folder is pytest's rootdir; transformers registers its marks in a conftest.py the sdist lacks.
     (work / "pytest.ini").write_text("[pytest]\nfilterwarnings = ignore::pytest.PytestUnknownMarkWarning\n")
     shutil.copy(SUPPORT / "record_results.py", work / "conftest.py")
     return [target, tokenizer_target]
+
+
+def original_vocab() -> Path:
+    """The vocabulary of the original checkpoints, in the checkout of the roformer_hf under test."""
+    vocab = roformer_hf_root() / "data" / "roformer_chinese_base_vocab.txt"
+    if not vocab.is_file():
+        raise SystemExit(
+            f"error: {vocab} is missing: run this script from a roformer_hf checkout (pip install -e . there, or "
+            "PYTHONPATH=<checkout>), whose data/ holds the vocabulary the tokenizer tests read"
+        )
+    return vocab
 
 
 def roformer_hf_root() -> Path:

@@ -187,3 +187,9 @@ def test_report_fails_only_on_unexpected_failures(capsys):
 def test_a_folder_without_transformers_tests_is_refused_in_one_line(tmp_path):
     with pytest.raises(SystemExit, match=r"has no tests/test_modeling_common\.py: pass a transformers checkout"):
         suite.main(["--source", str(tmp_path)])
+
+
+def test_a_roformer_hf_without_its_data_folder_is_refused_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(suite, "roformer_hf_root", lambda: tmp_path)  # e.g. installed without its checkout
+    with pytest.raises(SystemExit, match=r"roformer_chinese_base_vocab\.txt is missing: run this script from a"):
+        suite.original_vocab()
