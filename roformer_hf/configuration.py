@@ -64,7 +64,8 @@ class RoFormerConfig(PreTrainedConfig):
         num_hidden_layers (`int`, defaults to 12):
             Number of encoder layers.
         num_attention_heads (`int`, defaults to 12):
-            Number of attention heads; must divide `hidden_size` into an even head dimension.
+            Number of attention heads; must divide `hidden_size` into an even head dimension (checked when a model
+            is built: `check_attention_heads`).
         intermediate_size (`int`, defaults to 3072):
             Width of the feed-forward layer.
         hidden_act (`str`, defaults to `"gelu"`):
@@ -254,14 +255,11 @@ class RoFormerConfig(PreTrainedConfig):
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads
 
-    def _check_architecture(self) -> None:
-        for name in POSITIVE_FIELDS:
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(
-                    f"{name} must be a whole number of at least 1, got {value!r}: set {name} to 1 or more (the "
-                    f"default is {getattr(type(self), name) or 'hidden_size'})."
-                )
+    def check_attention_heads(self) -> None:
+        """Raises a ValueError unless `num_attention_heads` splits `hidden_size` into an even head dimension (RoPE
+        rotates pairs of dimensions). Every model checks it when it is built, as transformers' models do, rather than
+        the config when it is made: transformers' configs accept any sizes, so that a config may be made, or edited
+        field by field, in any order."""
         if self.hidden_size % self.num_attention_heads != 0:
             raise ValueError(
                 f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
@@ -273,6 +271,15 @@ class RoFormerConfig(PreTrainedConfig):
                 f"hidden_size / num_attention_heads = {self.hidden_size} / {self.num_attention_heads} = "
                 f"{self.head_dim}: change hidden_size or num_attention_heads."
             )
+
+    def _check_architecture(self) -> None:
+        for name in POSITIVE_FIELDS:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(
+                    f"{name} must be a whole number of at least 1, got {value!r}: set {name} to 1 or more (the "
+                    f"default is {getattr(type(self), name) or 'hidden_size'})."
+                )
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name} is a probability, so it must lie in [0, 1], got {getattr(self, name)}.")

@@ -1,6 +1,6 @@
 """What RoFormer adds to transformers' `from_pretrained`, `save_pretrained` and `push_to_hub`, for every model class
 of `modeling.py` (`RoFormerPretrainedMixin`), and the checks behind the first. One module, since the mixin is the
-checks' only caller.
+checks' only caller. The mixin also checks, when a model is built, that the config's heads fit its hidden size.
 
 No silent random weights, no silent wrong attention: transformers initialises any weight a checkpoint lacks (or holds
 in another shape, with `ignore_mismatched_sizes`) at random and reports it in a log table. For a new task head that is
@@ -33,9 +33,12 @@ from huggingface_hub.errors import EntryNotFoundError
 from safetensors import safe_open
 from safetensors.torch import load_file
 from transformers import GenerationMixin, PreTrainedModel
+from transformers.utils import logging
 
 from .configuration import RoFormerConfig
 from .fengshen_layout import fengshen_settings, fengshen_state_dict_to_roformer_hf, is_fengshen_layout
+
+logger = logging.get_logger(__name__)
 
 # The query weight exists in every variant: when it is missing, the checkpoint lacks the whole layer.
 ABSENT_LAYER = re.compile(r"encoder\.layer\.(\d+)\.attention\.self\.query\.weight$")
@@ -55,12 +58,21 @@ class RoFormerPretrainedMixin:
     """Placed before `PreTrainedModel` among the bases of `RoFormerPreTrainedModel`; each method keeps the arguments
     of the transformers method it extends."""
 
+    def __init__(self, config: RoFormerConfig, *inputs, **kwargs):
+        """As `PreTrainedModel.__init__`, once the config's heads fit its hidden size (`check_attention_heads`): where
+        transformers' models check it, so that the config itself accepts any sizes, as transformers' configs do."""
+        config.check_attention_heads()
+        super().__init__(config, *inputs, **kwargs)
+
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
         """As transformers' `from_pretrained` (same arguments), but encoder weights (everything under `roformer.`
         except the pooler) that the checkpoint lacks, or holds in another shape, raise a ValueError naming the likely
         cause instead of being initialised at random: a config that does not describe the checkpoint. New task heads
-        and a new pooler are initialised as usual, and `ignore_mismatched_sizes` applies to them.
+        and a new pooler are initialised as usual; `ignore_mismatched_sizes=True` initialises weights of another
+        shape anew, as in transformers (with a warning naming those of the encoder). One exception: a
+        caller who asks for the report (`output_loading_info=True`) of a file holding no weight of the model at all
+        gets the model, every weight listed in `missing_keys`, and a warning (see `holds_no_weight_of`).
 
         A RoFormer-Sim checkpoint in the published layout (model_type "roformer") loads as a UniLM with its pooler
         (see `published_sim_settings`), and IDEA's Zhouwenwang in fengshen's layout as a pre-norm UniLM, its weights
@@ -86,7 +98,13 @@ class RoFormerPretrainedMixin:
         )
         if fengshen_inputs is not None:  # loaded from weights: the model still says where they came from
             model.name_or_path = model.config.name_or_path = str(source)
-        check_encoder_weights_loaded(model, loading_info)
+        if output_loading_info and holds_no_weight_of(model, loading_info):
+            logger.warning(
+                f"The checkpoint holds no weight of {type(model).__name__}, so all its weights are random "
+                "(loading_info['missing_keys'] lists them): load a checkpoint saved from this model."
+            )
+        else:
+            check_encoder_weights_loaded(model, loading_info, ignore_mismatched_sizes)
         if not ignore_mismatched_sizes:
             check_head_shapes(model, loading_info)
         return (model, loading_info) if output_loading_info else model
@@ -266,18 +284,29 @@ def weight_names(pretrained_model_name_or_path: str | os.PathLike, hub_kwargs: d
     return set()
 
 
-def check_encoder_weights_loaded(model: PreTrainedModel, loading_info: dict) -> None:
+def check_encoder_weights_loaded(
+    model: PreTrainedModel, loading_info: dict, ignore_mismatched_sizes: bool = False
+) -> None:
     """Raises a ValueError naming the likely cause when a checkpoint does not fill the encoder of `model` (missing or
     mismatched weights), or holds norm or bias weights that the config leaves out (RoFormer-V1 read as V2).
 
     Args:
         model (`RoFormerPreTrainedModel`): The model `from_pretrained` built.
         loading_info (`dict`): Its `output_loading_info` (missing, unexpected and mismatched keys).
+        ignore_mismatched_sizes (`bool`): the caller asked for weights of another shape to be initialised anew (as
+            transformers does, e.g. to change the vocabulary): those are then warned about, not refused.
     """
     config = model.config
     missing = sorted(name for name in loading_info["missing_keys"] if is_encoder_weight(model, name))
     unexpected = sorted(name for name in loading_info["unexpected_keys"] if is_encoder_weight(model, name))
     mismatched = sorted(item for item in loading_info["mismatched_keys"] if is_encoder_weight(model, item[0]))
+    if mismatched and ignore_mismatched_sizes:
+        shapes = [f"{name} {tuple(saved)} vs {tuple(built)}" for name, saved, built in mismatched]
+        logger.warning(
+            f"{type(model).__name__}: these weights have another shape in the checkpoint, so they are random, as "
+            f"ignore_mismatched_sizes=True asks: {abbreviated(shapes)}. Fine-tune them before use."
+        )
+        mismatched = []
     absent_layers = sorted(int(found.group(1)) for name in missing if (found := ABSENT_LAYER.search(name)))
     missing_in_layers = [name for name in missing if not in_layers(name, absent_layers)]
     encoder_size = sum(is_encoder_weight(model, name) for name in model.state_dict())
@@ -312,6 +341,15 @@ def check_encoder_weights_loaded(model: PreTrainedModel, loading_info: dict) -> 
         f"would be random: {'; '.join(causes)}. Load it with the config saved with these weights, or fix these "
         "settings."
     )
+
+
+def holds_no_weight_of(model: PreTrainedModel, loading_info: dict) -> bool:
+    """Whether the checkpoint filled no weight of `model` at all: every one is in `missing_keys` (tied weights
+    included). Not the case `check_encoder_weights_loaded` is for, a checkpoint that a config fails to describe, where
+    a few random weights hide among many loaded ones; here the report lists everything. transformers' common test of
+    the missing-keys report (test_model_weights_reload_no_missing_tied_weights) saves such a file and reads the report;
+    a plain `from_pretrained` still refuses it."""
+    return set(model.state_dict()) <= set(loading_info["missing_keys"])
 
 
 def check_head_shapes(model: PreTrainedModel, loading_info: dict) -> None:

@@ -24,6 +24,11 @@ from .jieba_rule import JiebaRuleMixin
 from .text_rules import load_vocab, needs_space
 
 logger = logging.get_logger(__name__)
+# The warning about a too-long input goes where transformers' tokenizers log theirs, so that what hears or silences
+# theirs (transformers' verbosity, a handler on the "transformers" logger, `assertLogs("transformers")`) does ours.
+too_long_logger = logging.get_logger("transformers.tokenization_utils_base")
+# The key under which transformers' tokenizers remember, in `deprecation_warnings`, that they gave that warning.
+TOO_LONG_WARNED = "sequence-length-is-longer-than-the-specified-maximum"
 
 VOCAB_FILES_NAMES = {"vocab_file": "vocab.txt", "user_dict_file": "user_dict.txt"}
 # `model_max_length` of a tokenizer built from a vocab file alone: BERT's length, and that of the last stage of the
@@ -322,12 +327,16 @@ class RoFormerJiebaTokenizer(JiebaRuleMixin, PreTrainedTokenizer):
         return rows, row_windows
 
     def _warn_if_too_long(self, rows: list[list[int]], strategy: TruncationStrategy) -> None:
-        if strategy == TruncationStrategy.DO_NOT_TRUNCATE and any(len(row) > self.model_max_length for row in rows):
-            logger.warning_once(
+        """Warns once per tokenizer, as transformers' tokenizers do (emptying `deprecation_warnings` warns again)."""
+        if strategy != TruncationStrategy.DO_NOT_TRUNCATE or all(len(row) <= self.model_max_length for row in rows):
+            return
+        if not self.deprecation_warnings.get(TOO_LONG_WARNED):
+            too_long_logger.warning(
                 f"A sequence is longer than model_max_length ({self.model_max_length} tokens, the length the model "
                 "was trained with): RoFormer reads it whole; pass truncation=True to cut it to model_max_length "
                 "(or return_overflowing_tokens=True with a stride for windows), or raise tokenizer.model_max_length."
             )
+        self.deprecation_warnings[TOO_LONG_WARNED] = True
 
     def _pad(
         self,

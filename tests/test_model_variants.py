@@ -1,6 +1,7 @@
 """RoFormer-V2 (RMS norm, no biases), the pooler of RoFormer-Sim, loading checks and multiple-choice pooling."""
 
 import json
+import logging
 
 import pytest
 import safetensors.torch
@@ -289,13 +290,65 @@ def test_a_checkpoint_without_encoder_weights_names_no_variant(tmp_path):
     assert "RoFormer-V2" not in str(error.value)
 
 
-def test_encoder_weights_of_another_shape_raise_value_error_even_when_mismatches_are_ignored(tmp_path):
+def replace_weights(folder, weights: dict[str, torch.Tensor]) -> None:
+    safetensors.torch.save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+
+
+@pytest.mark.parametrize("model_class", [RoFormerModel, RoFormerForMaskedLM, RoFormerForSequenceClassification])
+def test_a_file_without_any_weight_of_the_model_is_refused_unless_the_report_is_asked_for(
+    tmp_path, model_class, caplog
+):
+    """transformers' test_model_weights_reload_no_missing_tied_weights saves a model, replaces its weights by one
+    tensor of no model and reads the report of `output_loading_info=True`: it gets every weight, listed missing."""
+    model_class(tiny_config()).save_pretrained(tmp_path)
+    replace_weights(tmp_path, {"tensor": torch.tensor([1, 2])})
+    with pytest.raises(ValueError, match="the checkpoint has 0 layers"):
+        model_class.from_pretrained(tmp_path)
+    with caplog.at_level(logging.WARNING):
+        loaded, loading_info = model_class.from_pretrained(tmp_path, output_loading_info=True)
+    assert set(loading_info["missing_keys"]) == set(loaded.state_dict())
+    assert loading_info["unexpected_keys"] == {"tensor"}
+    assert f"holds no weight of {model_class.__name__}, so all its weights are random" in caplog.text
+
+
+def test_a_checkpoint_that_fills_part_of_the_encoder_is_refused_even_when_the_report_is_asked_for(tmp_path):
     RoFormerForMaskedLM(tiny_config()).save_pretrained(tmp_path)
-    for ignore_mismatched_sizes in (False, True):
-        with pytest.raises(ValueError, match=r"intermediate\.dense\.weight \(37, 32\) vs \(40, 32\)"):
-            RoFormerModel.from_pretrained(
-                tmp_path, intermediate_size=40, ignore_mismatched_sizes=ignore_mismatched_sizes
-            )
+    weights = safetensors.torch.load_file(tmp_path / "model.safetensors")
+    replace_weights(tmp_path, {name: tensor for name, tensor in weights.items() if ".layer.1." not in name})
+    with pytest.raises(ValueError, match=r"the checkpoint has 1 layers but config\.num_hidden_layers is 2"):
+        RoFormerForMaskedLM.from_pretrained(tmp_path, output_loading_info=True)
+    replace_weights(tmp_path, {name: tensor for name, tensor in weights.items() if name.startswith("cls.")})
+    with pytest.raises(ValueError, match="the checkpoint has 0 layers"):  # the head's bias alone: not "no weight"
+        RoFormerForMaskedLM.from_pretrained(tmp_path, output_loading_info=True)
+
+
+def test_tied_word_embeddings_absent_from_the_file_are_not_random(tmp_path):
+    """A file holding the tied decoder weight under its own name and not the word embeddings (as tools that keep
+    either name of a shared tensor may write it) fills both: nothing random, nothing refused."""
+    torch.manual_seed(0)
+    model = RoFormerForMaskedLM(tiny_config())
+    model.save_pretrained(tmp_path)
+    weights = safetensors.torch.load_file(tmp_path / "model.safetensors")
+    embeddings = weights.pop("roformer.embeddings.word_embeddings.weight")
+    replace_weights(tmp_path, {**weights, "cls.predictions.decoder.weight": embeddings})
+    loaded, loading_info = RoFormerForMaskedLM.from_pretrained(tmp_path, output_loading_info=True)
+    assert not loading_info["missing_keys"]
+    torch.testing.assert_close(loaded.roformer.embeddings.word_embeddings.weight, embeddings, atol=0, rtol=0)
+    assert loaded.cls.predictions.decoder.weight is loaded.roformer.embeddings.word_embeddings.weight
+
+
+def test_encoder_weights_of_another_shape_raise_value_error_unless_mismatches_are_ignored(tmp_path, caplog):
+    RoFormerForMaskedLM(tiny_config()).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=r"intermediate\.dense\.weight \(37, 32\) vs \(40, 32\)"):
+        RoFormerModel.from_pretrained(tmp_path, intermediate_size=40)
+    # Asked for explicitly, as transformers' contract has it: the weights of another shape are new, said in a warning.
+    model = RoFormerModel.from_pretrained(tmp_path, intermediate_size=40, ignore_mismatched_sizes=True)
+    assert model.encoder.layer[0].intermediate.dense.weight.shape == (40, 32)
+    assert "intermediate.dense.weight (37, 32) vs (40, 32)" in caplog.text and "random" in caplog.text
+    with pytest.raises(
+        ValueError, match=r"config\.num_hidden_layers is 4"
+    ):  # a missing weight is refused all the same
+        RoFormerModel.from_pretrained(tmp_path, num_hidden_layers=4, ignore_mismatched_sizes=True)
 
 
 def test_scripts_turn_the_loading_error_into_one_line(tmp_path):

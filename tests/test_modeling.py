@@ -672,8 +672,6 @@ def test_bad_input_raises_value_error(change, message):
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"hidden_size": 30, "num_attention_heads": 4}, "not divisible"),
-        ({"hidden_size": 36, "num_attention_heads": 4}, "even"),
         ({"attention_probs_dropout_prob": 10}, r"attention_probs_dropout_prob is a probability.*\[0, 1\], got 10"),
         ({"hidden_dropout_prob": -0.1}, "hidden_dropout_prob is a probability"),
     ],
@@ -681,6 +679,26 @@ def test_bad_input_raises_value_error(change, message):
 def test_bad_config_raises_value_error(settings, message):
     with pytest.raises(ValueError, match=message):
         tiny_config(**settings)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"hidden_size": 30, "num_attention_heads": 4}, r"hidden_size \(30\) is not divisible by num_attention_heads"),
+        ({"hidden_size": 36, "num_attention_heads": 4}, "head dimension must be even.* = 9: change hidden_size"),
+    ],
+)
+@pytest.mark.parametrize("model_class", [RoFormerModel, RoFormerForMaskedLM, RoFormerForCausalLM])
+def test_heads_that_do_not_fit_are_refused_when_the_model_is_built(settings, message, model_class):
+    """As transformers' configs (whose common ConfigTester makes RoFormerConfig(hidden_size=37) with 12 heads), the
+    config accepts any sizes, also set field by field; the model refuses them when built, in one line."""
+    config = tiny_config(**settings)
+    assert (config.hidden_size, config.num_attention_heads) == (settings["hidden_size"], 4)
+    with pytest.raises(ValueError, match=message):
+        model_class(config)
+    transformers.RoFormerConfig(**settings)  # theirs accepts them too
+    config.hidden_size = 32  # fixed afterwards, the same config builds
+    assert model_class(config).config.head_dim == 8
 
 
 def test_masked_lm_refuses_a_decoder_config():

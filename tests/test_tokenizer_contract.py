@@ -4,6 +4,7 @@
 
 import itertools
 import pickle
+import unittest
 
 import pytest
 from conftest import BERT_VOCAB, PEOPLES_DAILY_SAMPLE, long_documents
@@ -250,3 +251,25 @@ def test_truncation_true_truncates_a_long_document(tokenizer, roformer_vocab, tm
     longer.save_pretrained(tmp_path / "saved")
     reloaded = AutoTokenizer.from_pretrained(tmp_path / "saved")
     assert len(reloaded(text, truncation=True)["input_ids"]) == 1024
+
+
+def test_a_too_long_input_is_logged_where_transformers_tokenizers_log_it(roformer_vocab):
+    """What hears transformers' warning about a too-long input (`assertLogs("transformers")`, as transformers' own
+    tokenizer tests do, or transformers' verbosity) hears ours, in our words, once per tokenizer as theirs: a fresh
+    tokenizer, or one whose `deprecation_warnings` is emptied, warns again."""
+    ours = RoFormerJiebaTokenizer(str(roformer_vocab), model_max_length=8)
+    theirs = RoFormerTokenizerFast(vocab=dict(ours.vocab), model_max_length=8)
+    transformers_logs = unittest.TestCase()
+    with transformers_logs.assertLogs("transformers", level="WARNING") as their_logs:
+        theirs(EXAMPLE)
+    for tokenizer in (ours, RoFormerJiebaTokenizer(str(roformer_vocab), model_max_length=8)):
+        with transformers_logs.assertLogs("transformers", level="WARNING") as our_logs:
+            tokenizer([EXAMPLE], padding=True)
+        (record,) = our_logs.records
+        assert record.name == their_logs.records[0].name
+        assert record.getMessage().startswith("A sequence is longer than model_max_length (8 tokens")
+        with transformers_logs.assertNoLogs("transformers", level="WARNING"):
+            tokenizer(EXAMPLE)
+        tokenizer.deprecation_warnings = {}
+        with transformers_logs.assertLogs("transformers", level="WARNING"):
+            tokenizer(EXAMPLE)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import transformers
 
 import roformer_hf
 
@@ -82,6 +83,20 @@ def test_rewritten_imports_load_our_classes(our_imports):
     assert RoFormerConfig.model_type == "roformer_hf"
 
 
+def test_against_transformers_the_same_names_load_transformers_roformer(monkeypatch):
+    """`--against transformers`: the same tests, transformers' classes (our tokenizer's name translated)."""
+    monkeypatch.setenv("ROFORMER_HF_SUITE_AGAINST", "transformers")
+    monkeypatch.syspath_prepend(str(suite.SUPPORT))
+    monkeypatch.delitem(sys.modules, "roformer_hf_imports", raising=False)
+    their_imports = importlib.import_module("roformer_hf_imports")
+    monkeypatch.delitem(sys.modules, "roformer_hf_imports")  # the next test imports ours again
+    assert (their_imports.RoFormerModel, their_imports.RoFormerJiebaTokenizer) == (
+        transformers.RoFormerModel,
+        transformers.RoFormerTokenizer,
+    )
+    assert their_imports.RoFormerSinusoidalPositionalEmbedding.__module__.startswith("transformers.models.roformer")
+
+
 def test_a_name_we_lack_fails_only_when_used(our_imports):
     from roformer_hf_imports import RoFormerSinusoidalPositionalEmbedding
 
@@ -99,17 +114,41 @@ def test_a_name_we_lack_fails_only_when_used(our_imports):
             "roformer_hf has no RoFormerSinusoidalPositionalEmbedding",
             True,
         ),
-        ("RoFormerModelTest::test_config", "hidden_size (37) is not divisible by num_attention_heads (12)", True),
-        ("RoFormerHFCommonTest::test_config", "is not divisible by num_attention_heads", True),  # "::": any class
-        ("RoFormerModelTest::test_config_0_fp16", "not divisible by num_attention_heads", True),  # parametrized
-        ("RoFormerModelTest::test_config", "KeyError: 'rope_theta'", False),  # listed, but another cause
-        ("RoFormerModelTest::test_config_loads", "not divisible by num_attention_heads", False),
+        (
+            "RoFormerHFTokenizationTest::test_maximum_encoding_length_single_input",
+            "KeyError: 'overflowing_tokens'",
+            True,
+        ),
+        (
+            "RoFormerOtherTokenizationTest::test_maximum_encoding_length_pair_input",
+            "AssertionError: False is not true",
+            True,
+        ),  # "::": any class
+        (
+            "RoFormerHFTokenizationTest::test_maximum_encoding_length_single_input",
+            "KeyError: 'rope_theta'",
+            False,
+        ),  # another cause
+        (
+            "RoFormerHFTokenizationTest::test_maximum_encoding_length_single_input_loads",
+            "KeyError: 'overflowing_tokens'",
+            False,
+        ),
         ("RoFormerModelTest::test_basic", "roformer_hf has no RoFormerSinusoidalPos", False),  # another class
         ("RoFormerModelTest::test_training", "", False),
     ],
 )
 def test_expected_failures_match_by_test_and_cause(test_id, message, expected):
     assert (suite.expected_reason(suite.Result(test_id, "failed", message)) is not None) == expected
+
+
+def test_every_failure_of_an_expected_test_must_have_the_listed_cause():
+    test_id = "RoFormerHFTokenizationTest::test_maximum_encoding_length_single_input"
+    wording = "AssertionError: False is not true"  # our too-long warning's own words
+    windows = suite.Result(test_id, "failed", wording, ("KeyError: 'overflowing_tokens'",))
+    assert suite.expected_reason(windows) == "our too-long warning keeps its own words"
+    truncation = suite.Result(test_id, "failed", wording, ("AssertionError: 101 != 100",))
+    assert suite.expected_reason(truncation) is None
 
 
 def test_a_failed_subtest_fails_its_test_and_a_skipped_subtest_does_not_skip_it(tmp_path):
@@ -140,11 +179,21 @@ def test_report_fails_only_on_unexpected_failures(capsys):
     unexpected = suite.Result("RoFormerModelTest::test_save_load", "failed", "ValueError: at 0x7f00 and more\nline 2")
     assert suite.report([expected, passed, unexpected]) == 1
     assert "1 x ValueError: at 0x… and more" in capsys.readouterr().out
-    stale = suite.Result("RoFormerModelTest::test_config", "passed", "")
+    stale = suite.Result("RoFormerHFTokenizationTest::test_maximum_encoding_length_pair_input", "passed", "")
     assert suite.report([stale]) == 0
-    assert "expected to fail but passed: RoFormerModelTest::test_config" in capsys.readouterr().out
+    assert (
+        "expected to fail but passed: RoFormerHFTokenizationTest::test_maximum_encoding_length_pair_input"
+        in capsys.readouterr().out
+    )
+    assert suite.report([expected, passed, unexpected], against="transformers") == 0  # a measurement of theirs
 
 
 def test_a_folder_without_transformers_tests_is_refused_in_one_line(tmp_path):
     with pytest.raises(SystemExit, match=r"has no tests/test_modeling_common\.py: pass a transformers checkout"):
         suite.main(["--source", str(tmp_path)])
+
+
+def test_a_roformer_hf_without_its_data_folder_is_refused_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(suite, "roformer_hf_root", lambda: tmp_path)  # e.g. installed without its checkout
+    with pytest.raises(SystemExit, match=r"roformer_chinese_base_vocab\.txt is missing: run this script from a"):
+        suite.original_vocab()

@@ -94,11 +94,12 @@ def _guess_value(text: str) -> Any:
 
 
 def build_config(
-    model_args: ModelArguments, config_class: type[PreTrainedConfig] = RoFormerConfig, **defaults: Any
-) -> PreTrainedConfig:
+    model_args: ModelArguments, config_class: type[RoFormerConfig] = RoFormerConfig, **defaults: Any
+) -> RoFormerConfig:
     """
     Build the model config: `--config_name` or the checkpoint's config (else the class defaults), then `defaults`
-    (e.g. `vocab_size`, `num_labels`), then `--config_overrides`; the config's own checks run on the result.
+    (e.g. `vocab_size`, `num_labels`), then `--config_overrides`; the config's own checks run on the result, and
+    those the model runs when built (`check_attention_heads`).
 
     Args:
         model_args (`ModelArguments`):
@@ -121,7 +122,9 @@ def build_config(
         if "hidden_size" in overrides and config_dict.get("embedding_size") == config_dict.get("hidden_size"):
             config_dict["embedding_size"] = None  # an embedding size that followed the hidden size keeps following it
         config_dict.pop("model_type", None)  # original checkpoints say "roformer"
-        return config_class(**{**config_dict, **defaults, **overrides})
+        config = config_class(**{**config_dict, **defaults, **overrides})
+        config.check_attention_heads()  # the model checks it too, but the script can say so before reading data
+        return config
     except (OSError, ValueError, TypeError) as error:
         origin = " + ".join(
             filter(None, [source or "the defaults", model_args.config_overrides and "--config_overrides"])

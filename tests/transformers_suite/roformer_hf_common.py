@@ -7,14 +7,14 @@ beside the mixins, so the relative imports below resolve there. Not collected by
 The tester is ours: a tiny configuration (the shapes of `tests/conftest.py`'s TINY, dropout on, as the common tests
 expect of a trainable model) and random inputs with every row attending to at least its last token. The test class
 inherits GenerationTesterMixin as a generative model's test must (transformers checks it); from the sdist that mixin
-is the script's stand-in, without tests: generate is covered by this project's own tests.
+is the script's stand-in, without tests: generate is covered by this project's own tests. The classes come through
+`roformer_hf_imports`, so that the script's `--against transformers` runs the same tests on transformers' RoFormer.
 """
 
 import unittest
 
 import torch
-
-from roformer_hf import (
+from roformer_hf_imports import (
     RoFormerConfig,
     RoFormerForCausalLM,
     RoFormerForMaskedLM,

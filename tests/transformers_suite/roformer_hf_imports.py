@@ -8,9 +8,15 @@ only the tests that use it fail, each with a message naming the missing piece, a
 """
 
 import importlib
+import os
 
 # Where roformer_hf keeps its classes, searched in this order.
 OUR_MODULES = ("roformer_hf", "roformer_hf.modeling", "roformer_hf.configuration", "roformer_hf.rope")
+# With the script's `--against transformers` (this variable set), every name is answered by transformers' RoFormer
+# instead, so that the same tests measure theirs; our names that transformers spells otherwise are translated.
+AGAINST_TRANSFORMERS = os.environ.get("ROFORMER_HF_SUITE_AGAINST") == "transformers"
+THEIR_MODULES = ("transformers", "transformers.models.roformer.modeling_roformer")
+THEIR_NAMES = {"RoFormerJiebaTokenizer": "RoFormerTokenizer"}
 
 
 class MissingFromRoformerHF(NotImplementedError):
@@ -34,8 +40,12 @@ def missing_stand_in(name: str) -> type:
 
 
 def find_ours(name: str) -> object | None:
-    """roformer_hf's object called `name`, or None."""
-    for module_name in OUR_MODULES:
+    """roformer_hf's object called `name` (transformers' with `--against transformers`), or None."""
+    if AGAINST_TRANSFORMERS:
+        modules, name = THEIR_MODULES, THEIR_NAMES.get(name, name)
+    else:
+        modules = OUR_MODULES
+    for module_name in modules:
         module = importlib.import_module(module_name)
         if hasattr(module, name):
             return getattr(module, name)
