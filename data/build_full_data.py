@@ -458,7 +458,7 @@ def stop_on_signals() -> dict:
     """Makes SIGTERM and SIGHUP raise `Stopped`; returns the handlers they had, for `signal.signal` to restore."""
 
     def stop(signum, frame):
-        raise Stopped(signal.Signals(signum).name)
+        raise Stopped(signum)
 
     return {number: signal.signal(number, stop) for number in (signal.SIGTERM, signal.SIGHUP)}
 
@@ -479,8 +479,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"build_full_data: error: {error}", file=sys.stderr)
         return 1
     except (Stopped, KeyboardInterrupt) as stop:
-        print(f"build_full_data: stopped ({str(stop) or 'Ctrl-C'}): {args.output} is as it was", file=sys.stderr)
-        return 130
+        signum = stop.args[0] if isinstance(stop, Stopped) else signal.SIGINT
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        print(f"build_full_data: stopped ({name}): {args.output} is as it was", file=sys.stderr)
+        return 128 + signum  # as the shell reports a process ended by the signal
     finally:
         for number, handler in previous_handlers.items():
             signal.signal(number, handler)
