@@ -335,9 +335,6 @@ def recipe_pipeline_registered() -> bool:
     return getattr(served_by, "reads_classification_inputs", False)
 
 
-__all__ = ["RoFormerConfig"]
-
-
 def check_config_object(settings: object, source: object) -> None:
     """Raises a ValueError where a checkpoint's config.json holds another JSON value than an object of settings."""
     if not isinstance(settings, dict):
@@ -362,3 +359,6 @@ def check_recipe_pipeline_files(folder: Path) -> None:
                 "where roformer_hf is installed (from_pretrained, then save_pretrained), or import roformer_hf before "
                 "pipeline() to serve it with roformer_hf's own."
             )
+
+
+__all__ = ["RoFormerConfig"]
