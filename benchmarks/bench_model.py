@@ -83,6 +83,7 @@ import time
 from pathlib import Path
 
 import torch
+from bench_options import check_at_least, check_device, check_writable_file  # beside us
 
 BASE_SIZE = {
     "vocab_size": 50000,
@@ -602,6 +603,10 @@ def main() -> None:
         print(json.dumps(measure(json.loads(args.worker))))
         return
     parse_precisions(args.dtype)
+    check_at_least(__file__, {"--rounds": args.rounds, "--num_hidden_layers": args.num_hidden_layers}, 1)
+    check_at_least(__file__, {"--repeats": args.repeats}, 0)
+    check_writable_file(__file__, "--json", args.json)
+    check_device(__file__, args.device)
     unknown = set(args.variants.split(",")) - {"", *VARIANTS}
     if unknown:
         sys.exit(f"--variants takes {', '.join(VARIANTS)}; got {', '.join(sorted(unknown))}")

@@ -63,6 +63,7 @@ from bench_model import (  # beside us
     save_random_heads,
     with_medians,
 )
+from bench_options import check_at_least, check_writable_file, stop  # beside us
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 VOCABULARY = REPOSITORY / "data" / "roformer_chinese_base_vocab.txt"
@@ -121,10 +122,16 @@ def parse_shapes(text: str) -> list[tuple[int, int]]:
     shapes = []
     for item in text.split(","):
         batch_size, _, length = item.strip().partition("x")
-        if not (batch_size.isdigit() and length.isdigit()):
-            sys.exit(f"--shapes takes BATCHxTOKENS items such as 8x128,1x512; got {item!r}")
+        if not (batch_size.isdigit() and length.isdigit() and int(batch_size) > 0 and int(length) > 0):
+            stop(__file__, f"--shapes takes BATCHxTOKENS items of at least 1x1, such as 8x128,1x512; got {item!r}")
         shapes.append((int(batch_size), int(length)))
     return shapes
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Every option, before the checkpoint is written and exported (half a minute): one line for a bad one."""
+    check_at_least(__file__, {"--rounds": args.rounds, "--num_texts": args.num_texts, "--threads": args.threads}, 1)
+    check_writable_file(__file__, "--json", args.json)
 
 
 # --- the models of each implementation --------------------------------------------------------------------------
@@ -275,19 +282,32 @@ def summarize(shape: tuple[int, int], name: str, results: list[dict]) -> dict:
 # --- agreement on real texts ------------------------------------------------------------------------------------
 
 
-def load_text_batches(path: Path, num_texts: int) -> list[dict[str, torch.Tensor]]:
-    """The first `num_texts` texts, tokenized with the 50k vocabulary, truncated at 128 tokens, in padded batches."""
+def read_texts(path: Path, num_texts: int) -> list[str]:
+    """The first `num_texts` texts of a JSON-lines file with a `text` field; one line where it has fewer or another
+    layout (read before any work, like the options)."""
+    if not path.is_file():
+        stop(__file__, f"--texts {path} (ChnSentiCorp, JSON lines with a `text` field) is missing: pass another")
+    texts = []
+    with path.open(encoding="utf-8", errors="replace") as lines:
+        for number, line in enumerate(lines, start=1):
+            if len(texts) == num_texts:
+                break
+            try:
+                texts.append(json.loads(line)["text"])
+            except (ValueError, KeyError, TypeError):
+                stop(__file__, f"--texts {path}: line {number} is not a JSON object with a `text` field")
+    if len(texts) < num_texts:
+        stop(__file__, f"--texts {path} has {len(texts)} texts, fewer than --num_texts {num_texts}")
+    return texts
+
+
+def text_batches(texts: list[str]) -> list[dict[str, torch.Tensor]]:
+    """The texts tokenized with the 50k vocabulary, truncated at 128 tokens, in padded batches."""
     from roformer_hf import RoFormerJiebaTokenizer
 
-    if not path.exists():
-        sys.exit(f"{path} (ChnSentiCorp, JSON lines with a `text` field) is missing: pass another with --texts")
-    with path.open(encoding="utf-8") as lines:
-        texts = [json.loads(line)["text"] for line, _ in zip(lines, range(num_texts), strict=False)]
-    if len(texts) < num_texts:
-        sys.exit(f"{path} has {len(texts)} texts, fewer than --num_texts {num_texts}")
     tokenizer = RoFormerJiebaTokenizer(str(VOCABULARY))
     batches = []
-    for start in range(0, num_texts, TEXT_BATCH):
+    for start in range(0, len(texts), TEXT_BATCH):
         encoded = tokenizer(
             texts[start : start + TEXT_BATCH],
             truncation=True,
@@ -436,18 +456,19 @@ def main() -> None:
     if args.worker:
         print(json.dumps(measure(json.loads(args.worker))))
         return
+    check_options(args)
     shapes = parse_shapes(args.shapes or (TINY_SHAPES if args.tiny else DEFAULT_SHAPES))
     size = TINY_SIZE if args.tiny else BASE_SIZE
-    num_texts = args.num_texts or (16 if args.tiny else 500)
-    args.rounds = args.rounds or (1 if args.tiny else 2)
+    num_texts = args.num_texts if args.num_texts is not None else 16 if args.tiny else 500
+    args.rounds = args.rounds if args.rounds is not None else 1 if args.tiny else 2
+    texts = read_texts(args.texts, num_texts)
     load_at_start = os.getloadavg()[0]
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as temporary:
         folder = Path(temporary)
         checkpoint = write_checkpoint(folder, size, max(TEXT_LENGTH, *(length for _, length in shapes)))
         files = {"checkpoint": str(checkpoint), **export_onnx(checkpoint, folder)}
-        batches = load_text_batches(args.texts, num_texts)
-        logits = all_logits(files, batches, args.threads)
+        logits = all_logits(files, text_batches(texts), args.threads)
         agreement, summary = agreement_rows(logits), agreement_summary(logits)
         results = measure_speed(shapes, files, args, size["vocab_size"])
     print("\n".join(header_lines(args, size, num_texts, load_at_start)) + "\n")

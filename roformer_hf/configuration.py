@@ -1,5 +1,7 @@
 """Configuration of the RoFormer model family (model_type ``"roformer_hf"``)."""
 
+import json
+from pathlib import Path
 from typing import Any, ClassVar
 
 from transformers import PreTrainedConfig
@@ -36,6 +38,8 @@ AUTO_MAP = {
 # `recipe_pipelines`): with `trust_remote_code=True`, `pipeline("text-classification", model=folder)` takes it from
 # the checkpoint's code.
 RECIPE_PIPELINE = "text_classification_pipeline.RoFormerTextClassificationPipeline"
+# Its module and the one module it imports: `save_pretrained` copies both beside the model's code.
+RECIPE_PIPELINE_FILES = ("text_classification_pipeline.py", "document_inputs.py")
 NORM_TYPES = ("layer_norm", "rms_norm")
 POOLER_ACTIVATIONS = ("tanh", "linear")
 MULTIPLE_CHOICE_POOLINGS = ("last_token", "last_position")
@@ -216,8 +220,14 @@ class RoFormerConfig(PreTrainedConfig):
     @classmethod
     def get_config_dict(cls, pretrained_model_name_or_path, **kwargs) -> tuple[dict[str, Any], dict[str, Any]]:
         """Reads a `config.json` written for transformers' own RoFormer (model_type "roformer") as ours: the fields
-        are the same, so only the model type changes (instead of a warning about mismatched model types)."""
+        are the same, so only the model type changes (instead of a warning about mismatched model types). A file that
+        is not a JSON object, and a classifier folder served by `pipeline()` that lacks its recipe's code, are refused
+        in one line."""
+        serving_task = kwargs.get("_from_pipeline")  # what transformers' pipeline() passes when it reads a config
         config_dict, kwargs = super().get_config_dict(pretrained_model_name_or_path, **kwargs)
+        check_config_object(config_dict, pretrained_model_name_or_path)
+        if serving_task == "text-classification" and config_dict.get("classification_inputs"):
+            check_recipe_pipeline_files(Path(pretrained_model_name_or_path, kwargs.get("subfolder") or ""))
         if config_dict.get("model_type") == "roformer":
             config_dict = {**config_dict, "model_type": cls.model_type}
         return config_dict, kwargs
@@ -358,6 +368,32 @@ def recipe_pipeline_registered() -> bool:
 
     served_by = PIPELINE_REGISTRY.supported_tasks["text-classification"]["impl"]  # a class, or its dotted path
     return getattr(served_by, "reads_classification_inputs", False)
+
+
+def check_config_object(settings: object, source: object) -> None:
+    """Raises a ValueError where a checkpoint's config.json holds another JSON value than an object of settings."""
+    if not isinstance(settings, dict):
+        json_type = {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(settings), "number")
+        raise ValueError(
+            f"the config.json of {source} holds a JSON {json_type} ({json.dumps(settings)[:40]}), not an object of "
+            "settings: restore it from the checkpoint it was saved with (a config's save_pretrained writes one)."
+        )
+
+
+def check_recipe_pipeline_files(folder: Path) -> None:
+    """Raises an OSError naming the missing file where a local classifier folder served by `pipeline()` through its
+    own code (roformer_hf not imported) lacks one of `RECIPE_PIPELINE_FILES`, instead of transformers' message about
+    the Hub (for the pipeline's module) or a FileNotFoundError (for the module it imports)."""
+    if not folder.is_dir() or recipe_pipeline_registered():  # a Hub repository: transformers downloads the files
+        return
+    for name in RECIPE_PIPELINE_FILES:
+        if not (folder / name).is_file():
+            raise OSError(
+                f"{folder} lacks {name}, the code of the pipeline that reads its documents as the classifier was "
+                "fine-tuned to (classification_inputs): restore it by loading the classifier and saving it again "
+                "where roformer_hf is installed (from_pretrained, then save_pretrained), or import roformer_hf before "
+                "pipeline() to serve it with roformer_hf's own."
+            )
 
 
 __all__ = ["RoFormerConfig"]

@@ -57,7 +57,14 @@ class DocumentRecipe:
 
     @classmethod
     def from_settings(cls, settings: dict) -> "DocumentRecipe":
-        """The recipe of a config's `classification_inputs`; a ValueError names what is missing or wrong."""
+        """The recipe of a config's `classification_inputs`; a ValueError names what is missing or wrong (its type or
+        its value), so that a damaged config fails when it is read rather than at the first document."""
+        if not isinstance(settings, dict):
+            raise ValueError(
+                f"classification_inputs is a {type(settings).__name__} ({str(settings)[:60]}), not a dict: give a dict "
+                f"of {', '.join(INPUT_SETTINGS)} (as run_classification.py saves it), or None to read texts as "
+                "transformers does."
+            )
         missing = [name for name in INPUT_SETTINGS if name not in settings]
         if missing:
             raise ValueError(
@@ -65,24 +72,40 @@ class DocumentRecipe:
                 "run_classification.py saves them), or set it to None to read texts as transformers does."
             )
         recipe = cls(**{name: settings[name] for name in INPUT_SETTINGS})
+        recipe.check_choices()
+        recipe.check_lengths()
+        return recipe
+
+    def check_choices(self) -> None:
         for name, allowed in (
             ("truncation_side", TRUNCATION_SIDES),
             ("long_doc_strategy", LONG_DOC_STRATEGIES),
             ("chunk_pooling", CHUNK_POOLINGS),
         ):
-            if getattr(recipe, name) not in allowed:
+            value = getattr(self, name)
+            if not isinstance(value, str) or value not in allowed:
                 raise ValueError(
-                    f"classification_inputs has {name} {getattr(recipe, name)!r}: use one of "
-                    f"{', '.join(map(repr, allowed))}."
+                    f"classification_inputs has {name} {value!r}: use one of {', '.join(map(repr, allowed))}."
                 )
-        if recipe.max_seq_length < 8:
-            raise ValueError(f"classification_inputs has max_seq_length {recipe.max_seq_length}: use 8 or more.")
-        if recipe.reads_in_windows and not 0 <= recipe.chunk_stride < recipe.max_seq_length // 2:
+
+    def check_lengths(self) -> None:
+        """max_seq_length and chunk_stride: whole numbers of tokens (a bool, a float or a string is refused here, not
+        by a TypeError of the first document it would cut), in their ranges."""
+        stride_range = f"at least 0 and less than half of max_seq_length ({self.max_seq_length})"
+        for name, allowed in (("max_seq_length", "8 or more"), ("chunk_stride", stride_range)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(
+                    f"classification_inputs has {name} {value!r} (a {type(value).__name__}): use a whole number of "
+                    f"tokens, {allowed}."
+                )
+        if self.max_seq_length < 8:
+            raise ValueError(f"classification_inputs has max_seq_length {self.max_seq_length}: use 8 or more.")
+        if self.reads_in_windows and not 0 <= self.chunk_stride < self.max_seq_length // 2:
             raise ValueError(
-                f"classification_inputs has chunk_stride {recipe.chunk_stride}: it must be at least 0 and less than "
-                f"half of max_seq_length ({recipe.max_seq_length}), so that windows move forward."
+                f"classification_inputs has chunk_stride {self.chunk_stride}: it must be {stride_range}, so that "
+                "windows move forward."
             )
-        return recipe
 
     @property
     def reads_in_windows(self) -> bool:

@@ -35,7 +35,7 @@ from safetensors.torch import load_file
 from transformers import GenerationMixin, PreTrainedModel
 from transformers.utils import logging
 
-from .configuration import RoFormerConfig
+from .configuration import RECIPE_PIPELINE_FILES, RoFormerConfig, check_config_object
 from .fengshen_layout import fengshen_settings, fengshen_state_dict_to_roformer_hf, is_fengshen_layout
 
 logger = logging.get_logger(__name__)
@@ -49,8 +49,6 @@ WEIGHT_FILES = (
     "pytorch_model.bin",
     "pytorch_model.bin.index.json",
 )
-# The recipe-reading text-classification pipeline and the one module it imports.
-RECIPE_PIPELINE_FILES = ("text_classification_pipeline.py", "document_inputs.py")
 HUB_ARGUMENTS = ("cache_dir", "revision", "token", "local_files_only", "subfolder")
 
 
@@ -86,6 +84,8 @@ class RoFormerPretrainedMixin:
                 bare_model = "add_pooling_layer" in inspect.signature(cls.__init__).parameters
                 for name, value in published_sim_settings(pretrained_model_name_or_path, kwargs, bare_model).items():
                     kwargs.setdefault(name, value)
+        if isinstance(pretrained_model_name_or_path, (str, os.PathLike)):
+            check_floating_weights(pretrained_model_name_or_path, kwargs)
         output_loading_info = kwargs.pop("output_loading_info", False)
         ignore_mismatched_sizes = kwargs.pop("ignore_mismatched_sizes", False)
         # Mismatched shapes are collected rather than raised, so that the encoder's can be explained below.
@@ -185,6 +185,7 @@ def published_sim_settings(pretrained_model_name_or_path: str | os.PathLike, kwa
     if config_file is None:
         return {}
     settings = json.loads(config_file.read_text(encoding="utf-8"))
+    check_config_object(settings, pretrained_model_name_or_path)
     if settings.get("model_type") != "roformer" or not settings.get("is_decoder"):
         return {}
     names = weight_names(pretrained_model_name_or_path, hub_kwargs)
@@ -282,6 +283,30 @@ def weight_names(pretrained_model_name_or_path: str | os.PathLike, hub_kwargs: d
         except (pickle.UnpicklingError, RuntimeError):  # refused or unreadable: transformers says so when it loads
             return set()
     return set()
+
+
+def check_floating_weights(pretrained_model_name_or_path: str | os.PathLike, kwargs: dict) -> None:
+    """Raises a ValueError where a checkpoint's safetensors weights hold integer tensors (every RoFormer weight is
+    floating-point): transformers would load their values cast to float, e.g. weights of about 0.02 saved as integers
+    load as zeros. A quantized checkpoint (its config's `quantization_config`) is left to its quantizer."""
+    hub_kwargs = {name: kwargs[name] for name in HUB_ARGUMENTS if kwargs.get(name) is not None}
+    config_file = checkpoint_file(pretrained_model_name_or_path, "config.json", hub_kwargs)
+    if config_file is None or "quantization_config" in config_file.read_text(encoding="utf-8"):
+        return
+    weights_file = checkpoint_file(pretrained_model_name_or_path, "model.safetensors", hub_kwargs)
+    if weights_file is None:  # sharded or pickled weights: transformers' own checks
+        return
+    with safe_open(weights_file, framework="pt") as weights:
+        saved_names = weights.keys()
+        parameters = [name for name in saved_names if name.endswith((".weight", ".bias"))]  # not buffers of ids
+        dtypes = {name: weights.get_slice(name).get_dtype() for name in parameters}
+    integer = sorted(f"{name} ({dtype})" for name, dtype in dtypes.items() if not dtype.startswith(("F", "BF")))
+    if integer:
+        raise ValueError(
+            f"{weights_file} holds integer weights, which would load as their values cast to float: "
+            f"{abbreviated(integer)}. Load the checkpoint these weights were saved from (a RoFormer's weights are "
+            "floating-point), or save the model again with its float weights."
+        )
 
 
 def check_encoder_weights_loaded(

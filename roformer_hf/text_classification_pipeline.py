@@ -132,8 +132,11 @@ def text_and_pair(inputs) -> tuple[str, str | None]:
 
 
 def check_tokenizer_options(tokenizer_kwargs: dict, recipe: DocumentRecipe) -> None:
-    """Refuse tokenizer options that would read documents otherwise than the recipe the model was fine-tuned with."""
+    """Refuse tokenizer options that would read documents otherwise than the recipe the model was fine-tuned with.
+    `truncation=False` asks for the whole document: the windows of `chunk` read it, `truncate` would not."""
     conflicting = sorted(set(tokenizer_kwargs) - set(RECIPE_TOKENIZER_OPTIONS))
+    if tokenizer_kwargs.get("truncation") in (False, "do_not_truncate") and not recipe.reads_in_windows:
+        conflicting.append(f"truncation={tokenizer_kwargs['truncation']!r}")
     if conflicting:
         raise ValueError(
             f"this classifier reads documents as it was fine-tuned ({recipe.long_doc_strategy}, max_seq_length "

@@ -1,5 +1,7 @@
 """Shared fixtures: where the real data lives and a tiny configuration every test can afford."""
 
+import functools
+import hashlib
 import itertools
 import json
 import os
@@ -9,6 +11,8 @@ from pathlib import Path
 
 import pytest
 import torch
+
+from data.build_full_data import FILES as FULL_DATA_FILES
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Code loaded with trust_remote_code goes to a throwaway folder, not the user's ~/.cache.
@@ -52,15 +56,40 @@ TINY_WORD_VOCAB = {
 }
 
 
-# One reason for every test that needs the full data, so pytest's summary folds them into one line.
-MISSING_DATA = (
-    f"the full data folder {DATA_DIR} is missing: set ROFORMER_HF_DATA to a folder laid out as "
-    "data/README.md describes (section 'The tests' full data') to run these tests"
-)
+@functools.cache
+def full_data_problems(folder: Path = DATA_DIR) -> tuple[str, ...]:
+    """What keeps `folder` from being the full data: each file that data/build_full_data.py pins, missing or not
+    whole (another SHA-256). Hashed once a session (19 MB: a fraction of a second); empty where all are whole."""
+    problems = []
+    for data_file in FULL_DATA_FILES:
+        path = folder / data_file.path
+        if not path.is_file():
+            problems.append(f"{data_file.path} is missing")
+        elif hashlib.sha256(path.read_bytes()).hexdigest() != data_file.sha256:
+            problems.append(f"{data_file.path} is damaged (not its pinned SHA-256)")
+    return tuple(problems)
+
+
+def full_data_present() -> bool:
+    """Whether the tests read the full data (every pinned file whole) rather than the samples in data/."""
+    return not full_data_problems()
+
+
+# The start of the one reason of every test that needs the full data, so pytest's summary folds them into one line.
+MISSING_DATA = f"the full data folder {DATA_DIR} is not there or not whole"
+
+
+def missing_data_reason() -> str:
+    problems = full_data_problems()
+    what = "it is missing" if not DATA_DIR.is_dir() else "; ".join(problems)
+    return (
+        f"{MISSING_DATA} ({what}): set ROFORMER_HF_DATA to a folder laid out as data/README.md describes (section "
+        "'The tests' full data'), or build it with data/build_full_data.py, to run these tests"
+    )
 
 
 def skip_without_data() -> None:
-    pytest.skip(MISSING_DATA)
+    pytest.skip(missing_data_reason())
 
 
 @pytest.hookimpl(wrapper=True)
@@ -68,7 +97,7 @@ def pytest_runtest_makereport(item, call):
     """Report every skip for missing data at one place, so `-ra` folds them into a single summary line."""
     report = yield
     if report.skipped and isinstance(report.longrepr, tuple) and MISSING_DATA in report.longrepr[2]:
-        report.longrepr = (__file__, skip_without_data.__code__.co_firstlineno + 1, f"Skipped: {MISSING_DATA}")
+        report.longrepr = (__file__, skip_without_data.__code__.co_firstlineno + 1, report.longrepr[2])
     return report
 
 
@@ -91,7 +120,7 @@ def device() -> torch.device:
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
-    if not DATA_DIR.is_dir():
+    if not full_data_present():
         skip_without_data()
     return DATA_DIR
 
@@ -180,16 +209,15 @@ def first_texts(path: Path, count: int) -> list[str]:
 def peoples_daily_file() -> Path:
     """People's Daily, one paragraph a line: the whole month where the full data is present, else the shipped sample
     (its first 1,200 paragraphs)."""
-    return PEOPLES_DAILY if PEOPLES_DAILY.is_file() else PEOPLES_DAILY_SAMPLE
+    return PEOPLES_DAILY if full_data_present() else PEOPLES_DAILY_SAMPLE
 
 
 def long_documents(count: int) -> list[str]:
     """`count` long documents: the first Fudan articles (median 5,600 characters) where the full data is present,
     else runs of consecutive paragraphs of the People's Daily sample, each joined into a document of at least 5,000
     characters, so that a fresh clone tests long inputs on real text too."""
-    fudan = CLS_DIR / "fudan_longdoc_7cls.jsonl"
-    if fudan.is_file():
-        return first_texts(fudan, count)
+    if full_data_present():
+        return first_texts(CLS_DIR / "fudan_longdoc_7cls.jsonl", count)
     documents, paragraphs, length = [], [], 0
     for paragraph in PEOPLES_DAILY_SAMPLE.read_text(encoding="utf-8").splitlines():
         paragraphs.append(paragraph)
@@ -204,9 +232,8 @@ def long_documents(count: int) -> list[str]:
 def short_texts(count: int) -> list[str]:
     """`count` short texts: the first ChnSentiCorp reviews (mean 129 characters) where the full data is present, else
     the sentences of the People's Daily sample (mean 39 characters; 2,740 of them)."""
-    reviews = CLS_DIR / "chnsenticorp_htl.jsonl"
-    if reviews.is_file():
-        return first_texts(reviews, count)
+    if full_data_present():
+        return first_texts(CLS_DIR / "chnsenticorp_htl.jsonl", count)
     text = PEOPLES_DAILY_SAMPLE.read_text(encoding="utf-8")
     sentences = [sentence for sentence in re.findall(r"[^。！？\n]+[。！？]?", text) if sentence.strip()]
     assert len(sentences) >= count, f"the People's Daily sample has {len(sentences)} sentences, not {count}"

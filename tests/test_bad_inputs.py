@@ -804,8 +804,8 @@ def test_a_classifier_of_other_labels_gets_a_new_head_with_ignore_mismatched_siz
     run_classification.main([*with_value(arguments, "--save_strategy", "no"), "--ignore_mismatched_sizes"])
     warnings = [record.getMessage() for record in caplog.records if "is started afresh for" in record.getMessage()]
     assert warnings == [
-        f"the classification head of {tmp_path / 'classifier'} (2 labels (civil, criminal)) is started afresh for 3 "
-        "labels (administrative, civil, criminal) (--ignore_mismatched_sizes); the encoder is kept."
+        f"the classification head of {tmp_path / 'classifier'} (2 labels ('civil', 'criminal')) is started afresh "
+        "for 3 labels ('administrative', 'civil', 'criminal') (--ignore_mismatched_sizes); the encoder is kept."
     ]
     saved = json.loads((tmp_path / "out" / "config.json").read_text(encoding="utf-8"))
     assert list(saved["id2label"].values()) == ["administrative", "civil", "criminal"]

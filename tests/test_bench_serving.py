@@ -7,11 +7,11 @@ import subprocess
 import sys
 
 import pytest
-from conftest import CAIL_SAMPLE, DATA_DIR, REPO_ROOT
+from conftest import CAIL_SAMPLE, DATA_DIR, REPO_ROOT, full_data_present
 
 SCRIPT = REPO_ROOT / "benchmarks" / "bench_serving.py"
 # ChnSentiCorp where the full data is present, else the shipped court texts (JSON lines with a `text` field too)
-TEXTS = DATA_DIR / "cls" / "chnsenticorp_htl.jsonl" if DATA_DIR.is_dir() else CAIL_SAMPLE
+TEXTS = DATA_DIR / "cls" / "chnsenticorp_htl.jsonl" if full_data_present() else CAIL_SAMPLE
 IMPLEMENTATIONS = (
     "transformers-float32",
     "roformer_hf-float32",

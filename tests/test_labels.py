@@ -98,5 +98,5 @@ def test_build_label_maps_refuses_labels_unseen_in_training():
         train=datasets.Dataset.from_dict({"label": ["civil", "criminal"]}),
         test=datasets.Dataset.from_dict({"label": ["civil", "theft"]}),
     )
-    with pytest.raises(ScriptError, match="the test data has labels never seen in training: theft"):
+    with pytest.raises(ScriptError, match="the test data has labels never seen in training: 'theft'"):
         build_label_maps(splits, "label", "auto", model_args=None)

@@ -318,7 +318,7 @@ def bad_data(tmp_path, cail_rows):
     ("case", "message"),
     [
         ("missing_label", "has no column 'label'"),
-        ("unseen_test_label", "never seen in training: theft"),
+        ("unseen_test_label", "never seen in training: 'theft'"),
         ("empty_text", "have an empty 'text' .*data row 3 of the file"),
         ("text_not_text", "holds int64 values, not text"),
     ],

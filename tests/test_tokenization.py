@@ -13,7 +13,16 @@ import unicodedata
 import jieba
 import pytest
 import transformers
-from conftest import CAIL_SAMPLE, DATA_DIR, REPO_ROOT, ROFORMER_VOCAB, first_texts, long_documents, peoples_daily_file
+from conftest import (
+    CAIL_SAMPLE,
+    DATA_DIR,
+    REPO_ROOT,
+    ROFORMER_VOCAB,
+    first_texts,
+    full_data_present,
+    long_documents,
+    peoples_daily_file,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from transformers import AutoTokenizer, PreTrainedTokenizer
@@ -664,5 +673,5 @@ def test_the_shipped_original_vocab_is_the_original():
         "[MASK]": 103,
     }
     full_copy = DATA_DIR / "vocab" / "roformer_chinese_base_vocab.txt"
-    if full_copy.is_file():
+    if full_data_present():
         assert full_copy.read_bytes() == ROFORMER_VOCAB.read_bytes()

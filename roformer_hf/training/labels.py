@@ -281,14 +281,15 @@ def check_known_labels(
         return
     labels = labels_of(dataset, column, label_info.problem_type, where)
     unseen = sorted({str(label) for label in labels} - set(label_info.label_names))
+    quoted = ", ".join(map(repr, unseen[:10]))  # a trailing space or an invisible character shows
     if unseen and checkpoint is None:
         raise ScriptError(
-            f"{where} has labels never seen in training: {', '.join(unseen[:10])}. Add examples of them to the "
-            "training data or remove those rows."
+            f"{where} has labels never seen in training: {quoted}. Add examples of them to the training data or "
+            "remove those rows."
         )
     if unseen:
         raise ScriptError(
-            f"{where} has labels that {checkpoint} was not fine-tuned on: {', '.join(unseen[:10])} (it knows "
+            f"{where} has labels that {checkpoint} was not fine-tuned on: {quoted} (it knows "
             f"{shortened(label_info.label_names)}): remove those rows, or fine-tune on data with them (--do_train "
             "--train_file ...)."
         )
@@ -366,13 +367,14 @@ def check_label_change(model_args: ModelArguments, label_info: LabelInfo) -> Non
 
 
 def shortened(label_names: list[str], shown: int = 10) -> str:
-    """Label names for a message: `2 labels (civil, criminal)`, the first `shown` of more (`..., and 9,990 more`)."""
+    """Label names for a message: `2 labels ('civil', 'criminal')`, the first `shown` of more (`..., and 9,990
+    more`), quoted so that a space or an invisible character in a name shows."""
     more = f", and {len(label_names) - shown:,} more" if len(label_names) > shown else ""
-    return f"{len(label_names):,} labels ({', '.join(label_names[:shown])}{more})"
+    return f"{len(label_names):,} labels ({', '.join(map(repr, label_names[:shown]))}{more})"
 
 
 def describe_labels(problem_type: str, label_names: list[str]) -> str:
-    """A task's labels in words, for messages: `2 labels (civil, criminal)` (the first 10 of more) or `scores
+    """A task's labels in words, for messages: `2 labels ('civil', 'criminal')` (the first 10 of more) or `scores
     (regression)`."""
     if problem_type == REGRESSION:
         return "scores (regression)"
