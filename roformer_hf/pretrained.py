@@ -163,6 +163,16 @@ def roformer_hf_module(name: str) -> ModuleType | None:
         return None
 
 
+def checkpoint_settings(pretrained_model_name_or_path: str | os.PathLike, hub_kwargs: dict) -> dict:
+    """A checkpoint's config.json as a dict (empty where it has none); one that holds no JSON object is refused."""
+    config_file = checkpoint_file(pretrained_model_name_or_path, "config.json", hub_kwargs)
+    if config_file is None:
+        return {}
+    settings = json.loads(config_file.read_text(encoding="utf-8"))
+    check_config_object(settings, pretrained_model_name_or_path)
+    return settings
+
+
 def published_sim_settings(pretrained_model_name_or_path: str | os.PathLike, kwargs: dict, bare_model: bool) -> dict:
     """The settings a RoFormer-Sim checkpoint in the published layout needs and does not say, for `from_pretrained`.
 
@@ -181,11 +191,7 @@ def published_sim_settings(pretrained_model_name_or_path: str | os.PathLike, kwa
         checkpoint; empty for every other checkpoint.
     """
     hub_kwargs = {name: kwargs[name] for name in HUB_ARGUMENTS if kwargs.get(name) is not None}
-    config_file = checkpoint_file(pretrained_model_name_or_path, "config.json", hub_kwargs)
-    if config_file is None:
-        return {}
-    settings = json.loads(config_file.read_text(encoding="utf-8"))
-    check_config_object(settings, pretrained_model_name_or_path)
+    settings = checkpoint_settings(pretrained_model_name_or_path, hub_kwargs)
     if settings.get("model_type") != "roformer" or not settings.get("is_decoder"):
         return {}
     names = weight_names(pretrained_model_name_or_path, hub_kwargs)
@@ -215,8 +221,7 @@ def fengshen_checkpoint_inputs(
         but the settings the config took.
     """
     hub_kwargs = {name: kwargs[name] for name in HUB_ARGUMENTS if kwargs.get(name) is not None}
-    config_file = checkpoint_file(pretrained_model_name_or_path, "config.json", hub_kwargs)
-    if config_file is None or json.loads(config_file.read_text(encoding="utf-8")).get("model_type") != "roformer":
+    if checkpoint_settings(pretrained_model_name_or_path, hub_kwargs).get("model_type") != "roformer":
         return None
     names = weight_names(pretrained_model_name_or_path, hub_kwargs)
     if not is_fengshen_layout(names):
