@@ -538,7 +538,9 @@ def classification_training_summary(
         trainer,
         script="run_classification.py",
         task=f"text classification ({trainer.model.config.problem_type})",
-        datasets=[data_args.train_file],
+        datasets=list(
+            dict.fromkeys(filter(None, [data_args.train_file, data_args.validation_file, data_args.test_file]))
+        ),
         dataset_name=dataset_name,
         precision=" and ".join(sorted(precisions)) or None,
         results=results,

@@ -94,12 +94,12 @@ def eval_results(results: dict[str, float], *, task_type: str, dataset_id: str, 
 
 
 def dataset_identity(dataset_name: str | None, data_files: list[str]) -> tuple[str, str]:
-    """The dataset's id and name for the model-index: the Hub id (`--dataset_name`), else the first data file's name
-    without its folders (the Hub knows nothing of the folders of the machine that trained the model)."""
+    """The dataset's id and name for the model-index: the Hub id (`--dataset_name`), else the names of the data files
+    without their folders (the Hub knows nothing of the folders of the machine that trained the model)."""
     if dataset_name:
         return dataset_name, dataset_name
-    name = Path(data_files[0]).name if data_files else "local data"
-    return name, name
+    names = ", ".join(dict.fromkeys(Path(file).name for file in data_files)) or "local data"
+    return names, names
 
 
 def hub_card_data(
