@@ -14,6 +14,8 @@ from pathlib import Path
 from huggingface_hub import EvalResult, ModelCard, ModelCardData, hf_hub_download
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+# A dataset's id may lack the owner (the Hub's oldest datasets: "imdb").
+HUB_DATASET_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 # The results that are metrics of the task (the model-index's), by their name after the split's prefix: the loss,
 # run times and sample counts are not.
 TASK_METRICS = {
@@ -31,6 +33,11 @@ SPLIT_PREFIXES = {"eval": "validation", "test": "test"}
 def is_hub_model_id(name: str | None) -> bool:
     """Whether `name` reads as a Hub id (`owner/name`) rather than a local folder."""
     return bool(name) and HUB_ID.fullmatch(name) is not None and not Path(name).exists()
+
+
+def is_hub_dataset_id(name: str | None) -> bool:
+    """Whether `name` reads as a Hub dataset id rather than a local file or folder (`--dataset_name` may be either)."""
+    return bool(name) and HUB_DATASET_ID.fullmatch(name) is not None and not Path(name).exists()
 
 
 def starting_card_data(base_model: str | None) -> ModelCardData | None:
@@ -96,7 +103,7 @@ def eval_results(results: dict[str, float], *, task_type: str, dataset_id: str, 
 def dataset_identity(dataset_name: str | None, data_files: list[str]) -> tuple[str, str]:
     """The dataset's id and name for the model-index: the Hub id (`--dataset_name`), else the names of the data files
     without their folders (the Hub knows nothing of the folders of the machine that trained the model)."""
-    if dataset_name:
+    if is_hub_dataset_id(dataset_name):
         return dataset_name, dataset_name
     names = ", ".join(dict.fromkeys(Path(file).name for file in data_files)) or "local data"
     return names, names
@@ -122,7 +129,8 @@ def hub_card_data(
         model_name (`str`): the model's name in the model-index.
         base_model (`str`, *optional*): the checkpoint the model started from (a Hub id or a local folder).
         license (`str`, *optional*): the license's Hub id (`"apache-2.0"`, ...); by default the starting checkpoint's.
-        dataset_name (`str`, *optional*): the Hub id of the data, for `datasets` and the model-index.
+        dataset_name (`str`, *optional*): the Hub id of the data, for `datasets` and the model-index (a local
+            dataset folder is named by `data_files` instead).
         data_files (`list[str]`, *optional*): the local data files, named in the model-index without a Hub id.
         results (`dict[str, float]`, *optional*): the run's metrics (`eval_...`, `test_...`).
     """
@@ -139,7 +147,7 @@ def hub_card_data(
         library_name="transformers",
         pipeline_tag=pipeline_tag,
         base_model=hub_base_model(base_model, starting_card),
-        datasets=[dataset_name] if dataset_name else None,
+        datasets=[dataset_name] if is_hub_dataset_id(dataset_name) else None,
         metrics=sorted({entry.metric_type for entry in entries}) or None,
         model_name=model_name if entries else None,
         eval_results=entries or None,
@@ -152,6 +160,7 @@ __all__ = [
     "eval_results",
     "hub_base_model",
     "hub_card_data",
+    "is_hub_dataset_id",
     "is_hub_model_id",
     "starting_card_data",
 ]

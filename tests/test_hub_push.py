@@ -141,6 +141,24 @@ def test_a_card_reads_back_every_field(tmp_path):
     assert "Results (computed in bf16 autocast):" in card.text
 
 
+def test_a_local_dataset_folder_stays_out_of_the_metadata(tmp_path):
+    """--dataset_name may be a local folder: the Hub's metadata names no folder of this machine."""
+    config = roformer_hf.RoFormerConfig(**TINY_WORD_VOCAB)
+    config.architectures = ["RoFormerForMaskedLM"]
+    folder = tmp_path / "news_corpus"
+    folder.mkdir()
+    summary = TrainingSummary(
+        script="run_mlm.py", task="masked language modelling", datasets=[str(folder)], dataset_name=str(folder)
+    )
+    summary.results = {"eval_accuracy": 0.25, "perplexity": 40.0}
+    card = model_card(config, training_summary=summary)
+    data = card.data
+    assert data.datasets is None and str(tmp_path) not in str(card)
+    names = {(result.dataset_name, result.metric_name, result.metric_value) for result in data.eval_results}
+    assert names == {("news_corpus", "accuracy", 0.25), ("news_corpus", "perplexity", 40.0)}
+    assert data.pipeline_tag == "fill-mask" and data.license is None and data.base_model is None
+
+
 # Loads the captured upload where roformer_hf cannot be imported and prints the logits of the texts.
 CHILD = """
 import json
