@@ -171,26 +171,8 @@ def build_model(
         if model_args.attn_implementation is not None:
             model.set_attn_implementation(model_args.attn_implementation)
         return model
-    from safetensors import SafetensorError
-
     check_model_source(model_args.model_name_or_path, "--model_name_or_path", "config.json", model_args)
-    try:
-        with load_report_at_info_only():
-            model, loading_info = model_class.from_pretrained(
-                model_args.model_name_or_path,
-                config=config,
-                attn_implementation=model_args.attn_implementation,
-                dtype=model_args.dtype,
-                ignore_mismatched_sizes=True,  # refused below, in one line naming the weights
-                output_loading_info=True,
-                **model_args.hub_kwargs(),
-            )
-    except SafetensorError as error:
-        raise damaged_weights_error(model_args.model_name_or_path, error) from error
-    except OSError as error:
-        raise ScriptError(f"cannot load a model from {model_args.model_name_or_path}: {error}") from error
-    except ValueError as error:  # e.g. a config that does not describe the checkpoint's encoder
-        raise ScriptError(f"cannot load {model_args.model_name_or_path}: {error}") from error
+    model, loading_info = load_checkpoint(model_args, config, model_class)
     if loading_info["mismatched_keys"] and not model_args.ignore_mismatched_sizes:
         shapes = ", ".join(
             f"{name} {tuple(saved)} vs {tuple(built)}" for name, saved, built in loading_info["mismatched_keys"]
@@ -204,6 +186,34 @@ def build_model(
     if started is not None:
         logger.warning(started)
     return model
+
+
+def load_checkpoint(
+    model_args: ModelArguments, config: PreTrainedConfig, model_class: type[PreTrainedModel]
+) -> tuple[PreTrainedModel, dict]:
+    """
+    `model_class.from_pretrained(--model_name_or_path)` with `config`, and its loading info (missing, unexpected
+    and mismatched weights; heads of another shape are started afresh, for `build_model` to refuse or keep).
+    """
+    from safetensors import SafetensorError
+
+    try:
+        with load_report_at_info_only():
+            return model_class.from_pretrained(
+                model_args.model_name_or_path,
+                config=config,
+                attn_implementation=model_args.attn_implementation,
+                dtype=model_args.dtype,
+                ignore_mismatched_sizes=True,
+                output_loading_info=True,
+                **model_args.hub_kwargs(),
+            )
+    except SafetensorError as error:
+        raise damaged_weights_error(model_args.model_name_or_path, error) from error
+    except OSError as error:
+        raise ScriptError(f"cannot load a model from {model_args.model_name_or_path}: {error}") from error
+    except ValueError as error:  # e.g. a config that does not describe the checkpoint's encoder
+        raise ScriptError(f"cannot load {model_args.model_name_or_path}: {error}") from error
 
 
 @contextmanager
