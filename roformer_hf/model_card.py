@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from huggingface_hub import ModelCard
+from huggingface_hub import HfApi, ModelCard
 from huggingface_hub.hf_api import CommitInfo
 from transformers import PreTrainedConfig
 
 from .card_metadata import hub_card_data
+from .hub_upload import commit_folder
 
 # What each head does, and the pipeline that serves it.
 HEAD_TASKS = {
@@ -74,7 +75,7 @@ class TrainingSummary:
             the card's text, and those of the task (accuracy, F1, ...) in its model-index.
         dataset_name (`str`, *optional*):
             The Hub id of the data (`--dataset_name`), for the card's `datasets` and model-index; `None` for local
-            files, which the model-index names by the first file of `datasets`.
+            files, which the model-index names by the file names of `datasets`.
         precision (`str`, *optional*):
             The precision the results were computed in, e.g. `"float32"` or `"bf16 autocast"`.
         command (`str`, *optional*):
@@ -216,10 +217,6 @@ def push_to_hub_with_model_card(
     The arguments are those of transformers' `PushToHubMixin.push_to_hub`, plus `training_summary`, `base_model` and
     `license` for the card (see `model_card`).
     """
-    from huggingface_hub import HfApi
-
-    from .hub_upload import commit_folder
-
     api = HfApi(token=token)
     repo_id = api.create_repo(repo_id, private=private, exist_ok=True).repo_id
     with tempfile.TemporaryDirectory() as folder:

@@ -30,8 +30,7 @@ def finished_run(output_dir, main_process=True, **arguments):
     args = SimpleNamespace(
         output_dir=str(output_dir), push_to_hub=False, hub_model_id=None, hub_token=None, hub_private_repo=None
     )
-    vars(args).update(license=None, hub_include_run_files=False)
-    vars(args).update(arguments)
+    vars(args).update({"license": None, "hub_include_run_files": False} | arguments)
     model = SimpleNamespace(config=RoFormerConfig(hidden_size=32, num_attention_heads=2, num_hidden_layers=1))
     return SimpleNamespace(args=args, model=model, is_world_process_zero=lambda: main_process)
 
@@ -74,6 +73,25 @@ def test_push_uploads_the_output_folder_without_checkpoints_and_names_the_repo_i
     run_files = ["confusion_matrix_test.png", "predictions.jsonl", "run_settings.json"]
     assert fake_hub["uploads"][-1][1] == sorted(shared + run_files)
     assert f'from_pretrained("{repo_id}"' in (output_dir / "README.md").read_text(encoding="utf-8")
+
+
+def test_license_given_wins_over_the_starting_checkpoint_card(tmp_path, fake_hub):
+    from huggingface_hub import ModelCard
+
+    from roformer_hf.model_card import write_model_card
+
+    base = tmp_path / "base"
+    base.mkdir()
+    write_model_card(base, config=RoFormerConfig(), base_model="junnyu/roformer_chinese_base", license="apache-2.0")
+    (tmp_path / "given").mkdir()
+    run = finished_run(tmp_path / "given", license="mit")
+    publish_run(run, run.args, SUMMARY, base_model=str(base))
+    given = ModelCard.load(tmp_path / "given" / "README.md").data
+    assert (given.license, given.base_model) == ("mit", "junnyu/roformer_chinese_base")
+    (tmp_path / "inherited").mkdir()
+    run = finished_run(tmp_path / "inherited")
+    publish_run(run, run.args, SUMMARY, base_model=str(base))
+    assert ModelCard.load(tmp_path / "inherited" / "README.md").data.license == "apache-2.0"
 
 
 def test_other_processes_write_and_upload_nothing(tmp_path, fake_hub):

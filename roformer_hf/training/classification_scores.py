@@ -53,7 +53,7 @@ def run_inference(
     logits, labels = output.predictions, output.label_ids
     if data_args.long_doc_strategy == "chunk":
         logits, labels = pool_documents(logits, labels, list(dataset["document_index"]), data_args.chunk_pooling)
-    # said beside the scores: served in another precision, they differ by more (docs/scripts.md, "Serving")
+    # said beside the scores: served in another precision, they differ (docs/scripts.md, "Precision of the scores")
     precision = evaluation_precision(trainer.args, trainer.model)
     metrics = {**output.metrics, f"{prefix}_samples": len(logits), f"{prefix}_precision": precision}
     if labels is not None:
