@@ -67,7 +67,15 @@ def push_folder_to_hub(
 
     Returns:
         The `CommitInfo` of the commit.
+
+    Raises:
+        ValueError: when `folder` holds no saved model (no `config.json`), before anything is sent.
     """
+    if not (Path(folder) / "config.json").is_file():
+        raise ValueError(
+            f"{folder} holds no config.json, so it is not a saved model: give the folder that save_pretrained (or a "
+            "script's --output_dir) wrote."
+        )
     api = HfApi(token=token)
     repo_id = api.create_repo(repo_id, private=private, exist_ok=True).repo_id
     return commit_folder(

@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+from fnmatch import fnmatchcase
 from types import SimpleNamespace
 
 import huggingface_hub
@@ -82,6 +83,30 @@ def test_the_upload_is_the_model_and_its_results_without_the_run_private_files(p
     left_behind = {path.name for path in pushed_run.output_dir.iterdir()} - uploaded
     assert {"predictions.jsonl", "confusion_matrix_eval.png", "confusion_matrix_test.png"} <= left_behind
     assert {"checkpoint-2", "checkpoint-3"} <= left_behind
+
+
+def test_push_folder_to_hub_sends_a_saved_folder_as_the_script_does(pushed_run, monkeypatch):
+    from roformer_hf.hub_upload import RUN_FILES, push_folder_to_hub
+
+    commits = []
+    monkeypatch.setattr(
+        huggingface_hub.HfApi,
+        "create_repo",
+        lambda api, repo_id, **kwargs: huggingface_hub.RepoUrl(f"https://huggingface.co/{repo_id}"),
+    )
+    monkeypatch.setattr(huggingface_hub.HfApi, "create_commit", lambda api, **kwargs: commits.append(kwargs))
+    push_folder_to_hub(pushed_run.output_dir, "someone/again")
+    push_folder_to_hub(pushed_run.output_dir, "someone/again", include_run_files=True)
+    assert [commit["repo_id"] for commit in commits] == ["someone/again"] * 2
+    sent, with_run_files = ({op.path_in_repo for op in commit["operations"]} for commit in commits)
+    assert sent == {path.name for path in pushed_run.captured.iterdir()}
+    assert with_run_files - sent == {"predictions.jsonl", "confusion_matrix_eval.png", "confusion_matrix_test.png"} | {
+        "trainer_state.json"
+    }
+    assert all(any(fnmatchcase(name, pattern) for pattern in RUN_FILES) for name in with_run_files - sent)
+    with pytest.raises(ValueError, match=r"holds no config\.json, so it is not a saved model"):
+        push_folder_to_hub(pushed_run.output_dir.parent, "someone/again")  # the folder above it, by mistake
+    assert len(commits) == 2
 
 
 def test_the_card_is_one_the_hub_reads(pushed_run):
