@@ -75,7 +75,7 @@ from roformer_hf.training.labels import (
 )
 from roformer_hf.training.launch import check_distributed_launch
 from roformer_hf.training.long_documents import encode_batch, resolve_input_settings
-from roformer_hf.training.publishing import publish_run
+from roformer_hf.training.publishing import publish_run, trainer_arguments
 from roformer_hf.training.resume import (
     absolute_path,
     check_resume,
@@ -434,7 +434,7 @@ def build_classification_trainer(
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=data_args.early_stopping_patience))
     trainer = InputOrderTrainer(
         model=model,
-        args=training_args,
+        args=trainer_arguments(training_args),  # the script pushes once, at the end (publish_run)
         train_dataset=tokenized.get("train"),
         eval_dataset=eval_dataset,
         processing_class=tokenizer,
@@ -524,15 +524,32 @@ def predict(
 
 
 def classification_training_summary(
-    trainer: Trainer, data_args: DataArguments, metrics: dict[str, float], argv: Sequence[str] | None = None
+    trainer: Trainer,
+    data_args: DataArguments,
+    metrics: dict[str, float],
+    argv: Sequence[str] | None = None,
 ) -> TrainingSummary:
-    """How this run fine-tuned the model, for its model card."""
+    """
+    How this run fine-tuned the model, for its model card: with the validation and test results, the precision
+    they were computed in, and `--dataset_name` (the card's metadata names it where it is a Hub id).
+    """
+    results = {name: value for name, value in metrics.items() if name.startswith(("eval_", "test_"))}
+    precisions = {results.pop(f"{split}_precision", None) for split in ("eval", "test")} - {None}
     return TrainingSummary.from_trainer(
         trainer,
         script="run_classification.py",
         task=f"text classification ({trainer.model.config.problem_type})",
-        datasets=[data_args.train_file or data_args.dataset_name],
-        results={name: value for name, value in metrics.items() if name.startswith("eval_")},
+        datasets=list(
+            dict.fromkeys(
+                filter(
+                    None,
+                    [data_args.dataset_name, data_args.train_file, data_args.validation_file, data_args.test_file],
+                )
+            )
+        ),
+        dataset_name=data_args.dataset_name,
+        precision=" and ".join(sorted(precisions)) or None,
+        results=results,
         trained_lengths=[data_args.max_seq_length],
         hyperparameters={
             "max_seq_length": data_args.max_seq_length,

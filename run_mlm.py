@@ -32,6 +32,7 @@ from roformer_hf.model_card import TrainingSummary
 from roformer_hf.training.building import build_config, build_model, build_tokenizer
 from roformer_hf.training.cli import ModelArguments, ScriptTrainingArguments, parse_arguments
 from roformer_hf.training.console import loading_instructions, setup_logging
+from roformer_hf.training.cpu_precision import evaluation_precision
 from roformer_hf.training.data_files import check_caches_writable, hold_out_validation, limit_examples
 from roformer_hf.training.data_sources import FILE_KINDS, DatasetArguments, load_splits
 from roformer_hf.training.demo import command_line, demo_or_given_arguments
@@ -392,6 +393,8 @@ def save_outputs(
         return []
     table = read_stage_results(training_args, stages)
     final = {key: value for key, value in table[-1].items() if key.startswith(("train_", "eval_", "perplexity"))}
+    if "eval_loss" in final:  # said beside the scores: another precision gives other ones (docs/scripts.md)
+        final["eval_precision"] = evaluation_precision(trainer.args, trainer.model)
     write_json_atomically(
         output_dir / "eval_results.json", {k: v for k, v in final.items() if not k.startswith("train_")}, indent=2
     )
@@ -428,6 +431,8 @@ def mlm_training_summary(
         script="run_mlm.py",
         task=f"masked language modelling with {masking} (mlm_probability {masking_args.mlm_probability})",
         datasets=[data_args.dataset_name or data_args.train_file],
+        dataset_name=data_args.dataset_name,
+        precision=results.get("eval_precision"),
         hyperparameters=hyperparameters,
         results={key: results[key] for key in ("eval_loss", "perplexity", "eval_accuracy") if key in results},
         trained_lengths=[stage.max_seq_length for stage in stages],

@@ -43,3 +43,9 @@ def given_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | N
             "past_key_values to cache), so pass it once, as cache."
         )
     return past_key_values
+
+
+# The logger transformers' `from_pretrained` prints its LOAD REPORT table on (missing, unexpected and mismatched
+# weights, as a warning): modeling_utils' own, handed to `log_state_dict_report`, from 5.10.1 through 5.24. Its level
+# decides whether the table shows; the same numbers come from `from_pretrained(..., output_loading_info=True)`.
+LOAD_REPORT_LOGGER = "transformers.modeling_utils"

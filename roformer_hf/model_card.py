@@ -9,16 +9,18 @@ calls `push_to_hub_with_model_card` instead: save, write this card, upload the f
 """
 
 import os
-import re
 import shlex
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from huggingface_hub import HfApi, ModelCard, ModelCardData
+from huggingface_hub import HfApi, ModelCard
 from huggingface_hub.hf_api import CommitInfo
 from transformers import PreTrainedConfig
+
+from .card_metadata import hub_card_data
+from .hub_upload import commit_folder
 
 # What each head does, and the pipeline that serves it.
 HEAD_TASKS = {
@@ -30,7 +32,6 @@ HEAD_TASKS = {
     "RoFormerForQuestionAnswering": ("extractive question answering model", "question-answering"),
     "RoFormerForMultipleChoice": ("multiple-choice model", None),
 }
-HUB_MODEL_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 # transformers 5 has no "question-answering" pipeline; roformer_hf.question_answering_pipeline has one for span heads.
 QUESTION_ANSWERING_EXAMPLE = """
 
@@ -70,7 +71,13 @@ class TrainingSummary:
         trained_steps (`int`, *optional*):
             The optimizer steps the run took.
         results (`dict[str, float]`, *optional*):
-            Final metrics, e.g. `{"eval_accuracy": 0.93}`.
+            Final metrics of the validation (`eval_`) and test (`test_`) splits, e.g. `{"eval_accuracy": 0.93}`: in
+            the card's text, and those of the task (accuracy, F1, ...) in its model-index.
+        dataset_name (`str`, *optional*):
+            The Hub id of the data (`--dataset_name`), for the card's `datasets` and model-index; `None` for local
+            files, which the model-index names by the file names of `datasets`.
+        precision (`str`, *optional*):
+            The precision the results were computed in, e.g. `"float32"` or `"bf16 autocast"`.
         command (`str`, *optional*):
             The command line that ran the script.
     """
@@ -83,6 +90,8 @@ class TrainingSummary:
     command: str | None = None
     trained_lengths: list[int] = field(default_factory=list)
     trained_steps: int | None = None
+    dataset_name: str | None = None
+    precision: str | None = None
 
     @classmethod
     def from_trainer(cls, trainer, *, script: str, task: str, datasets: list[str], **kwargs) -> "TrainingSummary":
@@ -119,6 +128,7 @@ def model_card(
     base_model: str | None = None,
     converted_from: str | None = None,
     tags: list[str] | None = None,
+    license: str | None = None,
 ) -> ModelCard:
     """Builds the model card of a RoFormer checkpoint.
 
@@ -136,18 +146,24 @@ def model_card(
             The original checkpoint that `python -m roformer_hf.convert` read.
         tags (`list[str]`, *optional*):
             More Hub tags.
+        license (`str`, *optional*):
+            The license's Hub id (`"apache-2.0"`, `"mit"`, ...); by default the one of `base_model`'s card.
 
     Returns:
         A `huggingface_hub.ModelCard`; `card.save(path)` writes it.
     """
     architecture = (config.architectures or ["RoFormerModel"])[0]
     description, pipeline_tag = HEAD_TASKS.get(architecture, ("model", None))
-    card_data = ModelCardData(
-        language="zh",
-        library_name="transformers",
+    summary = training_summary
+    card_data = hub_card_data(
         pipeline_tag=pipeline_tag,
-        base_model=base_model if is_hub_model_id(base_model) else None,
         tags=["roformer", "roformer_hf", "rope", "custom_code", *(tags or [])],
+        model_name=repo_id.rstrip("/").split("/")[-1] if repo_id else "RoFormer",
+        base_model=base_model,
+        license=license,
+        dataset_name=summary.dataset_name if summary is not None else None,
+        data_files=summary.datasets if summary is not None else None,
+        results=summary.results if summary is not None else None,
     )
     sections = [
         _title_section(config, architecture, description, repo_id),
@@ -168,7 +184,7 @@ def write_model_card(output_dir: str | Path, *, config: PreTrainedConfig, **card
             The model's config.
         card_options:
             The keyword arguments of `model_card`: `repo_id`, `training_summary`, `base_model`, `converted_from`,
-            `tags`.
+            `tags`, `license`.
     """
     path = Path(output_dir) / "README.md"
     # Written beside and renamed: a process killed while writing leaves the old card, not half a new one. (Not
@@ -193,28 +209,25 @@ def push_to_hub_with_model_card(
     create_pr: bool = False,
     max_shard_size: int | str | None = "50GB",
     tags: list[str] | None = None,
+    license: str | None = None,
 ) -> CommitInfo:
-    """Uploads `model` (weights, config, code) and its model card to the Hub repository `repo_id`.
+    """Uploads `model` (weights, config, code) and its model card to the Hub repository `repo_id`, in one commit
+    (`hub_upload.commit_folder`).
 
-    The arguments are those of transformers' `PushToHubMixin.push_to_hub`, plus `training_summary` and `base_model`
-    for the card (see `model_card`).
+    The arguments are those of transformers' `PushToHubMixin.push_to_hub`, plus `training_summary`, `base_model` and
+    `license` for the card (see `model_card`).
     """
     api = HfApi(token=token)
     repo_id = api.create_repo(repo_id, private=private, exist_ok=True).repo_id
     with tempfile.TemporaryDirectory() as folder:
         model.save_pretrained(folder, max_shard_size=max_shard_size)
         card_tags = [*(model.model_tags or []), *(tags or [])]
-        write_model_card(
+        card_options = {"training_summary": training_summary, "base_model": base_model, "license": license}
+        write_model_card(folder, config=model.config, repo_id=repo_id, tags=card_tags, **card_options)
+        return commit_folder(
+            api,
+            repo_id,
             folder,
-            config=model.config,
-            repo_id=repo_id,
-            training_summary=training_summary,
-            base_model=base_model,
-            tags=card_tags,
-        )
-        return api.upload_folder(
-            repo_id=repo_id,
-            folder_path=folder,
             commit_message=commit_message or "Upload model",
             commit_description=commit_description,
             revision=revision,
@@ -234,11 +247,6 @@ def without_local_path(text: str) -> str:
     if path.is_absolute() or (text and path.exists()):
         return path.name
     return text
-
-
-def is_hub_model_id(name: str | None) -> bool:
-    """Whether `name` reads as a Hub model id (`owner/name`) rather than a local folder."""
-    return bool(name) and HUB_MODEL_ID.fullmatch(name) is not None and not Path(name).exists()
 
 
 def _title_section(config: PreTrainedConfig, architecture: str, description: str, repo_id: str | None) -> str:
@@ -339,7 +347,8 @@ def _training_section(
         lines += ["", "| hyperparameter | value |", "| --- | --- |"]
         lines += [f"| {name} | {value} |" for name, value in summary.hyperparameters.items()]
     if summary.results:
-        lines += ["", "| result | value |", "| --- | --- |"]
+        precision = f" (computed in {summary.precision})" if summary.precision else ""
+        lines += ["", f"Results{precision}:", "", "| result | value |", "| --- | --- |"]
         lines += [f"| {name} | {_format_number(value)} |" for name, value in summary.results.items()]
     if summary.command:
         command, shortened = _command_without_local_paths(summary.command)

@@ -227,13 +227,15 @@ def fake_hub(tmp_path, monkeypatch):
     def create_repo(api, repo_id, **kwargs):
         return huggingface_hub.RepoUrl(f"https://huggingface.co/{repo_id}")
 
-    def upload_folder(api, *, repo_id, folder_path, **kwargs):
+    def create_commit(api, *, repo_id, operations, **kwargs):
         hub["uploads"].append((repo_id, kwargs))
-        shutil.copytree(folder_path, hub["uploaded"])
+        hub["uploaded"].mkdir()
+        for operation in operations:
+            shutil.copyfile(operation.path_or_fileobj, hub["uploaded"] / operation.path_in_repo)
         return "commit"
 
     monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", create_repo)
-    monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", upload_folder)
+    monkeypatch.setattr(huggingface_hub.HfApi, "create_commit", create_commit)
     return hub
 
 
@@ -274,9 +276,15 @@ def test_model_card_without_training_says_so(tmp_path):
     assert "pipeline_tag: fill-mask" in card and "base_model: junnyu/roformer_chinese_base" in card
     assert "records no training run" in card
     assert "model = AutoModelForMaskedLM.from_pretrained(" in card
-    local_card = write_model_card(tmp_path, config=config, base_model=str(tmp_path)).read_text()
+    base_folder = tmp_path / "base"  # a local checkpoint without a card
+    for folder in (base_folder, tmp_path / "new", tmp_path / "newer"):
+        folder.mkdir()
+    local_card = write_model_card(tmp_path / "new", config=config, base_model=str(base_folder)).read_text()
     assert "base_model:" not in local_card  # the Hub's metadata wants model ids
-    assert f"Base model: `{tmp_path.name}`" in local_card and str(tmp_path) not in local_card  # no local folders
+    assert "Base model: `base`" in local_card and str(tmp_path) not in local_card  # no local folders
+    # a local checkpoint whose card names its Hub model: the new card names that one
+    from_card = write_model_card(tmp_path / "newer", config=config, base_model=str(tmp_path)).read_text()
+    assert "base_model: junnyu/roformer_chinese_base" in from_card
     assert "| layers | 2 |" in card and "50,000" in card
 
 

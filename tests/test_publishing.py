@@ -18,11 +18,11 @@ def fake_hub(monkeypatch):
         hub["repos"].append((repo_id, kwargs))
         return huggingface_hub.RepoUrl(f"https://huggingface.co/someone/{repo_id.split('/')[-1]}")
 
-    def upload_folder(api, *, repo_id, folder_path, **kwargs):
-        hub["uploads"].append((repo_id, folder_path, kwargs))
+    def create_commit(api, *, repo_id, operations, **kwargs):
+        hub["uploads"].append((repo_id, sorted(operation.path_in_repo for operation in operations), kwargs))
 
     monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", create_repo)
-    monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", upload_folder)
+    monkeypatch.setattr(huggingface_hub.HfApi, "create_commit", create_commit)
     return hub
 
 
@@ -30,7 +30,7 @@ def finished_run(output_dir, main_process=True, **arguments):
     args = SimpleNamespace(
         output_dir=str(output_dir), push_to_hub=False, hub_model_id=None, hub_token=None, hub_private_repo=None
     )
-    vars(args).update(arguments)
+    vars(args).update({"license": None, "hub_include_run_files": False} | arguments)
     model = SimpleNamespace(config=RoFormerConfig(hidden_size=32, num_attention_heads=2, num_hidden_layers=1))
     return SimpleNamespace(args=args, model=model, is_world_process_zero=lambda: main_process)
 
@@ -48,15 +48,50 @@ def test_card_written_and_nothing_uploaded_without_push_to_hub(tmp_path, fake_hu
 
 def test_push_uploads_the_output_folder_without_checkpoints_and_names_the_repo_in_the_card(tmp_path, fake_hub):
     output_dir = tmp_path / "my-classifier"
-    output_dir.mkdir()
+    (output_dir / "checkpoint-2").mkdir(parents=True)
+    for name in ("config.json", "model.safetensors", "modeling.py", "vocab.txt", "all_results.json"):
+        (output_dir / name).write_text("{}")
+    for name in (
+        "predictions.jsonl",
+        "confusion_matrix_test.png",
+        ".roformer_hf.lock",
+        "notes.txt",
+        "run_settings.json",
+    ):
+        (output_dir / name).write_text("private")
+    (output_dir / "checkpoint-2" / "model.safetensors").write_text("{}")
     run = finished_run(output_dir, push_to_hub=True, hub_private_repo=True)
     repo_id = publish_run(run, run.args, SUMMARY, None)
     assert repo_id == "someone/my-classifier"
     assert fake_hub["repos"] == [("my-classifier", {"private": True, "exist_ok": True})]
-    [(uploaded_to, folder, options)] = fake_hub["uploads"]
-    assert uploaded_to == repo_id and folder == str(output_dir)
-    assert {"checkpoint-*", "stage-*"} <= set(options["ignore_patterns"])
+    [(uploaded_to, names, options)] = fake_hub["uploads"]
+    assert uploaded_to == repo_id and options["commit_message"] == "End of training"
+    shared = ["README.md", "all_results.json", "config.json", "model.safetensors", "modeling.py", "vocab.txt"]
+    assert names == shared  # no checkpoint, lock, predictions, picture, run settings or file of the user's
+    run.args.hub_include_run_files = True
+    publish_run(run, run.args, SUMMARY, None)
+    run_files = ["confusion_matrix_test.png", "predictions.jsonl", "run_settings.json"]
+    assert fake_hub["uploads"][-1][1] == sorted(shared + run_files)
     assert f'from_pretrained("{repo_id}"' in (output_dir / "README.md").read_text(encoding="utf-8")
+
+
+def test_license_given_wins_over_the_starting_checkpoint_card(tmp_path, fake_hub):
+    from huggingface_hub import ModelCard
+
+    from roformer_hf.model_card import write_model_card
+
+    base = tmp_path / "base"
+    base.mkdir()
+    write_model_card(base, config=RoFormerConfig(), base_model="junnyu/roformer_chinese_base", license="apache-2.0")
+    (tmp_path / "given").mkdir()
+    run = finished_run(tmp_path / "given", license="mit")
+    publish_run(run, run.args, SUMMARY, base_model=str(base))
+    given = ModelCard.load(tmp_path / "given" / "README.md").data
+    assert (given.license, given.base_model) == ("mit", "junnyu/roformer_chinese_base")
+    (tmp_path / "inherited").mkdir()
+    run = finished_run(tmp_path / "inherited")
+    publish_run(run, run.args, SUMMARY, base_model=str(base))
+    assert ModelCard.load(tmp_path / "inherited" / "README.md").data.license == "apache-2.0"
 
 
 def test_other_processes_write_and_upload_nothing(tmp_path, fake_hub):

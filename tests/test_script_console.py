@@ -285,6 +285,30 @@ def test_classification_run_names_validation_and_prints_how_to_load(tmp_path):
     assert verbose.count("***** Running Prediction *****") == 1  # the test data's pass
 
 
+def test_a_classifier_from_an_mlm_checkpoint_says_its_new_head_in_one_line(tmp_path):
+    """Not transformers' LOAD REPORT table (nine rows in terminal colours): one line naming the new head and the
+    dropped one; the table stays at --log_level info."""
+    from roformer_hf import RoFormerConfig, RoFormerForMaskedLM, RoFormerJiebaTokenizer
+
+    tokenizer = RoFormerJiebaTokenizer(str(DATA / "demo_vocab.txt"))
+    sizes = dict(item.split("=") for item in TINY_MODEL.split(","))
+    config = RoFormerConfig(vocab_size=len(tokenizer), **{name: int(value) for name, value in sizes.items()})
+    RoFormerForMaskedLM(config).save_pretrained(tmp_path / "mlm")
+    from_mlm = [*CLASSIFICATION_ARGUMENTS, "--model_name_or_path", str(tmp_path / "mlm"), "--max_steps", "1"]
+    from_mlm = [argument for argument in from_mlm if argument not in ("--do_eval", "--do_predict")]
+    _, output = run_script("run_classification.py", [*from_mlm, "--output_dir", str(tmp_path / "out")], tmp_path)
+    [line] = [line for line in output.splitlines() if "starts from" in line]
+    assert line.endswith(
+        f"RoFormerForSequenceClassification starts from {tmp_path / 'mlm'}; new, initialised at random: classifier "
+        "(4 weights); dropped, the RoFormerForMaskedLM's head: cls (5 weights) (--log_level info shows transformers' "
+        "load report)."
+    )
+    assert "LOAD REPORT" not in output and "UNEXPECTED" not in output and "\x1b[" not in output
+    arguments = [*from_mlm, "--output_dir", str(tmp_path / "verbose"), "--log_level", "info"]
+    _, verbose = run_script("run_classification.py", arguments, tmp_path)
+    assert verbose.count("RoFormerForSequenceClassification LOAD REPORT") == 1 and "UNEXPECTED" in verbose
+
+
 # --- a file of arguments followed by overrides; the demo with options on top ---
 
 

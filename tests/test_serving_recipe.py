@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from conftest import BERT_VOCAB, TINY_WORD_VOCAB
+from conftest import BERT_VOCAB, TINY_WORD_VOCAB, skip_unless_bf16_pays
 from test_run_classification import DISTINCT_TINY_MODEL, read_predictions, tiny_run, write_jsonl
 from transformers import TextClassificationPipeline, pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
@@ -151,6 +151,37 @@ def test_a_recipe_checkpoint_names_its_pipeline(fine_tuned):
     }
     # where roformer_hf is imported its own pipeline serves the task, so no trust_remote_code is asked for
     assert transformers.AutoConfig.from_pretrained(fine_tuned["chunk_max"]).custom_pipelines == {}
+
+
+# --do_predict in bf16, and the way of serving that gives its scores (docs/scripts.md, "Precision of the scores").
+BF16_PREDICTIONS = {
+    "bf16 autocast": (("--bf16", "true"), {}),  # served under torch.autocast, float32 weights
+    "bfloat16": (("--bf16", "true", "--bf16_full_eval", "true"), {"dtype": torch.bfloat16}),
+}
+
+
+@pytest.mark.parametrize("precision", list(BF16_PREDICTIONS))
+def test_bf16_predictions_are_served_in_their_own_precision(fine_tuned, documents, roformer_vocab, precision):
+    """Each precision's --do_predict scores, served in the same precision, within 1e-5; served in float32 they
+    differ by more (bf16 keeps 8 bits of mantissa)."""
+    skip_unless_bf16_pays()
+    flags, pipeline_options = BF16_PREDICTIONS[precision]
+    folder, output_dir = fine_tuned["head"], fine_tuned["head"].parent / f"predict-{precision.replace(' ', '-')}"
+    tiny_run(
+        roformer_vocab,
+        output_dir,
+        *("--model_name_or_path", str(folder), "--test_file", str(folder.parent / "test.jsonl"), "--do_predict"),
+        *("--max_seq_length", "48", "--config_overrides", DISTINCT_TINY_MODEL, *flags),
+    )
+    assert json.loads((output_dir / "all_results.json").read_text())["test_precision"] == precision
+    predicted = predicted_scores(output_dir)
+    texts = [document["text"] for document in documents]
+    classifier = pipeline("text-classification", model=str(folder), **pipeline_options)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16 autocast"):
+        served = served_scores(classifier(texts, top_k=None, batch_size=8))  # --do_predict's batch
+    assert largest_difference(served, predicted) < TOLERANCE
+    in_float32 = served_scores(pipeline("text-classification", model=str(folder))(texts, top_k=None))
+    assert largest_difference(in_float32, predicted) > TOLERANCE
 
 
 # Serves the checkpoints in a fresh interpreter where roformer_hf cannot be imported, with trust_remote_code=True.

@@ -6,11 +6,14 @@ import logging
 import re
 import types
 import typing
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from transformers import PreTrainedConfig, PreTrainedModel
 
+from ..compat import LOAD_REPORT_LOGGER
 from ..configuration import RoFormerConfig
 from .cli import ModelArguments
 from .errors import ScriptError
@@ -171,32 +174,99 @@ def build_model(
         if model_args.attn_implementation is not None:
             model.set_attn_implementation(model_args.attn_implementation)
         return model
+    check_model_source(model_args.model_name_or_path, "--model_name_or_path", "config.json", model_args)
+    model, loading_info = load_checkpoint(model_args, config, model_class)
+    if loading_info["mismatched_keys"] and not model_args.ignore_mismatched_sizes:
+        shapes = ", ".join(
+            f"{name} {tuple(saved)} vs {tuple(built)}" for name, saved, built in loading_info["mismatched_keys"]
+        )
+        raise ScriptError(
+            f"some weights of {model_args.model_name_or_path} do not fit the model (in the checkpoint vs in the model: "
+            f"{shapes}; e.g. a classifier fine-tuned on another number of labels): add --ignore_mismatched_sizes to "
+            "start those weights afresh."
+        )
+    started = heads_started_line(model, loading_info, model_args.model_name_or_path)
+    if started is not None:
+        logger.warning(started)
+    return model
+
+
+def load_checkpoint(
+    model_args: ModelArguments, config: PreTrainedConfig, model_class: type[PreTrainedModel]
+) -> tuple[PreTrainedModel, dict]:
+    """
+    `model_class.from_pretrained(--model_name_or_path)` with `config`, and its loading info (missing, unexpected
+    and mismatched weights; heads of another shape are started afresh, for `build_model` to refuse or keep).
+    """
     from safetensors import SafetensorError
 
-    check_model_source(model_args.model_name_or_path, "--model_name_or_path", "config.json", model_args)
     try:
-        return model_class.from_pretrained(
-            model_args.model_name_or_path,
-            config=config,
-            attn_implementation=model_args.attn_implementation,
-            dtype=model_args.dtype,
-            ignore_mismatched_sizes=model_args.ignore_mismatched_sizes,
-            **model_args.hub_kwargs(),
-        )
+        with load_report_at_info_only():
+            return model_class.from_pretrained(
+                model_args.model_name_or_path,
+                config=config,
+                attn_implementation=model_args.attn_implementation,
+                dtype=model_args.dtype,
+                ignore_mismatched_sizes=True,
+                output_loading_info=True,
+                **model_args.hub_kwargs(),
+            )
     except SafetensorError as error:
         raise damaged_weights_error(model_args.model_name_or_path, error) from error
     except OSError as error:
         raise ScriptError(f"cannot load a model from {model_args.model_name_or_path}: {error}") from error
     except ValueError as error:  # e.g. a config that does not describe the checkpoint's encoder
         raise ScriptError(f"cannot load {model_args.model_name_or_path}: {error}") from error
-    except RuntimeError as error:
-        if "ignore_mismatched_sizes" not in str(error):
-            raise
-        raise ScriptError(
-            f"some weights of {model_args.model_name_or_path} do not fit the model (the load report above names "
-            "them; e.g. a classifier fine-tuned on another number of labels): add --ignore_mismatched_sizes to "
-            "start those weights afresh."
-        ) from error
+
+
+@contextmanager
+def load_report_at_info_only() -> Iterator[None]:
+    """
+    Keeps transformers' LOAD REPORT table (its rows of missing and unexpected weights, in terminal colours) off the
+    console unless the log level is info or lower: `heads_started_line` says the same in one line.
+    """
+    report_logger = logging.getLogger(LOAD_REPORT_LOGGER)
+    if report_logger.isEnabledFor(logging.INFO):
+        yield
+        return
+    level = report_logger.level
+    report_logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        report_logger.setLevel(level)
+
+
+def heads_started_line(model: PreTrainedModel, loading_info: dict, source: str) -> str | None:
+    """
+    One line saying which head of `model` starts at random and which of the checkpoint's is dropped (e.g. a
+    classifier from an MLM checkpoint), or `None` when the checkpoint filled the whole model and nothing was left.
+    The encoder is never among them: `from_pretrained` refuses a checkpoint that does not fill it.
+    """
+    prefix = model.base_model_prefix
+    new, dropped = (head_names(loading_info[kind], prefix) for kind in ("missing_keys", "unexpected_keys"))
+    if not (new or dropped):
+        return None
+    checkpoint_head = (model.config.architectures or ["model"])[0]  # still the checkpoint's: saving sets ours
+    parts = [f"{type(model).__name__} starts from {source}"]
+    if new:
+        parts.append(f"new, initialised at random: {new}")
+    if dropped:
+        parts.append(f"dropped, the {checkpoint_head}'s head: {dropped}")
+    return "; ".join(parts) + " (--log_level info shows transformers' load report)."
+
+
+def head_names(weight_names: list[str], base_model_prefix: str) -> str:
+    """
+    The modules that `weight_names` belong to, with their weights counted: "classifier (4 weights)"; a module of
+    the encoder's is named with its prefix ("roformer.pooler").
+    """
+    counts: dict[str, int] = {}
+    for name in weight_names:
+        parts = name.split(".")
+        module = ".".join(parts[:2]) if parts[0] == base_model_prefix else parts[0]
+        counts[module] = counts.get(module, 0) + 1
+    return ", ".join(f"{module} ({count} weight{'s' * (count > 1)})" for module, count in sorted(counts.items()))
 
 
 # "name" or "namespace/name": what the Hub accepts as a repository id.

@@ -22,6 +22,7 @@ from transformers import EvalPrediction, Trainer
 
 from ..metrics import load as load_metric
 from . import picture_fonts
+from .cpu_precision import evaluation_precision
 from .labels import MULTI_LABEL, REGRESSION, SINGLE_LABEL, LabelInfo
 from .long_documents import DocumentReading, pool_documents
 from .run_outputs import atomic_path, save_metrics
@@ -41,7 +42,8 @@ def run_inference(
 ) -> tuple[np.ndarray, np.ndarray | None, dict[str, float]]:
     """
     Document logits of one split (window logits pooled under the chunk strategy), the document labels (None when
-    the split has none) and the split's metrics, named `{prefix}_...`.
+    the split has none) and the split's metrics, named `{prefix}_...`, with `{prefix}_precision`, the precision the
+    logits were computed in (`cpu_precision.evaluation_precision`).
     """
     metrics_of_eval_split, trainer.compute_metrics = trainer.compute_metrics, None  # its windows differ from these
     try:
@@ -51,7 +53,9 @@ def run_inference(
     logits, labels = output.predictions, output.label_ids
     if data_args.long_doc_strategy == "chunk":
         logits, labels = pool_documents(logits, labels, list(dataset["document_index"]), data_args.chunk_pooling)
-    metrics = {**output.metrics, f"{prefix}_samples": len(logits)}
+    # said beside the scores: served in another precision, they differ (docs/scripts.md, "Precision of the scores")
+    precision = evaluation_precision(trainer.args, trainer.model)
+    metrics = {**output.metrics, f"{prefix}_samples": len(logits), f"{prefix}_precision": precision}
     if labels is not None:
         task_metrics = compute_task_metrics(logits, labels, label_info.problem_type)
         metrics.update({f"{prefix}_{name}": value for name, value in task_metrics.items()})

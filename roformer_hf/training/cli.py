@@ -190,6 +190,21 @@ class ScriptTrainingArguments(TrainingArguments):
             "const": True,
         },
     )
+    license: str | None = field(
+        default=None,
+        metadata={
+            "help": "The model's license in its card, as the Hub names it (apache-2.0, mit, cc-by-4.0, ...). By "
+            "default the license of the checkpoint the run starts from, as its card says."
+        },
+    )
+    hub_include_run_files: bool = field(
+        default=False,
+        metadata={
+            "help": "With --push_to_hub, also upload what is private to the run: the predictions, the confusion "
+            "matrix pictures, the run settings and trainer state. By default only the model, its code, tokenizer, "
+            "card and metrics go up."
+        },
+    )
     log_level: str = field(
         default="warning",
         metadata={

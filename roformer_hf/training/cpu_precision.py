@@ -1,9 +1,12 @@
 """The precision the scripts run in on a CPU: bf16 mixed precision where it pays there (`roformer_hf.cpu_arithmetic`
-decides), float32 where it does not, each said in one line when it differs from what the command line asked."""
+decides), float32 where it does not, each said in one line when it differs from what the command line asked; and the
+precision an evaluation or prediction ran in, as the results and the model card name it."""
 
 import logging
 import os
 from typing import Any
+
+import torch
 
 from ..cpu_arithmetic import cpu_bf16
 from .launch import trains_on_cpu
@@ -48,4 +51,21 @@ def choose_cpu_precision(training_args: Any) -> None:
         )
 
 
-__all__ = ["choose_cpu_precision"]
+def evaluation_precision(training_args: Any, model: torch.nn.Module) -> str:
+    """
+    The precision the Trainer evaluates and predicts `model` in under `training_args`: `"bfloat16"` or `"float16"`
+    with `--bf16_full_eval` / `--fp16_full_eval` (the model is cast) or weights loaded in that dtype (`--dtype`),
+    else `"bf16 autocast"` / `"fp16 autocast"` under `--bf16` / `--fp16` (float32 weights, matrix products in the
+    half type), else `"float32"`.
+    """
+    if training_args.bf16_full_eval or training_args.fp16_full_eval:
+        return "bfloat16" if training_args.bf16_full_eval else "float16"
+    weights_dtype = next(model.parameters()).dtype
+    if weights_dtype != torch.float32:
+        return str(weights_dtype).removeprefix("torch.")
+    if training_args.bf16 or training_args.fp16:
+        return "bf16 autocast" if training_args.bf16 else "fp16 autocast"
+    return "float32"
+
+
+__all__ = ["choose_cpu_precision", "evaluation_precision"]

@@ -1,27 +1,38 @@
 """What a script does with the model it trained besides saving it: the model card (README.md), and with
-`--push_to_hub` the upload of the output folder, the same way for both scripts."""
+`--push_to_hub` the upload of the output folder, the same way for both scripts.
 
+The upload is the script's, once, at the end of the run (`roformer_hf.hub_upload`: the model, its code, tokenizer,
+card and metrics; the run's predictions, pictures and settings only with `--hub_include_run_files`). The Trainer is
+handed `push_to_hub=False` (`trainer_arguments`): its own pushes, at every checkpoint and when the model is saved,
+upload the whole output folder as it lies.
+"""
+
+from dataclasses import replace
 from pathlib import Path
 
 from transformers import Trainer, TrainingArguments
 
+from ..hub_upload import commit_folder
 from ..model_card import TrainingSummary, write_model_card
 
-# What stays on the machine: checkpoints, the stage folders of run_mlm.py and TensorBoard logs.
-NOT_UPLOADED = ["checkpoint-*", "stage-*", "runs/*"]
+
+def trainer_arguments(training_args: TrainingArguments) -> TrainingArguments:
+    """The arguments to build a script's Trainer with: the run's, without the Trainer's own pushes to the Hub."""
+    return replace(training_args, push_to_hub=False) if training_args.push_to_hub else training_args
 
 
 def publish_run(
     trainer: Trainer, args: TrainingArguments, summary: TrainingSummary | None, base_model: str | None
 ) -> str | None:
     """
-    On the main process: write output_dir/README.md, the model card, and with `--push_to_hub` upload output_dir
-    (model, tokenizer, code, card and results) to `--hub_model_id` (default: the folder's name), the card then
-    showing how to load the model from there.
+    On the main process: write output_dir/README.md, the model card, and with `--push_to_hub` upload output_dir's
+    model, code, tokenizer, card and results (`hub_upload.files_to_upload`) to `--hub_model_id` (default: the
+    folder's name), the card then showing how to load the model from there.
 
     Args:
         trainer (`Trainer`): the trainer that trained the model (the last stage's for run_mlm.py).
-        args (`TrainingArguments`): the run's arguments, whose output_dir holds the final model (not a stage's).
+        args (`TrainingArguments`): the run's arguments (`ScriptTrainingArguments`: `--license` and
+            `--hub_include_run_files` too), whose output_dir holds the final model (not a stage's).
         summary (`TrainingSummary`, *optional*): how the model was trained; `None` when the run only evaluated, so
             that the card claims no training.
         base_model (`str`, *optional*): the checkpoint the run started from (`--model_name_or_path`).
@@ -38,13 +49,14 @@ def publish_run(
         api = HfApi(token=args.hub_token)
         name = args.hub_model_id or Path(args.output_dir).resolve().name
         repo_id = api.create_repo(name, private=args.hub_private_repo, exist_ok=True).repo_id
-    card_options = {"training_summary": summary, "base_model": base_model, "repo_id": repo_id}
+    card_options = {"training_summary": summary, "base_model": base_model, "repo_id": repo_id, "license": args.license}
     write_model_card(args.output_dir, config=trainer.model.config, **card_options)
     if repo_id is not None:
-        api.upload_folder(
-            repo_id=repo_id,
-            folder_path=args.output_dir,
+        commit_folder(
+            api,
+            repo_id,
+            args.output_dir,
+            include_run_files=args.hub_include_run_files,
             commit_message="End of training",
-            ignore_patterns=NOT_UPLOADED,
         )
     return repo_id

@@ -1,0 +1,242 @@
+"""What `--push_to_hub` publishes, as a stranger finds it: a fine-tuning run of run_classification.py from an MLM
+checkpoint, its upload captured at `huggingface_hub`'s commit call (the Hub is out of reach), holds the model, code,
+tokenizer, card and metrics and nothing private to the run; its card is one the Hub reads (`ModelCard.load`); and
+the captured folder loads where roformer_hf is not installed, with `trust_remote_code=True`, to the same logits."""
+
+import json
+import shutil
+import subprocess
+import sys
+from fnmatch import fnmatchcase
+from types import SimpleNamespace
+
+import huggingface_hub
+import pytest
+import torch
+from conftest import TINY_WORD_VOCAB
+from huggingface_hub import ModelCard
+from test_run_classification import tiny_run, write_jsonl
+
+import roformer_hf
+from roformer_hf.model_card import TrainingSummary, model_card, write_model_card
+from roformer_hf.training.cpu_precision import evaluation_precision
+
+TEXTS = ["原告与被告签订借款合同，约定借款十万元。", "被告人盗窃财物，数额较大。"]
+# What the captured upload holds, besides the code (*.py) and the weights.
+SHARED_FILES = {
+    *("config.json", "vocab.txt", "tokenizer_config.json", "README.md"),
+    *("all_results.json", "train_results.json", "eval_results.json", "test_results.json"),
+}
+
+
+@pytest.fixture(scope="module")
+def pushed_run(tmp_path_factory, tokenizer, roformer_vocab, cail_rows):
+    """A tiny MLM saved with a card (a license, the Hub model it came from), fine-tuned into a classifier by
+    run_classification.py with --push_to_hub; returns the output folder, the captured upload and the metrics."""
+    root = tmp_path_factory.mktemp("push")
+    mlm_folder = root / "mlm"
+    torch.manual_seed(0)
+    config = roformer_hf.RoFormerConfig(**TINY_WORD_VOCAB | {"intermediate_size": 64})  # tiny_run's TINY_MODEL
+    mlm = roformer_hf.RoFormerForMaskedLM(config)
+    mlm.save_pretrained(mlm_folder)
+    tokenizer.save_pretrained(mlm_folder)
+    write_model_card(mlm_folder, config=mlm.config, base_model="junnyu/roformer_chinese_base", license="apache-2.0")
+    rows = [{"text": row["text"], "label": row["label"]} for row in cail_rows]
+    train = write_jsonl(root / "train.jsonl", rows[:8] + rows[30:38])
+    test = write_jsonl(root / "test.jsonl", rows[10:14] + rows[40:44])
+    captured, commits = root / "captured", []
+
+    def create_repo(api, repo_id, **kwargs):
+        return huggingface_hub.RepoUrl(f"https://huggingface.co/someone/{repo_id.split('/')[-1]}")
+
+    def create_commit(api, *, repo_id, operations, **kwargs):
+        commits.append((repo_id, kwargs["commit_message"]))
+        captured.mkdir()
+        for operation in operations:
+            shutil.copyfile(operation.path_or_fileobj, captured / operation.path_in_repo)
+
+    def upload_folder(api, **kwargs):
+        raise AssertionError(f"upload_folder called with {kwargs}: the Trainer pushed the output folder itself")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(huggingface_hub.HfApi, "create_repo", create_repo)
+        patch.setattr(huggingface_hub.HfApi, "create_commit", create_commit)
+        patch.setattr(huggingface_hub.HfApi, "upload_folder", upload_folder)
+        output_dir = root / "cail-classifier"
+        metrics = tiny_run(
+            roformer_vocab,
+            output_dir,
+            *("--model_name_or_path", str(mlm_folder), "--tokenizer_name", str(mlm_folder)),
+            *("--train_file", str(train), "--validation_file", str(test), "--test_file", str(test)),
+            *("--do_train", "--do_eval", "--do_predict", "--push_to_hub", "--save_strategy", "steps"),
+            *("--save_steps", "2", "--max_steps", "3"),
+        )
+    return SimpleNamespace(output_dir=output_dir, captured=captured, commits=commits, metrics=metrics)
+
+
+def test_the_upload_is_the_model_and_its_results_without_the_run_private_files(pushed_run):
+    assert pushed_run.commits == [("someone/cail-classifier", "End of training")]  # one commit, the script's
+    uploaded = {path.name for path in pushed_run.captured.iterdir()}
+    code = {name for name in uploaded if name.endswith(".py")}
+    assert {"modeling.py", "configuration.py", "tokenization.py", "text_classification_pipeline.py"} <= code
+    assert uploaded - code == SHARED_FILES | {"model.safetensors"}
+    left_behind = {path.name for path in pushed_run.output_dir.iterdir()} - uploaded
+    assert {"predictions.jsonl", "confusion_matrix_eval.png", "confusion_matrix_test.png"} <= left_behind
+    assert {"checkpoint-2", "checkpoint-3"} <= left_behind
+
+
+def test_push_folder_to_hub_sends_a_saved_folder_as_the_script_does(pushed_run, monkeypatch):
+    from roformer_hf.hub_upload import RUN_FILES, push_folder_to_hub
+
+    commits = []
+    monkeypatch.setattr(
+        huggingface_hub.HfApi,
+        "create_repo",
+        lambda api, repo_id, **kwargs: huggingface_hub.RepoUrl(f"https://huggingface.co/{repo_id}"),
+    )
+    monkeypatch.setattr(huggingface_hub.HfApi, "create_commit", lambda api, **kwargs: commits.append(kwargs))
+    push_folder_to_hub(pushed_run.output_dir, "someone/again")
+    push_folder_to_hub(pushed_run.output_dir, "someone/again", include_run_files=True)
+    assert [commit["repo_id"] for commit in commits] == ["someone/again"] * 2
+    sent, with_run_files = ({op.path_in_repo for op in commit["operations"]} for commit in commits)
+    assert sent == {path.name for path in pushed_run.captured.iterdir()}
+    assert with_run_files - sent == {"predictions.jsonl", "confusion_matrix_eval.png", "confusion_matrix_test.png"} | {
+        "trainer_state.json"
+    }
+    assert all(any(fnmatchcase(name, pattern) for pattern in RUN_FILES) for name in with_run_files - sent)
+    with pytest.raises(ValueError, match=r"holds no config\.json, so it is not a saved model"):
+        push_folder_to_hub(pushed_run.output_dir.parent, "someone/again")  # the folder above it, by mistake
+    assert len(commits) == 2
+
+
+def test_the_card_is_one_the_hub_reads(pushed_run):
+    card = ModelCard.load(pushed_run.captured / "README.md")
+    data = card.data
+    assert data.license == "apache-2.0"  # from the card of the MLM the run started from
+    assert data.base_model == "junnyu/roformer_chinese_base"  # the Hub model that card names
+    assert data.language == "zh" and data.pipeline_tag == "text-classification"
+    assert data.metrics == ["accuracy", "f1"]
+    results = {(result.dataset_split, result.metric_name): result for result in data.eval_results}
+    test_results = json.loads((pushed_run.captured / "test_results.json").read_text())
+    for split, prefix in (("validation", "eval"), ("test", "test")):
+        for metric in ("accuracy", "f1_macro"):
+            result = results[split, metric]
+            assert result.metric_value == pytest.approx(pushed_run.metrics[f"{prefix}_{metric}"])
+            assert result.task_type == "text-classification" and result.dataset_name == "train.jsonl, test.jsonl"
+    assert results["test", "accuracy"].metric_value == pytest.approx(test_results["test_accuracy"])
+    assert data.model_name == "cail-classifier"
+    body = card.text
+    assert f"| test_accuracy | {test_results['test_accuracy']:.4f} |" in body  # the test metrics, in the text too
+    assert "Results (computed in float32):" in body and test_results["test_precision"] == "float32"
+    assert 'from_pretrained("someone/cail-classifier", trust_remote_code=True)' in body
+
+
+def test_a_card_reads_back_every_field(tmp_path):
+    config = roformer_hf.RoFormerConfig(**TINY_WORD_VOCAB, id2label={0: "civil", 1: "criminal"})
+    config.architectures = ["RoFormerForSequenceClassification"]
+    summary = TrainingSummary(
+        script="run_classification.py",
+        task="text classification",
+        datasets=["data/cail_sample.jsonl"],
+        dataset_name="someone/cail2019",
+        precision="bf16 autocast",
+        results={"eval_accuracy": 0.75, "eval_loss": 0.5, "test_accuracy": 0.625, "test_f1_macro": 0.6},
+    )
+    card = model_card(
+        config,
+        repo_id="someone/cail",
+        training_summary=summary,
+        base_model="junnyu/roformer_chinese_base",
+        license="mit",
+    )
+    card.save(tmp_path / "README.md")
+    data = ModelCard.load(tmp_path / "README.md").data
+    assert (data.license, data.base_model, data.datasets) == (
+        "mit",
+        "junnyu/roformer_chinese_base",
+        ["someone/cail2019"],
+    )
+    assert data.language == "zh" and data.metrics == ["accuracy", "f1"]
+    read_back = [(r.dataset_type, r.dataset_split, r.metric_name, r.metric_value) for r in data.eval_results]
+    assert read_back == [
+        ("someone/cail2019", "validation", "accuracy", 0.75),  # the loss is not a metric of the task
+        ("someone/cail2019", "test", "accuracy", 0.625),
+        ("someone/cail2019", "test", "f1_macro", 0.6),
+    ]
+    assert "Results (computed in bf16 autocast):" in card.text
+
+
+def test_a_local_dataset_folder_stays_out_of_the_metadata(tmp_path):
+    """--dataset_name may be a local folder: the Hub's metadata names no folder of this machine."""
+    config = roformer_hf.RoFormerConfig(**TINY_WORD_VOCAB)
+    config.architectures = ["RoFormerForMaskedLM"]
+    folder = tmp_path / "news_corpus"
+    folder.mkdir()
+    summary = TrainingSummary(
+        script="run_mlm.py", task="masked language modelling", datasets=[str(folder)], dataset_name=str(folder)
+    )
+    summary.results = {"eval_accuracy": 0.25, "perplexity": 40.0}
+    card = model_card(config, training_summary=summary)
+    data = card.data
+    assert data.datasets is None and str(tmp_path) not in str(card)
+    names = {(result.dataset_name, result.metric_name, result.metric_value) for result in data.eval_results}
+    assert names == {("news_corpus", "accuracy", 0.25), ("news_corpus", "perplexity", 40.0)}
+    assert data.pipeline_tag == "fill-mask" and data.license is None and data.base_model is None
+
+
+# Loads the captured upload where roformer_hf cannot be imported and prints the logits of the texts.
+CHILD = """
+import json
+import sys
+
+sys.modules["roformer_hf"] = None  # as if roformer_hf were not installed
+sys.modules["rjieba"] = None
+
+import torch
+import transformers
+
+folder, texts = sys.argv[1], json.loads(sys.argv[2])
+tokenizer = transformers.AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+model = transformers.AutoModelForSequenceClassification.from_pretrained(folder, trust_remote_code=True).eval()
+with torch.no_grad():
+    logits = model(**tokenizer(texts, padding=True, return_tensors="pt")).logits
+print(json.dumps({"module": type(model).__module__, "logits": logits.tolist()}))
+"""
+
+
+def test_the_upload_loads_elsewhere_to_the_same_logits(pushed_run, tmp_path):
+    environment = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "HF_HUB_OFFLINE": "1",
+        "HF_HOME": str(tmp_path / "hf_home"),
+        "OMP_NUM_THREADS": "1",
+    }
+    texts = json.dumps(TEXTS, ensure_ascii=False)
+    command = [sys.executable, "-c", CHILD, str(pushed_run.captured), texts]
+    process = subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300)
+    assert process.returncode == 0, process.stderr[-3000:]
+    loaded = json.loads(process.stdout.splitlines()[-1])
+    assert loaded["module"].startswith("transformers_modules.")
+    model = roformer_hf.RoFormerForSequenceClassification.from_pretrained(pushed_run.output_dir).eval()
+    tokenizer = roformer_hf.RoFormerJiebaTokenizer.from_pretrained(pushed_run.output_dir)
+    with torch.no_grad():
+        expected = model(**tokenizer(TEXTS, padding=True, return_tensors="pt")).logits
+    torch.testing.assert_close(torch.tensor(loaded["logits"]), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("settings", "dtype", "expected"),
+    [
+        ({}, torch.float32, "float32"),
+        ({"bf16": True}, torch.float32, "bf16 autocast"),
+        ({"fp16": True}, torch.float32, "fp16 autocast"),
+        ({"bf16": True, "bf16_full_eval": True}, torch.float32, "bfloat16"),
+        ({}, torch.bfloat16, "bfloat16"),  # --dtype bfloat16: the weights themselves
+    ],
+)
+def test_evaluation_precision_names_what_the_trainer_runs(settings, dtype, expected):
+    args = SimpleNamespace(
+        **{"bf16": False, "fp16": False, "bf16_full_eval": False, "fp16_full_eval": False} | settings
+    )
+    assert evaluation_precision(args, torch.nn.Linear(2, 2).to(dtype)) == expected
