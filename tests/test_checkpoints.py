@@ -170,7 +170,8 @@ def test_a_checkpoint_without_manifest_is_checked_as_far_as_it_can_be_and_said_s
     with caplog.at_level(logging.WARNING):
         assert last_complete_checkpoint(tmp_path) == str(legacy)
     lines = [record.getMessage() for record in caplog.records]
-    assert len(lines) == 1 and lines[0].startswith(f"{legacy} has no {MANIFEST_NAME} (written before roformer_hf")
+    assert len(lines) == 1 and lines[0].startswith(f"resuming from {legacy} unverified: it has no {MANIFEST_NAME}")
+    assert "whole" not in lines[0]  # it said "checked ... whole" before, as if verified
 
 
 LEGACY_DAMAGES = {
