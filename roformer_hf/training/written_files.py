@@ -134,8 +134,8 @@ def overlap_refusal(option: str, path: str, output_dir: str | Path, trains: bool
     kind = INPUT_KINDS.get(option, "the data")
     shown = "" if Path(path).absolute() == resolved else f" (that is {resolved})"
     resuming = option == "--resume_from_checkpoint"
-    if resolved == output and not resuming:  # a run's folder as the checkpoint is refused as no checkpoint (resume)
-        if not trains:
+    if resolved == output:
+        if not trains or (resuming and any(resolved.glob("checkpoint-*"))):  # a run's folder: no checkpoint (resume)
             return None
         if option == "--model_name_or_path":
             return (
