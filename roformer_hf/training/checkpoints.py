@@ -301,8 +301,9 @@ def last_complete_checkpoint(*folders: str | Path, announce: bool = True) -> str
                 raise DamagedCheckpoint(
                     f"it is a symbolic link (to {os.readlink(checkpoint)}), not a folder of the run"
                 )
-            refuse_missing_manifest(checkpoint, candidates)
-            verified = verify_checkpoint(checkpoint)
+            verified = verify_checkpoint(checkpoint)  # first: a file missing or cut short is the better reason
+            if not verified:
+                refuse_missing_manifest(checkpoint, candidates)
         except DamagedCheckpoint as problem:
             skipped.append(f"skipping the checkpoint {checkpoint}: {problem}")
             continue
@@ -349,9 +350,9 @@ def check_given_checkpoint(checkpoint: str | Path) -> None:
     try:
         if any(CHECKPOINT_NAME.fullmatch(path.name) for path in checkpoint.glob("checkpoint-*")):
             raise DamagedCheckpoint("it is a run's folder, not one of its checkpoint-<step> folders")
-        if checkpoint.is_dir():
-            refuse_missing_manifest(checkpoint, list(_checkpoints_newest_first(tuple(_folders_beside(checkpoint)))))
         verified = verify_checkpoint(checkpoint)
+        if not verified:
+            refuse_missing_manifest(checkpoint, list(_checkpoints_newest_first(tuple(_folders_beside(checkpoint)))))
     except DamagedCheckpoint as problem:
         newest = _nearest_complete_checkpoint(checkpoint)
         if newest is not None:
