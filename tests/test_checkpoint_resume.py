@@ -138,7 +138,9 @@ def test_checkpoints_older_than_manifests_are_checked_and_said_so_and_resume_to_
     warnings = [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
     unverified = [line for line in warnings if "checkpoint-2" in line and MANIFEST_NAME in line]
     assert len(unverified) == 1
-    assert unverified[0].startswith(f"resuming from {output_dir / 'checkpoint-2'} unverified: it has no {MANIFEST_NAME}")
+    assert unverified[0].startswith(
+        f"resuming from {output_dir / 'checkpoint-2'} unverified: it has no {MANIFEST_NAME}"
+    )
     assert_same_weights(straight, output_dir)
 
 
