@@ -92,7 +92,7 @@ from roformer_hf.training.run_outputs import (
     save_state,
 )
 from roformer_hf.training.script_runner import guard_run, run_script
-from roformer_hf.training.written_files import check_inputs_are_not_outputs
+from roformer_hf.training.written_files import check_inputs_are_not_outputs, run_inputs
 
 logger = logging.getLogger(__name__)
 
@@ -239,7 +239,9 @@ def parse_classification_arguments(
     if not (training_args.do_train or training_args.do_eval or training_args.do_predict):
         raise ScriptError("nothing to do: pass --do_train, --do_eval and/or --do_predict.")
     data_files = {option: path for _, option, path, _ in wanted_splits(data_args, training_args)}
-    check_inputs_are_not_outputs(data_files, training_args.output_dir)
+    data_files["--dataset_name"] = data_args.dataset_name
+    inputs = run_inputs(model_args, data_files, training_args)
+    check_inputs_are_not_outputs(inputs, training_args.output_dir, trains=training_args.do_train)
     if data_args.early_stopping_patience is not None:
         if training_args.eval_strategy == "no":
             raise ScriptError(

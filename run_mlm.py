@@ -70,7 +70,7 @@ from roformer_hf.training.whole_word_masking import (
     masked_token_accuracy,
     predicted_token_ids,
 )
-from roformer_hf.training.written_files import check_inputs_are_not_outputs
+from roformer_hf.training.written_files import check_inputs_are_not_outputs, run_inputs
 
 logger = logging.getLogger(__name__)
 
@@ -179,8 +179,13 @@ def parse_mlm_arguments(
         raise ScriptError(
             f"no training data: give --train_file (a {FILE_KINDS} file) or --dataset_name (a dataset folder or Hub id)."
         )
-    data_files = {"--train_file": data_args.train_file, "--validation_file": data_args.validation_file}
-    check_inputs_are_not_outputs(data_files, training_args.output_dir)
+    data_files = {
+        "--train_file": data_args.train_file,
+        "--validation_file": data_args.validation_file,
+        "--dataset_name": data_args.dataset_name,
+    }
+    # run_mlm.py saves a model even when it only evaluates
+    check_inputs_are_not_outputs(run_inputs(model_args, data_files, training_args), training_args.output_dir)
     if not 0.0 < masking_args.mlm_probability < 1.0:
         raise ScriptError(f"--mlm_probability must lie between 0 and 1, got {masking_args.mlm_probability}.")
     if data_args.streaming and masking_args.stages is None and training_args.max_steps <= 0:

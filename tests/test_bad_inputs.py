@@ -153,6 +153,13 @@ def tokenizer_run(source: Callable[[Path], str]) -> Callable[[str, Path], list[s
     return lambda script, tmp: with_value(good_run()(script, tmp), "--tokenizer_name", source(tmp))
 
 
+def folder_without_vocab(tmp: Path) -> str:
+    """A folder of other files, beside the output folder (not holding it: a run never writes into an input's folder)."""
+    (tmp / "not-a-tokenizer").mkdir()
+    (tmp / "not-a-tokenizer" / "notes.txt").write_text("no vocabulary here")
+    return str(tmp / "not-a-tokenizer")
+
+
 def earlier_run(script: str, tmp: Path) -> list[str]:
     (tmp / "out").mkdir()
     (tmp / "out" / "config.json").write_text("{}")
@@ -385,7 +392,7 @@ SCRIPT_CASES: dict[str, tuple[str, Callable[[str, Path], list[str]]]] = {
     "truncated_safetensors": (BOTH, truncated_checkpoint),
     "uncached_hub_tokenizer": (BOTH, tokenizer_run(lambda tmp: "someone/roformer-not-cached")),
     "missing_tokenizer_folder": (BOTH, tokenizer_run(lambda tmp: str(tmp / "no-such-tokenizer"))),
-    "tokenizer_folder_without_vocab": (BOTH, tokenizer_run(lambda tmp: str(tmp))),
+    "tokenizer_folder_without_vocab": (BOTH, tokenizer_run(folder_without_vocab)),
     "missing_model_folder": (BOTH, good_run("--model_name_or_path", "./no-such-model")),
     "num_hidden_layers_-1": (BOTH, overrides_run(TINY_MODEL.replace("num_hidden_layers=1", "num_hidden_layers=-1"))),
     "num_attention_heads_0": (

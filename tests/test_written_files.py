@@ -77,3 +77,44 @@ def test_every_file_a_run_writes_is_known(script, tmp_path):
     written = every_file_under(tmp_path / "out")
     assert len(written) > 20
     assert [name for name in written if not is_written(name)] == []
+
+
+# --- every input of a run against what it writes (issue 35) ---
+
+
+@pytest.mark.parametrize(
+    ("option", "input_path", "trains", "refused"),
+    [
+        ("--model_name_or_path", "out", True, "are the same folder"),
+        ("--model_name_or_path", "out", False, None),  # an evaluation writes its results beside the model
+        ("--model_name_or_path", ".", True, "lies inside --model_name_or_path"),
+        ("--model_name_or_path", ".", False, None),
+        ("--model_name_or_path", "out/base", True, None),  # kept in the output folder, in no folder a run writes
+        ("--model_name_or_path", "out/checkpoint-2", True, "lies in checkpoint-2"),
+        ("--model_name_or_path", "out/checkpoint-2", False, None),  # an evaluation writes no checkpoint
+        ("--tokenizer_name", "out/stage-1/checkpoint-2/vocab.txt", True, "lies in stage-1"),
+        ("--resume_from_checkpoint", "out/checkpoint-2", True, None),  # how resuming works
+        ("--resume_from_checkpoint", "out/stage-2/checkpoint-2", True, None),
+        ("--resume_from_checkpoint", "out/.partial-model-1/checkpoint-2", True, "lies in .partial-model-1"),
+        ("--resume_from_checkpoint", "out", True, None),  # a run's folder: refused as no checkpoint, by the resume
+        ("--dataset_name", "out/runs/corpus", True, "lies in runs"),
+        ("--model_name_or_path", "user/model", True, None),  # a Hub id: no folder of the run
+    ],
+)
+def test_every_input_is_compared_with_what_the_run_writes(option, input_path, trains, refused, tmp_path, monkeypatch):
+    from roformer_hf.training.written_files import overlap_refusal
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out" / "checkpoint-1").mkdir(parents=True)  # a run's folder
+    refusal = overlap_refusal(option, input_path, "out", trains)
+    assert refusal is None if refused is None else refused in refusal
+    if refusal is not None:
+        assert "--overwrite_output_dir" not in refusal and "\n" not in refusal
+
+
+def test_a_hub_id_spelled_as_the_output_folder_is_refused(tmp_path, monkeypatch):
+    """`--model_name_or_path user/model --output_dir user/model`: the run would make the folder, then load it."""
+    from roformer_hf.training.written_files import overlap_refusal
+
+    monkeypatch.chdir(tmp_path)
+    assert "are the same folder" in overlap_refusal("--model_name_or_path", "user/model", "user/model")

@@ -6,10 +6,11 @@ resume loads the optimizer, scheduler and RNG states only where their files exis
 weights trained nothing. So every checkpoint the scripts write gets a manifest, `checkpoint_manifest.json`, written
 last: the step, and every file with its size and checksum (XXH3, 64 bits). A checkpoint is complete when its manifest
 lists what a resume loads, every file it lists is there with that size and checksum, and the manifest,
-`trainer_state.json` and the folder's name are of one step. A checkpoint without a manifest (older than manifests, or
-cut off between `trainer_state.json` and its manifest) is checked as far as it can be without one: what a resume loads
-is there and whole (each JSON file an object, each tensor file complete, `vocab.txt` UTF-8 text) and
-`trainer_state.json` is of the folder's step.
+`trainer_state.json` and the folder's name are of one step. A checkpoint without a manifest is *unverified*: where
+the checkpoints beside it have one, it was cut off between `trainer_state.json` and its manifest or lost it, and is
+treated as damaged; where none has one (written before manifests), it is resumed from after the checks that need no
+manifest (`checkpoint_checks`: its files whole, its weights finite, its optimizer and scheduler of the step of its
+`trainer_state.json`), with a line saying that it is unverified.
 
 XXH3 rather than a cryptographic hash: the manifest guards against accidents (a file cut short, lost, swapped for
 another checkpoint's, changed on disk), not against tampering, since whoever can change a file can change the manifest
@@ -27,23 +28,31 @@ the mode a plain write gives (`0o666` less the umask; so do the weights, which s
 write first checks that the run still holds its output folder's lock (`locks.check_folder_held`).
 """
 
-import fnmatch
 import json
 import logging
 import os
 import re
 import shutil
 import stat
-import zipfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
-from safetensors import SafetensorError, safe_open
 from transformers import TrainerCallback, TrainingArguments
 
+from .checkpoint_checks import (
+    CHECKPOINT_NAME,
+    MANIFEST_NAME,
+    DamagedCheckpoint,
+    check_resume_state,
+    check_step,
+    checkpoint_files,
+    reason,
+    trainer_state_step,
+    verify_without_manifest,
+)
 from .errors import ScriptError
 from .locks import check_folder_held
 
@@ -52,25 +61,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-MANIFEST_NAME = "checkpoint_manifest.json"
 CHECKSUM = "xxh3_64"  # the manifest's name for its checksums
-CHECKPOINT_NAME = re.compile(r"checkpoint-(\d+)")
 READ_CHUNK_BYTES = 4 * 2**20
-
-# What a resume loads, each as the names any one of which will do (plain, sharded, FSDP and DeepSpeed layouts); a
-# message names the first.
-RESUME_STATE = (
-    ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model_fsdp*"),
-    ("optimizer.pt", "optimizer.bin", "optimizer_*", "global_step*"),
-    ("scheduler.pt",),
-    ("rng_state.pth", "rng_state_*.pth"),
-    ("trainer_state.json",),
-)
-
-
-class DamagedCheckpoint(Exception):
-    """What keeps a checkpoint from being resumed from, in words naming the file (`its optimizer.pt is missing`)."""
-
 
 # --- files written whole ---
 
@@ -186,7 +178,7 @@ def write_manifest(checkpoint: Path, step: int) -> None:
     """Write `checkpoint`'s manifest: the step, and the size and checksum of every file in it."""
     files = {
         path.relative_to(checkpoint).as_posix(): {"size": path.stat().st_size, CHECKSUM: file_checksum(path)}
-        for path in _checkpoint_files(checkpoint)
+        for path in checkpoint_files(checkpoint)
     }
     write_json_atomically(checkpoint / MANIFEST_NAME, {"global_step": step, "files": files}, indent=1)
 
@@ -202,20 +194,6 @@ def file_checksum(path: Path) -> str:
     return checksum.hexdigest()
 
 
-def _checkpoint_files(checkpoint: Path) -> list[Path]:
-    """Every file of a checkpoint folder and its subfolders (FSDP, DeepSpeed), but its manifest and the temporary files
-    of writes cut off by a kill; links not followed."""
-    files = []
-    for folder, _, names in os.walk(checkpoint):
-        files += [Path(folder, name) for name in names if not Path(folder, name).is_symlink()]
-    return sorted(path for path in files if path != checkpoint / MANIFEST_NAME and not _is_partial(path))
-
-
-def _is_partial(path: Path) -> bool:
-    """Whether `path` is the temporary file of an `atomic_path` write that a killed process left behind."""
-    return path.name.startswith(".") and ".partial-" in path.name
-
-
 def _wait_for_every_process(args: TrainingArguments) -> None:
     if args.world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.barrier()
@@ -227,7 +205,7 @@ def _wait_for_every_process(args: TrainingArguments) -> None:
 def verify_checkpoint(checkpoint: str | Path) -> bool:
     """
     Check that `checkpoint` can be resumed from (see the module docstring). Returns `True` when its manifest matched,
-    `False` when it has none and passed what can be checked without one.
+    `False` when it has none and passed what can be checked without one (`checkpoint_checks`): it is unverified.
 
     Raises `DamagedCheckpoint` naming the first file found missing, cut short, changed or of another step.
     """
@@ -235,10 +213,26 @@ def verify_checkpoint(checkpoint: str | Path) -> bool:
     if not checkpoint.is_dir():
         raise DamagedCheckpoint("it is not a folder")
     if not (checkpoint / MANIFEST_NAME).exists():
-        _verify_without_manifest(checkpoint)
+        verify_without_manifest(checkpoint)
         return False
     _verify_with_manifest(checkpoint)
     return True
+
+
+# Why a checkpoint without a manifest among checkpoints with one is not resumed from: every checkpoint of a run that
+# writes manifests gets one, so one without is cut off (a run killed between trainer_state.json and the manifest) or
+# lost its manifest, and whatever changed in it since cannot be found out.
+MISSING_MANIFEST = (
+    f"it has no {MANIFEST_NAME} while the checkpoints beside it have one (the run stopped before writing it, or it "
+    "was deleted), so it is unverified: a file changed since the save could not be found out"
+)
+
+
+def refuse_missing_manifest(checkpoint: Path, siblings: list[Path]) -> None:
+    """Raise `DamagedCheckpoint` (`MISSING_MANIFEST`) for a checkpoint without a manifest where one of `siblings`,
+    the other checkpoints of its run, has one."""
+    if not (checkpoint / MANIFEST_NAME).exists() and any((sibling / MANIFEST_NAME).exists() for sibling in siblings):
+        raise DamagedCheckpoint(MISSING_MANIFEST)
 
 
 def checkpoint_problem(checkpoint: str | Path) -> str | None:
@@ -257,8 +251,8 @@ def is_complete_checkpoint(checkpoint: str | Path) -> bool:
 
 def _verify_with_manifest(checkpoint: Path) -> None:
     step, files = _read_manifest(checkpoint)
-    _check_resume_state(list(files))
-    _check_step(checkpoint, step, f"its {MANIFEST_NAME} is of step {step}")
+    check_resume_state(list(files))
+    check_step(checkpoint, step, f"its {MANIFEST_NAME} is of step {step}")
     for name, (size, _) in files.items():  # sizes first: a missing file is named before a long checksum is computed
         path = checkpoint / name
         if path.is_symlink():
@@ -273,7 +267,7 @@ def _verify_with_manifest(checkpoint: Path) -> None:
     for name, (_, checksum) in files.items():
         if file_checksum(checkpoint / name) != checksum:
             raise DamagedCheckpoint(f"its {name} is not the file saved (its checksum differs from its manifest's)")
-    state_step = _trainer_state_step(checkpoint)
+    state_step = trainer_state_step(checkpoint)
     if state_step != step:
         raise DamagedCheckpoint(f"its trainer_state.json is of step {state_step}, its manifest of step {step}")
 
@@ -287,68 +281,7 @@ def _read_manifest(checkpoint: Path) -> tuple[int, dict[str, tuple[int, str]]]:
     except KeyError as error:
         raise DamagedCheckpoint(f"its {MANIFEST_NAME} has no {error.args[0]!r} field") from None
     except (OSError, ValueError, TypeError, AttributeError) as error:
-        raise DamagedCheckpoint(f"its {MANIFEST_NAME} cannot be read ({_reason(error)})") from None
-
-
-def _verify_without_manifest(checkpoint: Path) -> None:
-    step = _trainer_state_step(checkpoint)
-    _check_resume_state([path.name for path in checkpoint.iterdir()])
-    _check_step(checkpoint, step, f"its trainer_state.json is of step {step}")
-    for path in _checkpoint_files(checkpoint):
-        _check_whole(path, path.relative_to(checkpoint).as_posix())
-
-
-def _trainer_state_step(checkpoint: Path) -> int:
-    """The step of `checkpoint/trainer_state.json`, the file transformers writes last."""
-    path = checkpoint / "trainer_state.json"
-    if not path.is_file():
-        raise DamagedCheckpoint("its trainer_state.json, written last, is missing (the run stopped while saving it)")
-    try:
-        step = json.loads(path.read_text(encoding="utf-8"))["global_step"]
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise DamagedCheckpoint(f"its trainer_state.json is cut short or damaged ({_reason(error)})") from None
-    if not isinstance(step, int):
-        raise DamagedCheckpoint(f"its trainer_state.json holds the step {step!r}, not a whole number")
-    return step
-
-
-def _check_resume_state(names: list[str]) -> None:
-    """Raise `DamagedCheckpoint` when `names` (top-level paths of a checkpoint) lack something a resume loads."""
-    tops = {name.split("/")[0] for name in names}
-    for alternatives in RESUME_STATE:
-        if not any(fnmatch.filter(tops, pattern) for pattern in alternatives):
-            raise DamagedCheckpoint(f"its {alternatives[0]} is missing")
-
-
-def _check_step(checkpoint: Path, step: int, what: str) -> None:
-    match = CHECKPOINT_NAME.fullmatch(checkpoint.name)
-    if match is not None and int(match.group(1)) != step:
-        raise DamagedCheckpoint(f"{what}, its folder's name says {match.group(1)} (copied from another checkpoint?)")
-
-
-def _check_whole(path: Path, name: str) -> None:
-    """Raise `DamagedCheckpoint` for a file that is cut short or unreadable as what its name says it is."""
-    try:
-        if path.suffix == ".json":
-            content = json.loads(path.read_text(encoding="utf-8"))
-            if not isinstance(content, dict):
-                raise DamagedCheckpoint(f"its {name} holds a JSON {type(content).__name__}, not an object")
-        elif path.suffix == ".safetensors":
-            with safe_open(path, "pt"):
-                pass
-        elif path.suffix in (".pt", ".pth", ".bin"):  # torch.save writes zip archives, a CRC-32 per member
-            with zipfile.ZipFile(path) as archive:
-                damaged_member = archive.testzip()
-            if damaged_member is not None:
-                raise DamagedCheckpoint(f"its {name} is damaged (a checksum error in {damaged_member})")
-        elif path.name == "vocab.txt" and not path.read_text(encoding="utf-8").strip():
-            raise DamagedCheckpoint(f"its {name} is empty")
-    except (OSError, ValueError, SafetensorError, zipfile.BadZipFile) as error:
-        raise DamagedCheckpoint(f"its {name} is cut short or damaged ({_reason(error)})") from None
-
-
-def _reason(error: Exception) -> str:
-    return str(error) or type(error).__name__
+        raise DamagedCheckpoint(f"its {MANIFEST_NAME} cannot be read ({reason(error)})") from None
 
 
 # --- choosing the checkpoint to resume ---
@@ -356,18 +289,21 @@ def _reason(error: Exception) -> str:
 
 def last_complete_checkpoint(*folders: str | Path, announce: bool = True) -> str | None:
     """
-    The newest complete `checkpoint-<step>` folder of `folders`, searched in the order given, each newest first. With
+    The newest complete `checkpoint-<step>` folder of `folders`, searched in the order given, each newest first; one
+    without a manifest is complete only where none of the others has one (`refuse_missing_manifest`). With
     `announce`, one warning line per newer checkpoint skipped, naming its damaged file, and one line for a checkpoint
-    chosen without a manifest.
+    chosen without a manifest, which says that it is unverified.
     """
-    skipped = []
-    for checkpoint in _checkpoints_newest_first(folders):
+    skipped, candidates = [], list(_checkpoints_newest_first(folders))
+    for checkpoint in candidates:
         try:
             if checkpoint.is_symlink():  # a run's own checkpoints are folders of its own (run_outputs refuses links)
                 raise DamagedCheckpoint(
                     f"it is a symbolic link (to {os.readlink(checkpoint)}), not a folder of the run"
                 )
-            verified = verify_checkpoint(checkpoint)
+            verified = verify_checkpoint(checkpoint)  # first: a file missing or cut short is the better reason
+            if not verified:
+                refuse_missing_manifest(checkpoint, candidates)
         except DamagedCheckpoint as problem:
             skipped.append(f"skipping the checkpoint {checkpoint}: {problem}")
             continue
@@ -394,24 +330,29 @@ def _checkpoints_newest_first(folders: tuple[str | Path, ...]) -> Iterator[Path]
 
 
 def announce_unverified(checkpoint: str | Path) -> None:
-    """The one line for a checkpoint resumed from without a manifest."""
+    """The one line for a checkpoint resumed from without a manifest: unverified, and what was checked instead."""
+    step = trainer_state_step(Path(checkpoint))
     logger.warning(
-        f"{checkpoint} has no {MANIFEST_NAME} (written before roformer_hf wrote one, or the run stopped just before "
-        "it): checked without one that the files a resume loads are there and whole, and that trainer_state.json is of "
-        "the folder's step."
+        f"resuming from {checkpoint} unverified: it has no {MANIFEST_NAME} (written before roformer_hf wrote one), so "
+        "a file changed or swapped since it was saved cannot be found out (weights of another step, a flipped bit "
+        "that leaves them finite); what can be checked without one holds: the files a resume loads are there and "
+        f"readable, the weights finite, and trainer_state.json, the optimizer and the scheduler are of step {step}."
     )
 
 
 def check_given_checkpoint(checkpoint: str | Path) -> None:
     """
     Refuse a checkpoint given by path (`--resume_from_checkpoint <folder>`) that cannot be resumed from, in one line
-    naming its damaged file and the newest complete checkpoint near it (`ScriptError`).
+    naming its damaged file and the newest complete checkpoint near it (`ScriptError`); one without a manifest where
+    a checkpoint beside it has one is refused too (`refuse_missing_manifest`).
     """
     checkpoint = Path(checkpoint)
     try:
         if any(CHECKPOINT_NAME.fullmatch(path.name) for path in checkpoint.glob("checkpoint-*")):
             raise DamagedCheckpoint("it is a run's folder, not one of its checkpoint-<step> folders")
         verified = verify_checkpoint(checkpoint)
+        if not verified:
+            refuse_missing_manifest(checkpoint, list(_checkpoints_newest_first(tuple(_folders_beside(checkpoint)))))
     except DamagedCheckpoint as problem:
         newest = _nearest_complete_checkpoint(checkpoint)
         if newest is not None:
@@ -446,6 +387,7 @@ def _folders_beside(checkpoint: Path) -> list[Path]:
 __all__ = [
     "MANIFEST_NAME",
     "DamagedCheckpoint",
+    "announce_unverified",
     "atomic_path",
     "check_given_checkpoint",
     "checkpoint_problem",

@@ -1,16 +1,28 @@
-"""The files a run of the scripts writes or deletes in its output folder, by name, and the refusal of an input file
-that is one of them, before anything is read: `--test_file out/predictions.jsonl --output_dir out` would read the
-test documents, then replace them with their predictions.
+"""The one rule that keeps a run from destroying what it reads: before anything is written or deleted, every input of
+the run (the model, config and tokenizer it starts from, its data files or saved dataset, the checkpoint it resumes
+from) is compared with every path the run may write or delete, and any overlap is refused in one line naming both
+options. `--model_name_or_path M --output_dir M` would replace the model being fine-tuned with its checkpoints and
+final weights (and `--overwrite_output_dir` delete them); `--test_file out/predictions.jsonl --output_dir out` would
+read the test documents, then replace them with their predictions.
 
-Compared by resolved path (a symlink to such a file, or an `--output_dir` that is a symlink, is the same file) and,
-for the files already in the output folder, by `os.path.samefile` (a hard link). A tokenizer's `vocab.txt` or a
-checkpoint given as the model are not data files: a run that saves into the folder it loaded from writes the same
-vocabulary back, and replaces the model only with `--overwrite_output_dir`, which says so.
+What a run may write or delete: in `--output_dir`, the files of `WRITTEN_FILES` at its top and the folders of
+`WRITTEN_FOLDERS` whole (a run that does not train: only its results, pictures, predictions and lock,
+`EVALUATION_FILES`), and nothing else of it (a user's notes or data files there are never touched). What a run reads:
+an input file, or an input folder whole but for files no loader reads (results and predictions beside a model: an
+evaluation writes its results into the folder of the model it evaluates). Paths are compared once resolved (relative,
+`..`, symbolic links: `Path.resolve`), and an input file also by `os.path.samefile` with the written files already in
+the output folder (a hard link). So an output folder inside an input folder, or an input inside a checkpoint folder
+of the output folder, overlaps too. The one exception is how resuming works: `--resume_from_checkpoint` naming a
+checkpoint of the output folder, which the run reads before it writes any checkpoint (and never deletes while
+resuming: `--overwrite_output_dir` clears nothing then).
+
+A refusal never offers `--overwrite_output_dir`: it is one of the flags that would destroy the input.
 """
 
 import os
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePath
+from typing import Any
 
 from ..sentence_transformers_files import SENTENCE_TRANSFORMERS_FILES
 from .errors import ScriptError
@@ -31,48 +43,140 @@ WRITTEN_FILES = (
 WRITTEN_FOLDERS = ("checkpoint-*", "stage-*", "runs", ".partial-model-*")
 
 
-def is_written(relative_path: PurePath) -> bool:
-    """Whether a run writes or deletes the file at `relative_path` inside its output folder."""
+# What a run that does not train writes into its output folder (and what a model folder may hold beside the model,
+# since an evaluation writes its results there): no loader reads these.
+EVALUATION_FILES = ("*_results.json", "predictions.jsonl", "confusion_matrix_*", LOCK_FILE_NAME)
+EVALUATION_FOLDERS = ("runs",)
+
+# What each input option gives the run, for the messages.
+INPUT_KINDS = {
+    "--model_name_or_path": "the model",
+    "--config_name": "the config",
+    "--tokenizer_name": "the tokenizer",
+    "--dataset_name": "the dataset",
+    "--resume_from_checkpoint": "the checkpoint",
+}
+
+
+def is_written(relative_path: PurePath, trains: bool = True) -> bool:
+    """Whether a run writes or deletes the file at `relative_path` inside its output folder (`trains`: a run that
+    trains, else one that only evaluates or predicts)."""
+    folders, files = (WRITTEN_FOLDERS, WRITTEN_FILES) if trains else (EVALUATION_FOLDERS, EVALUATION_FILES)
     top = relative_path.parts[0] if relative_path.parts else ""
-    if any(fnmatchcase(top, pattern) for pattern in WRITTEN_FOLDERS):
+    if _matches(top, folders):
         return True
-    return len(relative_path.parts) == 1 and any(fnmatchcase(top, pattern) for pattern in WRITTEN_FILES)
+    return len(relative_path.parts) == 1 and _matches(top, files)
 
 
-def written_file_clash(input_file: str | Path, output_dir: str | Path) -> Path | None:
+def _matches(name: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatchcase(name, pattern) for pattern in patterns)
+
+
+def written_file_clash(input_file: str | Path, output_dir: str | Path, trains: bool = True) -> Path | None:
     """
-    The file of `output_dir` that a run writes or deletes and that is `input_file` (by path once links are resolved,
-    or by `os.path.samefile` for the files already there), relative to `output_dir`; `None` when there is none.
+    The path of `output_dir` that a run writes or deletes and that is `input_file` or holds it (by path once links
+    are resolved, or by `os.path.samefile` for the files already there), relative to `output_dir`; `None` when there
+    is none.
     """
     output_dir = Path(output_dir).resolve()
     resolved = Path(input_file).resolve()
-    if resolved.is_relative_to(output_dir) and is_written(resolved.relative_to(output_dir)):
-        return resolved.relative_to(output_dir)
+    if resolved.is_relative_to(output_dir) and is_written(resolved.relative_to(output_dir), trains):
+        relative = resolved.relative_to(output_dir)
+        return relative if len(relative.parts) == 1 else Path(relative.parts[0])
     if not (output_dir.is_dir() and resolved.is_file()):
         return None
     for entry in output_dir.iterdir():
         relative = entry.relative_to(output_dir)
-        if entry.is_file() and is_written(relative) and os.path.samefile(entry, resolved):
+        if entry.is_file() and is_written(relative, trains) and os.path.samefile(entry, resolved):
             return relative
     return None
 
 
-def check_inputs_are_not_outputs(input_files: dict[str, str | None], output_dir: str | Path) -> None:
+def run_inputs(model_args: Any, data_files: dict[str, str | None], training_args: Any) -> dict[str, str | None]:
     """
-    Refuse an input file that the run would overwrite or delete in `output_dir`, in one line naming both.
+    Every path a run reads, by the option that named it: the model, config and tokenizer of `model_args`, the
+    `data_files` (`{"--train_file": "train.jsonl", ...}`, or `--dataset_name`), and the checkpoint that
+    `--resume_from_checkpoint` names (not `true`, whose checkpoint is the output folder's own).
+    """
+    resume = training_args.resume_from_checkpoint
+    if resume is not None and str(resume).lower() in ("true", "false"):
+        resume = None
+    return {
+        "--model_name_or_path": model_args.model_name_or_path,
+        "--config_name": model_args.config_name,
+        "--tokenizer_name": model_args.tokenizer_name,
+        **data_files,
+        "--resume_from_checkpoint": None if resume is None else str(resume),
+    }
+
+
+def check_inputs_are_not_outputs(inputs: dict[str, str | None], output_dir: str | Path, trains: bool = True) -> None:
+    """
+    Refuse an input that the run would overwrite or delete, or write into, in one line naming both options.
 
     Args:
-        input_files (`dict`): each input file by the option that named it (`{"--test_file": "out/test.jsonl"}`);
-            `None` for an option not given.
+        inputs (`dict`): each input file or folder by the option that named it (`{"--test_file": "out/test.jsonl"}`,
+            see `run_inputs`); `None` for an option not given. A Hub id is compared as the local path it spells.
         output_dir (`str` or `Path`): the run's `--output_dir`.
+        trains (`bool`, defaults to `True`): whether the run trains (and so writes a model and checkpoints), or only
+            evaluates or predicts.
     """
-    for option, path in input_files.items():
-        clash = None if path is None else written_file_clash(path, output_dir)
-        if clash is None:
-            continue
-        where = Path(output_dir) / clash
-        alias = "" if Path(path) == where else f" (the same file as {where})"
-        raise ScriptError(
-            f"{option} {path}{alias} is one of the files a run writes in --output_dir {output_dir} ({clash}), so this "
-            f"run would replace or delete it: move the file out of {output_dir}, or give another --output_dir."
+    for option, path in inputs.items():
+        if path is not None:
+            refusal = overlap_refusal(option, path, output_dir, trains)
+            if refusal is not None:
+                raise ScriptError(refusal)
+
+
+def overlap_refusal(option: str, path: str, output_dir: str | Path, trains: bool = True) -> str | None:
+    """The one line refusing the input `path` of `option` for what this run writes in `output_dir`, or `None`."""
+    output, resolved = Path(output_dir).resolve(), Path(path).resolve()
+    kind = INPUT_KINDS.get(option, "the data")
+    shown = "" if Path(path).absolute() == resolved else f" (that is {resolved})"
+    resuming = option == "--resume_from_checkpoint"
+    if resolved == output:
+        if not trains or (resuming and any(resolved.glob("checkpoint-*"))):  # a run's folder: no checkpoint (resume)
+            return None
+        if option == "--model_name_or_path":
+            return (
+                f"--model_name_or_path {path} and --output_dir {output_dir} are the same folder{shown}: training "
+                "there would replace the model being trained with its checkpoints and final weights, so training it "
+                f"in place is refused: train into another folder (e.g. --output_dir {resolved}-finetuned), which "
+                f"leaves {path} as it is."
+            )
+        return (
+            f"{option} {path} and --output_dir {output_dir} are the same folder{shown}: this run would write its "
+            f"model, tokenizer and checkpoints over {kind} it reads there: give another --output_dir, which leaves "
+            f"{path} as it is."
         )
+    if output.is_relative_to(resolved) and output != resolved:
+        if not trains:
+            return None
+        return (
+            f"--output_dir {output_dir} lies inside {option} {path}{shown}: this run would write its model and "
+            f"checkpoints into the folder it reads {kind} from: give an --output_dir outside {path}."
+        )
+    clash = written_file_clash(path, output_dir, trains)
+    if clash is None or (resuming and _is_run_folder(clash)):  # resuming from a checkpoint of the run: how it works
+        return None
+    return _written_path_refusal(option, path, output_dir, clash)
+
+
+def _is_run_folder(relative: Path) -> bool:
+    return _matches(relative.parts[0], ("checkpoint-*", "stage-*"))
+
+
+def _written_path_refusal(option: str, path: str, output_dir: str | Path, clash: Path) -> str:
+    where = Path(output_dir) / clash
+    if _matches(clash.parts[0], WRITTEN_FOLDERS + EVALUATION_FOLDERS):
+        alias = "" if Path(path).is_relative_to(where) else f" (that is {Path(path).resolve()})"
+        return (
+            f"{option} {path}{alias} lies in {clash}, a folder a run writes or deletes in --output_dir {output_dir}, "
+            f"so this run could replace or delete it: copy it out of {output_dir} and give the copy, or give another "
+            "--output_dir."
+        )
+    alias = "" if Path(path) == where else f" (the same file as {where})"
+    return (
+        f"{option} {path}{alias} is one of the files a run writes in --output_dir {output_dir} ({clash}), so this "
+        f"run would replace or delete it: move the file out of {output_dir}, or give another --output_dir."
+    )
