@@ -314,6 +314,12 @@ def check_floating_weights(pretrained_model_name_or_path: str | os.PathLike, kwa
         )
 
 
+class CheckpointMismatchError(ValueError, RuntimeError):
+    """A checkpoint that does not fit the encoder as configured: a ValueError, as every refusal of a bad checkpoint
+    here, and a RuntimeError, what transformers raises for weights of another shape without `ignore_mismatched_sizes`
+    (so code written for either catches it)."""
+
+
 def check_encoder_weights_loaded(
     model: PreTrainedModel, loading_info: dict, ignore_mismatched_sizes: bool = False
 ) -> None:
@@ -366,7 +372,7 @@ def check_encoder_weights_loaded(
             f"these weights have another shape in the checkpoint than in the config: {abbreviated(shapes)} (compare "
             "hidden_size, intermediate_size, embedding_size, vocab_size and type_vocab_size)"
         )
-    raise ValueError(
+    raise CheckpointMismatchError(
         f"The checkpoint does not fit the encoder of {type(model).__name__} as configured, so some of its weights "
         f"would be random: {'; '.join(causes)}. Load it with the config saved with these weights, or fix these "
         "settings."

@@ -341,6 +341,8 @@ def test_encoder_weights_of_another_shape_raise_value_error_unless_mismatches_ar
     RoFormerForMaskedLM(tiny_config()).save_pretrained(tmp_path)
     with pytest.raises(ValueError, match=r"intermediate\.dense\.weight \(37, 32\) vs \(40, 32\)"):
         RoFormerModel.from_pretrained(tmp_path, intermediate_size=40)
+    with pytest.raises(RuntimeError, match="does not fit the encoder"):  # what transformers raises for a mismatch
+        RoFormerModel.from_pretrained(tmp_path, intermediate_size=40)
     # Asked for explicitly, as transformers' contract has it: the weights of another shape are new, said in a warning.
     model = RoFormerModel.from_pretrained(tmp_path, intermediate_size=40, ignore_mismatched_sizes=True)
     assert model.encoder.layer[0].intermediate.dense.weight.shape == (40, 32)
