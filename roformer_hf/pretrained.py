@@ -6,37 +6,31 @@ No silent random weights, no silent wrong attention: transformers initialises an
 in another shape, with `ignore_mismatched_sizes`) at random and reports it in a log table. For a new task head that is
 what the user wants; for the encoder it means a config that does not describe the checkpoint, e.g. a RoFormer-V2
 checkpoint read with a V1 config (its `norm_type`/`use_bias` lost), whose outputs are then garbage. `from_pretrained`
-turns that case into a ValueError naming the likely cause, and reads a published RoFormer-Sim checkpoint
-(`published_sim_settings`) and IDEA's Zhouwenwang as fengshen saved it (`fengshen_checkpoint_inputs`) as what they
-are.
+turns that case into a ValueError naming the likely cause, and reads a published RoFormer-Sim checkpoint and IDEA's
+Zhouwenwang as fengshen saved it as what they are (`published_layouts.py`).
 
-Publishing (the model card of `push_to_hub`, the sentence-transformers files of `save_pretrained`) lives in
-`roformer_hf.model_card` and `roformer_hf.sentence_transformers_files`, imported when used: they are not part of what
-a checkpoint carries, so a checkpoint's code loaded with `trust_remote_code=True` where roformer_hf is not installed
+Reading the published layouts (`roformer_hf.published_layouts`) and publishing (the model card of `push_to_hub`, the
+sentence-transformers files of `save_pretrained`: `roformer_hf.model_card`, `roformer_hf.sentence_transformers_files`)
+are imported when used: they are not part of what a checkpoint carries (a roformer_hf checkpoint is in roformer_hf's
+layout), so a checkpoint's code loaded with `trust_remote_code=True` where roformer_hf is not installed
 saves and uploads as plain transformers does.
 """
 
 import importlib
-import inspect
-import json
 import os
-import pickle
 import re
 import shutil
 import warnings
 from pathlib import Path
 from types import ModuleType
 
-import torch
 from huggingface_hub import hf_hub_download
 from huggingface_hub.errors import EntryNotFoundError
 from safetensors import safe_open
-from safetensors.torch import load_file
-from transformers import GenerationMixin, PreTrainedModel
+from transformers import PreTrainedModel
 from transformers.utils import logging
 
-from .configuration import RECIPE_PIPELINE_FILES, RoFormerConfig, check_config_object
-from .fengshen_layout import fengshen_settings, fengshen_state_dict_to_roformer_hf, is_fengshen_layout
+from .configuration import RECIPE_PIPELINE_FILES, RoFormerConfig
 
 logger = logging.get_logger(__name__)
 
@@ -72,18 +66,12 @@ class RoFormerPretrainedMixin:
         caller who asks for the report (`output_loading_info=True`) of a file holding no weight of the model at all
         gets the model, every weight listed in `missing_keys`, and a warning (see `holds_no_weight_of`).
 
-        A RoFormer-Sim checkpoint in the published layout (model_type "roformer") loads as a UniLM with its pooler
-        (see `published_sim_settings`), and IDEA's Zhouwenwang in fengshen's layout as a pre-norm UniLM, its weights
-        renamed (see `fengshen_checkpoint_inputs`), unless the arguments or a `config` say otherwise."""
-        source, fengshen_inputs = pretrained_model_name_or_path, None
-        if kwargs.get("config") is None and isinstance(pretrained_model_name_or_path, (str, os.PathLike)):
-            fengshen_inputs = fengshen_checkpoint_inputs(pretrained_model_name_or_path, kwargs, cls)
-            if fengshen_inputs is not None:  # read here: transformers gets our weights and config
-                pretrained_model_name_or_path, kwargs = None, fengshen_inputs
-            else:
-                bare_model = "add_pooling_layer" in inspect.signature(cls.__init__).parameters
-                for name, value in published_sim_settings(pretrained_model_name_or_path, kwargs, bare_model).items():
-                    kwargs.setdefault(name, value)
+        A RoFormer-Sim checkpoint in the published layout (model_type "roformer") loads as a UniLM with its pooler,
+        and IDEA's Zhouwenwang in fengshen's layout as a pre-norm UniLM, its weights renamed, unless the arguments or
+        a `config` say otherwise (`published_layouts.py`, where roformer_hf is installed)."""
+        source, layouts = pretrained_model_name_or_path, roformer_hf_module("published_layouts")
+        if layouts is not None and kwargs.get("config") is None and isinstance(source, (str, os.PathLike)):
+            pretrained_model_name_or_path, kwargs = layouts.published_layout_inputs(source, kwargs, cls)
         if isinstance(pretrained_model_name_or_path, (str, os.PathLike)):
             check_floating_weights(pretrained_model_name_or_path, kwargs)
         output_loading_info = kwargs.pop("output_loading_info", False)
@@ -96,7 +84,7 @@ class RoFormerPretrainedMixin:
             ignore_mismatched_sizes=True,
             **kwargs,
         )
-        if fengshen_inputs is not None:  # loaded from weights: the model still says where they came from
+        if pretrained_model_name_or_path is None:  # loaded from weights: the model still says where they came from
             model.name_or_path = model.config.name_or_path = str(source)
         if output_loading_info and holds_no_weight_of(model, loading_info):
             logger.warning(
@@ -163,101 +151,6 @@ def roformer_hf_module(name: str) -> ModuleType | None:
         return None
 
 
-def checkpoint_settings(pretrained_model_name_or_path: str | os.PathLike, hub_kwargs: dict) -> dict:
-    """A checkpoint's config.json as a dict (empty where it has none); one that holds no JSON object is refused."""
-    config_file = checkpoint_file(pretrained_model_name_or_path, "config.json", hub_kwargs)
-    if config_file is None:
-        return {}
-    settings = json.loads(config_file.read_text(encoding="utf-8"))
-    check_config_object(settings, pretrained_model_name_or_path)
-    return settings
-
-
-def published_sim_settings(pretrained_model_name_or_path: str | os.PathLike, kwargs: dict, bare_model: bool) -> dict:
-    """The settings a RoFormer-Sim checkpoint in the published layout needs and does not say, for `from_pretrained`.
-
-    Its config.json (model_type "roformer", written for JunnYu's `roformer`) says `is_decoder: true` and
-    `pooler_activation`, and its weights hold a pooler and an LM head, but nothing says that it attends as a UniLM
-    or that the pooler (its sentence vector) belongs to the model. Read as it is, it would drop the pooler and attend
-    left to right: wrong outputs, without an error. Conversion (`roformer_hf.convert`) writes the same settings.
-
-    Args:
-        pretrained_model_name_or_path (`str` or `os.PathLike`): What `from_pretrained` was given.
-        kwargs (`dict`): The arguments of `from_pretrained` (where to find the files: revision, cache_dir, ...).
-        bare_model (`bool`): Whether the class is the bare encoder, which has a pooler only when told.
-
-    Returns:
-        `dict`: `decoder_mask="unilm"` (and `add_pooling_layer=True` for the bare encoder) for a published Sim
-        checkpoint; empty for every other checkpoint.
-    """
-    hub_kwargs = {name: kwargs[name] for name in HUB_ARGUMENTS if kwargs.get(name) is not None}
-    settings = checkpoint_settings(pretrained_model_name_or_path, hub_kwargs)
-    if settings.get("model_type") != "roformer" or not settings.get("is_decoder"):
-        return {}
-    names = weight_names(pretrained_model_name_or_path, hub_kwargs)
-    if not any(name.startswith("roformer.pooler.") for name in names):
-        return {}
-    if not any(name.startswith("cls.predictions.") for name in names):
-        return {}
-    return {"decoder_mask": "unilm", "add_pooling_layer": True} if bare_model else {"decoder_mask": "unilm"}
-
-
-def fengshen_checkpoint_inputs(
-    pretrained_model_name_or_path: str | os.PathLike, kwargs: dict, model_class: type
-) -> dict | None:
-    """The arguments of transformers' `from_pretrained` for a Zhouwenwang checkpoint in fengshen's layout (see
-    `fengshen_layout`), or None for any other checkpoint. Its config.json (model_type "roformer") says nothing of its
-    architecture and its weight names are fengshen's: read as a plain RoFormer, every norm weight would be missing
-    (refused by `check_encoder_weights_loaded`). Its weights are read here (a `pytorch_model.bin` with
-    `weights_only=True`) and renamed, so the model holds, and saves, roformer_hf's names.
-
-    Args:
-        pretrained_model_name_or_path (`str` or `os.PathLike`): What `from_pretrained` was given.
-        kwargs (`dict`): The arguments of `from_pretrained`; they override the settings read here.
-        model_class (`type`): The class loading it: one that generates (the causal LM) is also a decoder.
-
-    Returns:
-        `dict`: `kwargs` with `config` (the checkpoint's, with `fengshen_settings`) and `state_dict` (renamed),
-        but the settings the config took.
-    """
-    hub_kwargs = {name: kwargs[name] for name in HUB_ARGUMENTS if kwargs.get(name) is not None}
-    if checkpoint_settings(pretrained_model_name_or_path, hub_kwargs).get("model_type") != "roformer":
-        return None
-    names = weight_names(pretrained_model_name_or_path, hub_kwargs)
-    if not is_fengshen_layout(names):
-        return None
-    settings = fengshen_settings(names)
-    if issubclass(model_class, GenerationMixin):
-        settings["is_decoder"] = True
-    config, model_kwargs = RoFormerConfig.from_pretrained(
-        pretrained_model_name_or_path, return_unused_kwargs=True, **{**settings, **kwargs}
-    )
-    state_dict = fengshen_state_dict_to_roformer_hf(checkpoint_weights(pretrained_model_name_or_path, hub_kwargs))
-    return {**model_kwargs, "config": config, "state_dict": state_dict}
-
-
-def checkpoint_weights(pretrained_model_name_or_path: str | os.PathLike, hub_kwargs: dict) -> dict[str, torch.Tensor]:
-    """The tensors of a checkpoint (see `WEIGHT_FILES`, shards joined); pickles are read with `weights_only=True`."""
-    for name in WEIGHT_FILES:
-        file = checkpoint_file(pretrained_model_name_or_path, name, hub_kwargs)
-        if file is None:
-            continue
-        shards = [file]
-        if name.endswith(".index.json"):
-            shard_names = sorted(set(json.loads(file.read_text(encoding="utf-8"))["weight_map"].values()))
-            shards = [checkpoint_file(pretrained_model_name_or_path, shard, hub_kwargs) for shard in shard_names]
-        if None in shards:
-            raise OSError(f"{file} names shards that {pretrained_model_name_or_path} lacks: download every shard.")
-        state_dict = {}
-        for shard in shards:
-            is_safetensors = shard.suffix == ".safetensors"
-            state_dict |= (
-                load_file(shard) if is_safetensors else torch.load(shard, map_location="cpu", weights_only=True)
-            )
-        return state_dict
-    return {}
-
-
 def checkpoint_file(pretrained_model_name_or_path: str | os.PathLike, name: str, hub_kwargs: dict) -> Path | None:
     """The local path of a checkpoint's file (downloaded into the Hub cache as `from_pretrained` would), or None
     where there is none; transformers then reports any problem with the checkpoint itself."""
@@ -270,24 +163,6 @@ def checkpoint_file(pretrained_model_name_or_path: str | os.PathLike, name: str,
         return Path(hf_hub_download(str(pretrained_model_name_or_path), name, **hub_kwargs))
     except (OSError, ValueError, EntryNotFoundError):  # no such repository or file, offline without it, bad id
         return None
-
-
-def weight_names(pretrained_model_name_or_path: str | os.PathLike, hub_kwargs: dict) -> set[str]:
-    """The parameter names of a checkpoint, read without its tensors (empty when it has no readable weights)."""
-    for name in WEIGHT_FILES:
-        file = checkpoint_file(pretrained_model_name_or_path, name, hub_kwargs)
-        if file is None:
-            continue
-        if name.endswith(".index.json"):
-            return set(json.loads(file.read_text(encoding="utf-8"))["weight_map"])
-        if name.endswith(".safetensors"):
-            with safe_open(file, framework="pt") as weights:
-                return set(weights.keys())
-        try:  # a pickle; tensors go to the meta device, so nothing is read but the names
-            return set(torch.load(file, map_location="meta", weights_only=True, mmap=True))
-        except (pickle.UnpicklingError, RuntimeError):  # refused or unreadable: transformers says so when it loads
-            return set()
-    return set()
 
 
 def check_floating_weights(pretrained_model_name_or_path: str | os.PathLike, kwargs: dict) -> None:
