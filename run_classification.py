@@ -61,6 +61,7 @@ from roformer_hf.training.cli import (
     parse_arguments,
 )
 from roformer_hf.training.console import loading_instructions, setup_logging
+from roformer_hf.training.cpu_precision import settle_cpu_precision
 from roformer_hf.training.data_files import (
     CSV_ONLY_EMPTY_CELLS_MISSING,
     check_caches_writable,
@@ -101,6 +102,7 @@ from roformer_hf.training.run_outputs import (
     save_state,
 )
 from roformer_hf.training.script_runner import guard_run, run_script
+from roformer_hf.training.threads import choose_threads
 from roformer_hf.training.written_files import check_inputs_are_not_outputs
 
 logger = logging.getLogger(__name__)
@@ -554,6 +556,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     """Run the script; returns the metrics (train, eval, test) it logged."""
     model_args, data_args, training_args = parse_classification_arguments(argv)
     setup_logging(training_args)
+    choose_threads(training_args.threads)
     check_distributed_launch(training_args)
     with guard_run(
         training_args, "run_classification.py", demo_or_given_arguments(argv, DEMO_ARGUMENTS, announce=False)
@@ -565,6 +568,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
         raw_datasets, label_info = load_labelled_documents(model_args, data_args, training_args)
         tokenizer, model = build_tokenizer_and_classifier(model_args, label_info)
         data_args = resolve_input_settings(data_args, model, model_args.model_name_or_path, training_args.do_train)
+        tokens_per_step = training_args.per_device_train_batch_size * data_args.max_seq_length
+        settle_cpu_precision(training_args, model.config, tokens_per_step)
         if training_args.do_train:  # the saved tokenizer's truncation=True cuts to the length fine-tuned with
             tokenizer.model_max_length = data_args.max_seq_length
         tokenized = encode_documents(raw_datasets, tokenizer, label_info, data_args, training_args)

@@ -38,6 +38,7 @@ from roformer_hf.training.cli import (
     parse_arguments,
 )
 from roformer_hf.training.console import loading_instructions, setup_logging
+from roformer_hf.training.cpu_precision import settle_cpu_precision
 from roformer_hf.training.data_files import check_caches_writable, hold_out_validation, limit_examples
 from roformer_hf.training.divergence import StopOnNonFiniteWeights
 from roformer_hf.training.errors import ScriptError
@@ -69,6 +70,7 @@ from roformer_hf.training.text_corpus import (
     pack_into_blocks,
     tokenize_with_word_ids,
 )
+from roformer_hf.training.threads import choose_threads
 from roformer_hf.training.whole_word_masking import (
     EpochCallback,
     WholeWordMaskCollator,
@@ -233,6 +235,14 @@ def load_corpus(data_args: DataArguments, model_args: ModelArguments) -> dataset
 def data_file_option(split: str, data_args: DataArguments) -> str:
     """The option and file a split was read from, for messages: `--train_file corpus.txt`."""
     return f"--{split}_file {getattr(data_args, f'{split}_file')}"
+
+
+def tokens_per_step(stages: list[Stage], training_args: TrainingArguments) -> int:
+    """The tokens of one training batch in the stage that trains on the most tokens (what the precision probe times)."""
+    main_stage = max(
+        stages, key=lambda stage: (stage.steps or 1) * (stage.global_batch_size or 1) * stage.max_seq_length
+    )
+    return training_args.per_device_train_batch_size * main_stage.max_seq_length
 
 
 def build_tokenizer_and_masked_lm(
@@ -487,6 +497,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     """Run the script; returns the results of every stage (empty on processes other than the main one)."""
     model_args, data_args, masking_args, training_args = parse_mlm_arguments(argv)
     setup_logging(training_args)
+    choose_threads(training_args.threads)
     check_distributed_launch(training_args)
     with guard_run(training_args, "run_mlm.py", demo_or_given_arguments(argv, DEMO_ARGUMENTS, announce=False)):
         check_output_dir(training_args)
@@ -497,6 +508,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         raw_datasets = load_corpus(data_args, model_args)
         longest = max(stage.max_seq_length for stage in stages) if training_args.do_train else None
         tokenizer, model = build_tokenizer_and_masked_lm(model_args, masking_args.sparse_prediction, longest)
+        settle_cpu_precision(training_args, model.config, tokens_per_step(stages, training_args))
         # each stage tokenizes the text to its own length when it starts
         tokenize_to_length = partial(
             tokenize_corpus, raw_datasets, tokenizer, data_args=data_args, training_args=training_args

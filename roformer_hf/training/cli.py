@@ -192,8 +192,8 @@ COMMON_TRAINING_OPTIONS = {
     "save_strategy": "When to save a checkpoint: 'no', 'steps', 'epoch' or 'best'.",
     "save_steps": "Steps between checkpoints with --save_strategy steps.",
     "logging_steps": "Steps between loss reports.",
-    "bf16": "bfloat16 mixed precision. On a CPU the default where it pays (bf16 instructions, e.g. avx512_bf16), "
-    "dropped where it does not; on a GPU off unless given.",
+    "bf16": "bfloat16 mixed precision. On a CPU the default where it pays for this model (measured), dropped where "
+    "the CPU has no bf16 instructions; on a GPU off unless given.",
     "seed": "Random seed of initialisation, masking and data order.",
     "resume_from_checkpoint": "A checkpoint folder to continue from, or True for the newest in output_dir.",
     "log_level": "Console verbosity: 'warning' shows warnings and results, 'info' also transformers' progress.",
@@ -523,10 +523,18 @@ class ScriptTrainingArguments(TrainingArguments):
     bf16: bool | None = field(
         default=None,  # not given: chosen from the machine in __post_init__
         metadata={
-            "help": "bfloat16 mixed precision. On a CPU: by default where bf16 pays (the CPU has bf16 instructions: "
-            "avx512_bf16, amx_bf16), dropped with a warning where it does not. On a GPU: off unless given.",
+            "help": "bfloat16 mixed precision. On a CPU: by default where bf16 pays for this model (the CPU has bf16 "
+            "instructions, e.g. avx512_bf16, amx_bf16, and a probe of one layer measures it faster), dropped with a "
+            "warning where the CPU has no bf16 instructions. On a GPU: off unless given.",
             "nargs": "?",  # --bf16 alone means true, as for transformers' own boolean options
             "const": True,
+        },
+    )
+    threads: int | None = field(
+        default=None,
+        metadata={
+            "help": "Threads to compute with. Default: OMP_NUM_THREADS where set, else the cores this process may use "
+            "less those other processes keep busy when it starts (said in one line)."
         },
     )
     log_level: str = field(
