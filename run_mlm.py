@@ -237,12 +237,9 @@ def data_file_option(split: str, data_args: DataArguments) -> str:
     return f"--{split}_file {getattr(data_args, f'{split}_file')}"
 
 
-def tokens_per_step(stages: list[Stage], training_args: TrainingArguments) -> int:
-    """The tokens of one training batch in the stage that trains on the most tokens (what the precision probe times)."""
-    main_stage = max(
-        stages, key=lambda stage: (stage.steps or 1) * (stage.global_batch_size or 1) * stage.max_seq_length
-    )
-    return training_args.per_device_train_batch_size * main_stage.max_seq_length
+def main_stage(stages: list[Stage]) -> Stage:
+    """The stage that trains on the most tokens: its length is the one the precision probe times."""
+    return max(stages, key=lambda stage: (stage.steps or 1) * (stage.global_batch_size or 1) * stage.max_seq_length)
 
 
 def build_tokenizer_and_masked_lm(
@@ -508,7 +505,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         raw_datasets = load_corpus(data_args, model_args)
         longest = max(stage.max_seq_length for stage in stages) if training_args.do_train else None
         tokenizer, model = build_tokenizer_and_masked_lm(model_args, masking_args.sparse_prediction, longest)
-        settle_cpu_precision(training_args, model.config, tokens_per_step(stages, training_args))
+        settle_cpu_precision(training_args, model.config, main_stage(stages).max_seq_length)
         # each stage tokenizes the text to its own length when it starts
         tokenize_to_length = partial(
             tokenize_corpus, raw_datasets, tokenizer, data_args=data_args, training_args=training_args

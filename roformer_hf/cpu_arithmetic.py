@@ -1,5 +1,6 @@
-"""Whether bf16 arithmetic pays on the CPU this process runs on, for the matrix products of one model: the scripts'
-`--bf16` default (`training/cpu_precision.py`) reads it.
+"""Whether bf16 arithmetic pays on the CPU this process runs on, for one model at one batch shape: the scripts'
+`--bf16` default (`training/cpu_precision.py`) reads it. The model's own code does not: a checkpoint does not carry
+this file.
 
 bf16 (weights in bf16, or `torch.autocast("cpu", dtype=torch.bfloat16)`, what the scripts' `--bf16 true` turns on) can
 be fast on a CPU only where the CPU multiplies bf16 numbers natively: AVX-512 BF16 (`avx512_bf16`: AMD Zen 4 and later,
@@ -7,34 +8,39 @@ Intel Cooper Lake), AMX (`amx_bf16`: Intel Sapphire Rapids and later), or Arm's 
 torch converts every bf16 number to float32 and back, and bf16 runs slower than float32: the CPU's flags in
 /proc/cpuinfo are a fast "never". With them, whether bf16 pays depends on the CPU and on the sizes of the products: a
 small one loses AMX's tile set-up, a mid-size one on two threads gains little, and autocast's casts cost the same
-whatever the gain. So a probe decides: one layer-shaped block of the model (its hidden x hidden and hidden x
-intermediate products, layer norms and GELU) trained forward and backward in float32 and under bf16 autocast, at the
-run's tokens per step and thread count. bf16 pays if the block trains at least `MIN_SPEEDUP` times as fast, a margin
-that keeps the choice within a few percent of the better precision where the two are close. The measured speed-up is
-cached per machine (CPU model, torch version, threads) and shape (`probe_cache_file`), so a run pays the probe once.
+whatever the gain. So a probe decides: one layer of the model itself (its attention, its hidden x hidden and
+hidden x intermediate products, dropout) trained forward and backward in float32 and under bf16 autocast, at the run's
+sequences and thread count. bf16 pays if the layer trains at least `MIN_SPEEDUP` times as fast, a margin that keeps
+the choice within a few percent of the better precision where the two are close (the embeddings, the head and the
+optimizer step gain less). The measured speed-up is cached per machine (CPU model, torch version, threads) and shape
+(`probe_cache_file`), so a run pays the probe once.
 """
 
 import contextlib
+import copy
 import functools
 import json
 import os
 import platform
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
+from transformers import PreTrainedConfig
 
 # The /proc/cpuinfo flags (x86 "flags", Arm "Features") of instructions that multiply bf16 numbers.
 BF16_INSTRUCTION_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
-# bf16 is chosen only where the probe measures it at least this much faster: the probe's block leaves out attention,
-# embeddings and the optimizer step, which gain less from bf16, and its timing varies by a few percent.
+# bf16 is chosen only where the probe measures it at least this much faster: the probe's layer leaves out the
+# embeddings, the head and the optimizer step, which gain less from bf16, and its timing varies by a few percent.
 MIN_SPEEDUP = 1.1
 CPUINFO = Path("/proc/cpuinfo")
-# Floating-point operations of one timed pass of the probe at most (about 0.1 s in float32 on two cores): the tokens
-# are capped to fit, so a base-width model probes with 256 of its tokens and the demo's with all of them.
-PROBE_FLOPS = 8e9
+# Floating-point operations of one timed pass of the probe's projections at most (about 0.1 s in float32 on two
+# cores): the tokens are capped to fit, so a base-width model probes one sequence of up to 320 tokens, the demo's
+# model a whole batch.
+PROBE_FLOPS = 14e9
 PROBE_SECONDS = 0.4  # the timed rounds stop once this much time has gone, after at least one of each dtype
 PROBE_ROUNDS = 3
 
@@ -48,17 +54,29 @@ class CpuBf16(NamedTuple):
 
 
 class LayerShape(NamedTuple):
-    """The sizes of one layer's matrix products: `tokens` (batch x sequence length) x `hidden` x `intermediate`."""
+    """What one training step asks of one layer: `batch_size` sequences of `seq_len` tokens through a layer `hidden`
+    wide with `heads` attention heads and an `intermediate` feed-forward width."""
 
-    tokens: int
+    batch_size: int
+    seq_len: int
     hidden: int
     intermediate: int
+    heads: int
+
+    @classmethod
+    def of(cls, config: PreTrainedConfig, batch_size: int, seq_len: int) -> "LayerShape":
+        """The shape of `config`'s layers at `batch_size` x `seq_len` tokens a step."""
+        return cls(batch_size, seq_len, config.hidden_size, config.intermediate_size, config.num_attention_heads)
 
     def probed(self) -> "LayerShape":
-        """The shape the probe times: the same widths, the tokens capped to `PROBE_FLOPS` (a multiple of 64)."""
+        """The shape the probe times: the same layer, the tokens capped to `PROBE_FLOPS` (fewer sequences first)."""
         flops_per_token = 6 * (4 * self.hidden**2 + 2 * self.hidden * self.intermediate)  # forward + backward
-        cap = max(64, int(PROBE_FLOPS / flops_per_token) // 64 * 64)
-        return self._replace(tokens=min(self.tokens, cap))
+        cap = max(128, int(PROBE_FLOPS / flops_per_token) // 64 * 64)
+        seq_len = min(self.seq_len, cap)
+        return self._replace(batch_size=max(1, min(self.batch_size, cap // seq_len)), seq_len=seq_len)
+
+    def __str__(self) -> str:
+        return f"{self.batch_size} x {self.seq_len} tokens, hidden {self.hidden}, intermediate {self.intermediate}"
 
 
 def cpu_flags(cpuinfo: Path = CPUINFO) -> set[str] | None:
@@ -111,55 +129,42 @@ def decide_layer_bf16(flags: set[str] | None, shape: LayerShape, probe: Callable
         return never
     speedup = probe(shape)
     verdict = "at least" if speedup >= MIN_SPEEDUP else "less than"
-    probed = shape.probed()
+    threads = torch.get_num_threads()
     return CpuBf16(
         speedup >= MIN_SPEEDUP,
-        f"a layer of this model ({probed.tokens:,} tokens x {shape.hidden} x {shape.intermediate}) trains "
-        f"{speedup:.2f}x as fast in bf16 as in float32 on this CPU at {torch.get_num_threads()} threads ({verdict} "
-        f"{MIN_SPEEDUP}x)",
+        f"a layer of this model ({shape.probed()}) trains {speedup:.2f}x as fast in bf16 as in float32 on this CPU "
+        f"at {threads} thread{'s' if threads > 1 else ''} ({verdict} {MIN_SPEEDUP}x)",
     )
 
 
-def layer_speedup(shape: LayerShape) -> float:
-    """How many times as fast one layer-shaped block of `shape.probed()` trains (forward and backward) under bf16
-    autocast as in float32 on this CPU at torch's current thread count: the best of up to `PROBE_ROUNDS` passes of
-    each, taken in turn so that other load hits both alike, after one untimed pass of each."""
+def layer_speedup(config: PreTrainedConfig, shape: LayerShape) -> float:
+    """How many times as fast one layer of `config`'s model trains (forward and backward, dropout on, at the probed
+    `shape`) under bf16 autocast as in float32 on this CPU at torch's current thread count: the best of up to
+    `PROBE_ROUNDS` passes of each, taken in turn so that other load hits both alike, after one untimed pass of each."""
+    from .modeling import RoFormerModel  # here: the model's code does not import this module
+
+    probed = shape.probed()
     torch.manual_seed(0)
-    block = _ProbeBlock(shape.hidden, shape.intermediate)
-    hidden_states = torch.randn(shape.probed().tokens, shape.hidden, requires_grad=True)
+    layer_config = copy.deepcopy(config)
+    layer_config.num_hidden_layers, layer_config.vocab_size = 1, 8  # one layer; the input comes as embeddings
+    model = RoFormerModel(layer_config, add_pooling_layer=False).train()
+    embedded = torch.randn(probed.batch_size, probed.seq_len, layer_config.embedding_size, requires_grad=True)
     best = {False: float("inf"), True: float("inf")}
     passes = [False, True, *[in_bf16 for _ in range(PROBE_ROUNDS) for in_bf16 in (False, True)]]
+    # One thread computes in this one: its CPU time is what the pass costs, however busy the machine. Several wait
+    # for each other, which only the wall clock sees.
+    clock = time.thread_time if torch.get_num_threads() == 1 else time.perf_counter
     started = time.perf_counter()
     for index, in_bf16 in enumerate(passes):
-        start = time.perf_counter()
+        start = clock()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=in_bf16):
-            output = block(hidden_states)
+            output = model(inputs_embeds=embedded).last_hidden_state
         output.float().square().mean().backward()
         if index >= 2:
-            best[in_bf16] = min(best[in_bf16], time.perf_counter() - start)
+            best[in_bf16] = min(best[in_bf16], clock() - start)
         if index >= 3 and index % 2 == 1 and time.perf_counter() - started > PROBE_SECONDS:
             break
     return best[False] / best[True]
-
-
-class _ProbeBlock(torch.nn.Module):
-    """A transformer layer's arithmetic without the attention scores: the query/key/value and output projections
-    (hidden x hidden), the feed-forward products (hidden x intermediate), two layer norms and a GELU, which autocast
-    treats as it treats the model's."""
-
-    def __init__(self, hidden: int, intermediate: int):
-        super().__init__()
-        self.query_key_value = torch.nn.Linear(hidden, 3 * hidden)
-        self.output = torch.nn.Linear(hidden, hidden)
-        self.attention_norm = torch.nn.LayerNorm(hidden)
-        self.up = torch.nn.Linear(hidden, intermediate)
-        self.down = torch.nn.Linear(intermediate, hidden)
-        self.output_norm = torch.nn.LayerNorm(hidden)
-
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        query, key, value = self.query_key_value(hidden_states).chunk(3, dim=-1)
-        mixed = self.attention_norm(hidden_states + self.output(query * key + value))  # stands in for attention
-        return self.output_norm(mixed + self.down(torch.nn.functional.gelu(self.up(mixed))))
 
 
 # --- the cache of measured speed-ups ---
@@ -173,11 +178,11 @@ def probe_cache_file() -> Path:
 
 def probe_cache_key(shape: LayerShape) -> str:
     """What a measurement holds for: the CPU model, torch's version, the thread count and the probed shape."""
-    cpu_name = torch.cpu.get_capabilities().get("cpu_name") or platform.processor() or platform.machine()
+    get_capabilities = getattr(torch.cpu, "get_capabilities", dict)  # recent torch only
+    cpu_name = get_capabilities().get("cpu_name") or platform.processor() or platform.machine()
     probed = shape.probed()
     return (
-        f"{cpu_name} | torch {torch.__version__} | {torch.get_num_threads()} threads | "
-        f"{probed.tokens} x {probed.hidden} x {probed.intermediate}"
+        f"{cpu_name} | torch {torch.__version__} | {torch.get_num_threads()} threads | {probed}, {probed.heads} heads"
     )
 
 
@@ -205,7 +210,7 @@ def write_probe_cache(path: Path, cached: dict[str, float]) -> None:
             temporary.unlink(missing_ok=True)
 
 
-def cached_layer_speedup(shape: LayerShape, probe: Callable[[LayerShape], float] = layer_speedup) -> float:
+def cached_layer_speedup(shape: LayerShape, probe: Callable[[LayerShape], float]) -> float:
     """bf16's speed-up for `shape` on this machine: read from the cache, or measured by `probe` and cached."""
     path, key = probe_cache_file(), probe_cache_key(shape)
     cached = read_probe_cache(path)
@@ -215,9 +220,19 @@ def cached_layer_speedup(shape: LayerShape, probe: Callable[[LayerShape], float]
     return cached[key]
 
 
-def layer_bf16(shape: LayerShape) -> CpuBf16:
-    """Whether bf16 pays on this CPU for layers of `shape` (probed once per machine and shape: `probe_cache_file`)."""
-    return decide_layer_bf16(cpu_flags(), shape, cached_layer_speedup)
+def layer_bf16(config: PreTrainedConfig, batch_size: int, seq_len: int) -> CpuBf16:
+    """
+    Whether bf16 pays on this CPU for training `config`'s model on `batch_size` x `seq_len` tokens a step, at torch's
+    current thread count (probed once per machine and shape: `probe_cache_file`).
+
+    Args:
+        config (`RoFormerConfig`): the model's config.
+        batch_size (`int`), seq_len (`int`): the sequences of one training batch and their length.
+    """
+    shape = LayerShape.of(config, batch_size, seq_len)
+    return decide_layer_bf16(
+        cpu_flags(), shape, lambda shape: cached_layer_speedup(shape, partial(layer_speedup, config))
+    )
 
 
 __all__ = [

@@ -5,8 +5,9 @@ import json
 
 import pytest
 import torch
+from conftest import TINY
 
-from roformer_hf import cpu_arithmetic
+from roformer_hf import RoFormerConfig, RoFormerModel, cpu_arithmetic
 from roformer_hf.cpu_arithmetic import (
     MIN_SPEEDUP,
     LayerShape,
@@ -17,7 +18,7 @@ from roformer_hf.cpu_arithmetic import (
 )
 
 X86_WITHOUT_BF16 = {"fpu", "sse2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni"}
-DEMO = LayerShape(tokens=1024, hidden=128, intermediate=512)
+DEMO = LayerShape(batch_size=16, seq_len=64, hidden=128, intermediate=512, heads=2)
 
 
 def no_probe(shape: LayerShape) -> float:
@@ -45,14 +46,16 @@ def test_with_bf16_instructions_the_probe_decides_with_a_margin(flags, speedup, 
     assert probed == [DEMO]
     assert decision.pays is pays
     assert f"trains {speedup:.2f}x as fast in bf16 as in float32" in decision.reason
-    assert "1,024 tokens x 128 x 512" in decision.reason
+    assert "(16 x 64 tokens, hidden 128, intermediate 512)" in decision.reason
     assert ("at least" if pays else "less than") in decision.reason
 
 
 def test_the_probe_caps_the_tokens_of_wide_models_and_keeps_small_ones():
     assert DEMO.probed() == DEMO
-    base = LayerShape(tokens=4 * 512, hidden=768, intermediate=3072).probed()
-    assert (base.hidden, base.intermediate) == (768, 3072) and 64 <= base.tokens < 2048 and base.tokens % 64 == 0
+    base = LayerShape(batch_size=4, seq_len=512, hidden=768, intermediate=3072, heads=12).probed()
+    assert base._replace(seq_len=0) == (1, 0, 768, 3072, 12)  # fewer sequences first, then shorter ones
+    assert 128 <= base.seq_len <= 512 and base.seq_len % 64 == 0
+    assert LayerShape(8, 128, 768, 3072, 12).probed().seq_len == 128
 
 
 def test_cpu_flags_of_x86_and_arm_cpuinfo(tmp_path):
@@ -65,8 +68,10 @@ def test_cpu_flags_of_x86_and_arm_cpuinfo(tmp_path):
     assert cpu_flags(tmp_path / "missing") is None
 
 
-def test_the_probe_measures_a_ratio_of_speeds():
-    assert 0.01 < cpu_arithmetic.layer_speedup(LayerShape(tokens=64, hidden=32, intermediate=64)) < 100
+def test_the_probe_trains_one_layer_of_the_model_and_measures_a_ratio_of_speeds():
+    config = RoFormerConfig(**TINY)
+    assert 0.01 < cpu_arithmetic.layer_speedup(config, LayerShape.of(config, batch_size=2, seq_len=16)) < 100
+    assert config.num_hidden_layers == TINY["num_hidden_layers"]  # the caller's config is left as it was
 
 
 # --- the cache ---
@@ -94,7 +99,7 @@ def test_a_measurement_is_cached_whole_and_reused(cache_home):
     assert probe.calls == 1
     assert probe_cache_file().parent.parent == cache_home
     [(key, value)] = json.loads(probe_cache_file().read_text()).items()  # valid JSON: written whole
-    assert value == 1.7 and torch.__version__ in key and "1024 x 128 x 512" in key
+    assert value == 1.7 and torch.__version__ in key and "16 x 64 tokens, hidden 128, intermediate 512" in key
     assert [path.name for path in probe_cache_file().parent.iterdir()] == [probe_cache_file().name]  # no leftovers
 
 
@@ -126,3 +131,11 @@ def test_a_cache_that_cannot_be_written_still_gives_the_measurement(cache_home):
     probe = CountingProbe(1.2)
     assert cached_layer_speedup(DEMO, probe) == 1.2
     assert cached_layer_speedup(DEMO, probe) == 1.2 and probe.calls == 2  # measured again, nothing raised
+
+
+def test_a_saved_checkpoint_does_not_carry_this_module(tmp_path):
+    """The machine's question is the caller's: the model's code (what a checkpoint carries) does not import it."""
+    RoFormerModel(RoFormerConfig(**TINY)).save_pretrained(tmp_path)
+    carried = {path.name for path in tmp_path.glob("*.py")}
+    assert "modeling.py" in carried and "attention_kernels.py" in carried
+    assert "cpu_arithmetic.py" not in carried

@@ -54,14 +54,14 @@ def settled(monkeypatch, pays_for_layer: bool, **given) -> tuple[SimpleNamespace
     monkeypatch.setattr(cpu_precision, "cpu_bf16", lambda: CpuBf16(True, "this CPU has bf16 instructions (mocked)"))
     probed = []
 
-    def layer_bf16(shape: LayerShape) -> CpuBf16:
-        probed.append(shape)
+    def layer_bf16(config, batch_size: int, seq_len: int) -> CpuBf16:
+        probed.append(LayerShape.of(config, batch_size, seq_len))
         return CpuBf16(pays_for_layer, "a layer of this model trains 1.50x as fast (mocked)")
 
     monkeypatch.setattr(cpu_precision, "layer_bf16", layer_bf16)
-    arguments = training_arguments(mixed_precision="unset", **given)
+    arguments = training_arguments(mixed_precision="unset", per_device_train_batch_size=16, **given)
     choose_cpu_precision(arguments)
-    settle_cpu_precision(arguments, SimpleNamespace(hidden_size=128, intermediate_size=512), tokens_per_step=1024)
+    settle_cpu_precision(arguments, RoFormerConfig(hidden_size=128, intermediate_size=512, num_attention_heads=2), 64)
     return arguments, probed
 
 
@@ -69,7 +69,7 @@ def settled(monkeypatch, pays_for_layer: bool, **given) -> tuple[SimpleNamespace
 def test_an_unset_bf16_on_a_bf16_cpu_follows_the_probe_of_the_models_layer(monkeypatch, caplog, pays):
     with caplog.at_level("WARNING", logger=cpu_precision.__name__):
         arguments, probed = settled(monkeypatch, pays)
-    assert probed == [LayerShape(tokens=1024, hidden=128, intermediate=512)]
+    assert probed == [LayerShape(batch_size=16, seq_len=64, hidden=128, intermediate=512, heads=2)]
     assert arguments.bf16 is pays and arguments.mixed_precision == ("bf16" if pays else "no")
     [line] = caplog.messages
     assert "1.50x" in line

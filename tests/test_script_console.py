@@ -32,7 +32,6 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA = REPO_ROOT / "data"
 ENVIRONMENT = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
 TINY_MODEL = "hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64"
-TINY_CONFIG = dataclasses.make_dataclass("TinyConfig", [("hidden_size", int, 32), ("intermediate_size", int, 64)])()
 MLM_ARGUMENTS = [
     *("--train_file", str(DATA / "peoples_daily_sample.txt"), "--tokenizer_name", str(DATA / "demo_vocab.txt")),
     *("--config_overrides", TINY_MODEL, "--stages", "32:8:3,64:8:2", "--per_device_train_batch_size", "8"),
@@ -198,9 +197,9 @@ def test_the_default_on_a_bf16_cpu_is_what_the_probe_measures_said_in_one_line(m
     training_args = parsed_with_cpu(monkeypatch, caplog, WITH_BF16)
     assert training_args.bf16 is True and caplog.messages == []
     measured = CpuBf16(pays, f"a layer of this model trains {1.4 if pays else 0.8}x as fast in bf16 (mocked)")
-    monkeypatch.setattr(cpu_precision, "layer_bf16", lambda shape: measured)
+    monkeypatch.setattr(cpu_precision, "layer_bf16", lambda config, batch_size, seq_len: measured)
     with caplog.at_level(logging.WARNING, logger="roformer_hf.training.cpu_precision"):
-        cpu_precision.settle_cpu_precision(training_args, TINY_CONFIG, tokens_per_step=256)
+        cpu_precision.settle_cpu_precision(training_args, config=None, seq_len=64)
     assert training_args.bf16 is pays and training_args.mixed_precision == ("bf16" if pays else "no")
     [line] = caplog.messages
     assert measured.reason in line and ("--bf16 false" if pays else "--bf16 true") in line

@@ -103,3 +103,14 @@ def test_a_chosen_count_is_applied_without_a_line_or_a_measurement(
 def test_the_measurement_reads_this_machine():
     busy = threads.busy_cores_of_others(seconds=0.02)
     assert busy is None or 0 <= busy <= threads.usable_cores()
+
+
+def test_the_scripts_take_threads_as_an_option(tmp_path):
+    from transformers import HfArgumentParser
+
+    from roformer_hf.training.cli import ScriptTrainingArguments
+
+    parser = HfArgumentParser(ScriptTrainingArguments)
+    [given] = parser.parse_args_into_dataclasses(["--output_dir", str(tmp_path), "--threads", "3", "--bf16", "false"])
+    [default] = parser.parse_args_into_dataclasses(["--output_dir", str(tmp_path), "--bf16", "false"])
+    assert (given.threads, default.threads) == (3, None)

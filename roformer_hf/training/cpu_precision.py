@@ -11,7 +11,7 @@ import logging
 import os
 from typing import Any
 
-from ..cpu_arithmetic import LayerShape, cpu_bf16, layer_bf16
+from ..cpu_arithmetic import cpu_bf16, layer_bf16
 from .launch import trains_on_cpu
 
 logger = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ def choose_cpu_precision(training_args: Any) -> None:
         )
 
 
-def settle_cpu_precision(training_args: Any, config: Any, tokens_per_step: int) -> None:
+def settle_cpu_precision(training_args: Any, config: Any, seq_len: int) -> None:
     """
     Decide an unset `--bf16` that `choose_cpu_precision` left to the probe: bf16 mixed precision where one layer of
     this model trains at least `cpu_arithmetic.MIN_SPEEDUP` times as fast in it (`cpu_arithmetic.layer_bf16`), else
@@ -67,13 +67,13 @@ def settle_cpu_precision(training_args: Any, config: Any, tokens_per_step: int) 
 
     Args:
         training_args (`TrainingArguments`): the run's arguments, after `choose_cpu_precision`.
-        config (`PreTrainedConfig`): the built model's config (`hidden_size`, `intermediate_size`).
-        tokens_per_step (`int`): the tokens of one training batch (batch size x sequence length).
+        config (`RoFormerConfig`): the built model's config.
+        seq_len (`int`): the length of the training sequences (the batch is `--per_device_train_batch_size`).
     """
     if not getattr(training_args, PROBE_PENDING, False):
         return
     setattr(training_args, PROBE_PENDING, False)
-    decision = layer_bf16(LayerShape(tokens_per_step, config.hidden_size, config.intermediate_size))
+    decision = layer_bf16(config, training_args.per_device_train_batch_size, seq_len)
     training_args.bf16 = decision.pays
     training_args.mixed_precision = "bf16" if decision.pays else "no"
     if not is_main_process():
