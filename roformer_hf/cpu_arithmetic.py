@@ -43,6 +43,8 @@ CPUINFO = Path("/proc/cpuinfo")
 PROBE_FLOPS = 14e9
 PROBE_SECONDS = 0.4  # the timed rounds stop once this much time has gone, after at least one of each dtype
 PROBE_ROUNDS = 3
+# Below this share of its threads' time on the CPU, the probe's process was kept waiting by others (`layer_speedup`).
+BUSY_SHARE = 0.75
 
 
 class CpuBf16(NamedTuple):
@@ -51,6 +53,13 @@ class CpuBf16(NamedTuple):
 
     pays: bool
     reason: str
+
+
+class ProbeResult(NamedTuple):
+    """bf16's measured speed-up over float32, and the thread count it was measured at."""
+
+    speedup: float
+    threads: int
 
 
 class LayerShape(NamedTuple):
@@ -114,22 +123,23 @@ def cpu_bf16() -> CpuBf16:
     return CpuBf16(True, f"this CPU has bf16 instructions ({found})")
 
 
-def decide_layer_bf16(flags: set[str] | None, shape: LayerShape, probe: Callable[[LayerShape], float]) -> CpuBf16:
+def decide_layer_bf16(
+    flags: set[str] | None, shape: LayerShape, probe: Callable[[LayerShape], ProbeResult]
+) -> CpuBf16:
     """
     Whether bf16 pays for layers of `shape`: never without bf16 instructions among `flags`, else as `probe` measures.
 
     Args:
         flags (`set[str]`, *optional*): the CPU's instruction-set flags (`cpu_flags`); None where they are unknown.
         shape (`LayerShape`): the run's tokens per step and the model's widths.
-        probe (`Callable[[LayerShape], float]`): bf16's speed-up over float32 for a shape (`cached_layer_speedup`);
+        probe (`Callable[[LayerShape], ProbeResult]`): bf16's speed-up over float32 for a shape (`cached_layer_speedup`);
             not called without bf16 instructions.
     """
     never = no_bf16_instructions(flags)
     if never is not None:
         return never
-    speedup = probe(shape)
+    speedup, threads = probe(shape)
     verdict = "at least" if speedup >= MIN_SPEEDUP else "less than"
-    threads = torch.get_num_threads()
     return CpuBf16(
         speedup >= MIN_SPEEDUP,
         f"a layer of this model ({shape.probed()}) trains {speedup:.2f}x as fast in bf16 as in float32 on this CPU "
@@ -137,10 +147,12 @@ def decide_layer_bf16(flags: set[str] | None, shape: LayerShape, probe: Callable
     )
 
 
-def layer_speedup(config: PreTrainedConfig, shape: LayerShape) -> float:
+def layer_speedup(config: PreTrainedConfig, shape: LayerShape) -> ProbeResult:
     """How many times as fast one layer of `config`'s model trains (forward and backward, dropout on, at the probed
     `shape`) under bf16 autocast as in float32 on this CPU at torch's current thread count: the best of up to
-    `PROBE_ROUNDS` passes of each, taken in turn so that other load hits both alike, after one untimed pass of each."""
+    `PROBE_ROUNDS` passes of each, taken in turn so that other load hits both alike, after one untimed pass of each.
+    Where other processes kept this one's threads from running (their CPU time fell short of the wall time), the
+    ratio is measured again on one thread, whose CPU time is what the arithmetic costs however busy the machine."""
     from .modeling import RoFormerModel  # here: the model's code does not import this module
 
     probed = shape.probed()
@@ -149,22 +161,35 @@ def layer_speedup(config: PreTrainedConfig, shape: LayerShape) -> float:
     layer_config.num_hidden_layers, layer_config.vocab_size = 1, 8  # one layer; the input comes as embeddings
     model = RoFormerModel(layer_config, add_pooling_layer=False).train()
     embedded = torch.randn(probed.batch_size, probed.seq_len, layer_config.embedding_size, requires_grad=True)
+    threads = torch.get_num_threads()
+    if threads > 1:
+        started, cpu_started = time.perf_counter(), time.process_time()
+        best = _best_pass_times(model, embedded, time.perf_counter)
+        if time.process_time() - cpu_started >= BUSY_SHARE * threads * (time.perf_counter() - started):
+            return ProbeResult(best[False] / best[True], threads)
+    try:
+        torch.set_num_threads(1)
+        best = _best_pass_times(model, embedded, time.thread_time)
+    finally:
+        torch.set_num_threads(threads)
+    return ProbeResult(best[False] / best[True], 1)
+
+
+def _best_pass_times(model: torch.nn.Module, embedded: torch.Tensor, clock: Callable[[], float]) -> dict[bool, float]:
+    """The shortest pass (forward and backward) of `model` in float32 (False) and under bf16 autocast (True)."""
     best = {False: float("inf"), True: float("inf")}
     passes = [False, True, *[in_bf16 for _ in range(PROBE_ROUNDS) for in_bf16 in (False, True)]]
-    # One thread computes in this one: its CPU time is what the pass costs, however busy the machine. Several wait
-    # for each other, which only the wall clock sees.
-    clock = time.thread_time if torch.get_num_threads() == 1 else time.perf_counter
     started = time.perf_counter()
     for index, in_bf16 in enumerate(passes):
         start = clock()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=in_bf16):
             output = model(inputs_embeds=embedded).last_hidden_state
         output.float().square().mean().backward()
-        if index >= 2:
+        if index >= 2:  # the first pass of each warms up
             best[in_bf16] = min(best[in_bf16], clock() - start)
         if index >= 3 and index % 2 == 1 and time.perf_counter() - started > PROBE_SECONDS:
             break
-    return best[False] / best[True]
+    return best
 
 
 # --- the cache of measured speed-ups ---
@@ -210,14 +235,17 @@ def write_probe_cache(path: Path, cached: dict[str, float]) -> None:
             temporary.unlink(missing_ok=True)
 
 
-def cached_layer_speedup(shape: LayerShape, probe: Callable[[LayerShape], float]) -> float:
-    """bf16's speed-up for `shape` on this machine: read from the cache, or measured by `probe` and cached."""
-    path, key = probe_cache_file(), probe_cache_key(shape)
+def cached_layer_speedup(shape: LayerShape, probe: Callable[[LayerShape], ProbeResult]) -> ProbeResult:
+    """bf16's speed-up for `shape` on this machine at torch's thread count: read from the cache, or measured by
+    `probe` and cached, unless the machine was too busy to measure at that thread count (`layer_speedup`)."""
+    path, key, threads = probe_cache_file(), probe_cache_key(shape), torch.get_num_threads()
     cached = read_probe_cache(path)
-    if key not in cached:
-        cached[key] = float(probe(shape))
-        write_probe_cache(path, cached)
-    return cached[key]
+    if key in cached:
+        return ProbeResult(cached[key], threads)
+    measured = probe(shape)
+    if measured.threads == threads:
+        write_probe_cache(path, {**cached, key: float(measured.speedup)})
+    return measured
 
 
 def layer_bf16(config: PreTrainedConfig, batch_size: int, seq_len: int) -> CpuBf16:
@@ -238,6 +266,7 @@ def layer_bf16(config: PreTrainedConfig, batch_size: int, seq_len: int) -> CpuBf
 __all__ = [
     "CpuBf16",
     "LayerShape",
+    "ProbeResult",
     "cached_layer_speedup",
     "cpu_bf16",
     "cpu_flags",

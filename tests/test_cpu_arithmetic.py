@@ -11,6 +11,7 @@ from roformer_hf import RoFormerConfig, RoFormerModel, cpu_arithmetic
 from roformer_hf.cpu_arithmetic import (
     MIN_SPEEDUP,
     LayerShape,
+    ProbeResult,
     cached_layer_speedup,
     cpu_flags,
     decide_layer_bf16,
@@ -21,7 +22,7 @@ X86_WITHOUT_BF16 = {"fpu", "sse2", "avx", "avx2", "fma", "avx512f", "avx512bw", 
 DEMO = LayerShape(batch_size=16, seq_len=64, hidden=128, intermediate=512, heads=2)
 
 
-def no_probe(shape: LayerShape) -> float:
+def no_probe(shape: LayerShape) -> ProbeResult:
     pytest.fail("the probe ran although the CPU has no bf16 instructions")
 
 
@@ -42,10 +43,10 @@ def test_with_bf16_instructions_the_probe_decides_with_a_margin(flags, speedup, 
     """bf16 instructions alone decide nothing (an AMX Xeon trains the demo model 15-22% slower in bf16): bf16 is
     chosen only where the probe measures it at least MIN_SPEEDUP times as fast, and the reason gives the ratio."""
     probed = []
-    decision = decide_layer_bf16(flags, DEMO, probe=lambda shape: probed.append(shape) or speedup)
+    decision = decide_layer_bf16(flags, DEMO, probe=lambda shape: probed.append(shape) or ProbeResult(speedup, 2))
     assert probed == [DEMO]
     assert decision.pays is pays
-    assert f"trains {speedup:.2f}x as fast in bf16 as in float32" in decision.reason
+    assert f"trains {speedup:.2f}x as fast in bf16 as in float32 on this CPU at 2 threads" in decision.reason
     assert "(16 x 64 tokens, hidden 128, intermediate 512)" in decision.reason
     assert ("at least" if pays else "less than") in decision.reason
 
@@ -70,7 +71,8 @@ def test_cpu_flags_of_x86_and_arm_cpuinfo(tmp_path):
 
 def test_the_probe_trains_one_layer_of_the_model_and_measures_a_ratio_of_speeds():
     config = RoFormerConfig(**TINY)
-    assert 0.01 < cpu_arithmetic.layer_speedup(config, LayerShape.of(config, batch_size=2, seq_len=16)) < 100
+    measured = cpu_arithmetic.layer_speedup(config, LayerShape.of(config, batch_size=2, seq_len=16))
+    assert 0.01 < measured.speedup < 100 and measured.threads in (1, torch.get_num_threads())
     assert config.num_hidden_layers == TINY["num_hidden_layers"]  # the caller's config is left as it was
 
 
@@ -84,18 +86,20 @@ def cache_home(tmp_path, monkeypatch):
 
 
 class CountingProbe:
-    def __init__(self, speedup: float):
-        self.speedup, self.calls = speedup, 0
+    """A probe that measures `speedup` at torch's thread count, or at `threads` (a machine too busy for those)."""
 
-    def __call__(self, shape: LayerShape) -> float:
+    def __init__(self, speedup: float, threads: int | None = None):
+        self.speedup, self.threads, self.calls = speedup, threads, 0
+
+    def __call__(self, shape: LayerShape) -> ProbeResult:
         self.calls += 1
-        return self.speedup
+        return ProbeResult(self.speedup, self.threads or torch.get_num_threads())
 
 
 def test_a_measurement_is_cached_whole_and_reused(cache_home):
     probe = CountingProbe(1.7)
-    assert cached_layer_speedup(DEMO, probe) == 1.7
-    assert cached_layer_speedup(DEMO, CountingProbe(0.5)) == 1.7  # read back, not measured again
+    assert cached_layer_speedup(DEMO, probe).speedup == 1.7
+    assert cached_layer_speedup(DEMO, CountingProbe(0.5)).speedup == 1.7  # read back, not measured again
     assert probe.calls == 1
     assert probe_cache_file().parent.parent == cache_home
     [(key, value)] = json.loads(probe_cache_file().read_text()).items()  # valid JSON: written whole
@@ -122,15 +126,28 @@ def test_a_corrupted_cache_is_ignored_and_replaced(cache_home, content):
     probe_cache_file().parent.mkdir(parents=True)
     probe_cache_file().write_text(content)
     probe = CountingProbe(2.5)
-    assert cached_layer_speedup(DEMO, probe) == 2.5 and probe.calls == 1
+    assert cached_layer_speedup(DEMO, probe).speedup == 2.5 and probe.calls == 1
     assert list(json.loads(probe_cache_file().read_text()).values()) == [2.5]
 
 
 def test_a_cache_that_cannot_be_written_still_gives_the_measurement(cache_home):
     (cache_home / "roformer_hf").write_text("a file where the cache folder would be")
     probe = CountingProbe(1.2)
-    assert cached_layer_speedup(DEMO, probe) == 1.2
-    assert cached_layer_speedup(DEMO, probe) == 1.2 and probe.calls == 2  # measured again, nothing raised
+    assert cached_layer_speedup(DEMO, probe).speedup == 1.2
+    assert cached_layer_speedup(DEMO, probe).speedup == 1.2 and probe.calls == 2  # measured again, nothing raised
+
+
+def test_a_measurement_on_fewer_threads_than_asked_is_used_once_and_not_cached(cache_home):
+    """A machine too busy to time the run's threads: the one-thread ratio decides this run, the next one measures."""
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        busy = CountingProbe(1.4, threads=1)
+        assert cached_layer_speedup(DEMO, busy) == (1.4, 1)
+        assert cached_layer_speedup(DEMO, busy) == (1.4, 1) and busy.calls == 2
+        assert not probe_cache_file().exists()
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_a_saved_checkpoint_does_not_carry_this_module(tmp_path):
