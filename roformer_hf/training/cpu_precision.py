@@ -49,7 +49,10 @@ def choose_cpu_precision(training_args: Any) -> None:
     # each process of a distributed launch would probe on its own and might decide otherwise: they keep the flags'
     setattr(training_args, PROBE_PENDING, default_bf16 and int(os.environ.get("WORLD_SIZE", "1")) == 1)
     if default_bf16 and not getattr(training_args, PROBE_PENDING) and is_main_process():
-        logger.warning(f"bf16 mixed precision, the default where the CPU has bf16 instructions: {decision.reason}.")
+        logger.warning(
+            f"bf16 mixed precision, the default of a distributed launch where {decision.reason}; "
+            "--bf16 false runs in float32."
+        )
     dropped = [name for name, value in (("--bf16", given and wanted), ("--bf16_full_eval", full_eval)) if value]
     if dropped and not keep and is_main_process():
         logger.warning(
