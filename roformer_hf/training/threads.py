@@ -3,11 +3,11 @@ processes keep busy when it starts, measured over `SAMPLE_SECONDS` of /proc/stat
 
 torch's default is one thread per core whatever else runs. On a shared machine that costs more than the cores it
 cannot have: its OpenMP threads wait for each other at every operation, a thread whose core another process holds
-makes the others spin, and 100 steps of the demo model took 3.7x their quiet time beside two busy processes on two
-cores with the default two threads, 1.5x with one thread. `--threads N` (or `OMP_NUM_THREADS`) sets the number
-instead. An idle OpenMP thread spins before it sleeps unless `OMP_WAIT_POLICY=PASSIVE` is set before torch starts
-(it is read once, when torch loads its OpenMP library, so a running script cannot change it): where several threads
-share cores with other processes the run's line says so."""
+makes the others spin: beside two busy processes on a 2-core Xeon, 100 steps of the demo model took 3.7x their quiet
+time with the default two threads, 1.5x with one (docs/scripts.md has this project's EPYC). `--threads N` (or
+`OMP_NUM_THREADS`) sets the number instead. An idle OpenMP thread spins before it sleeps unless
+`OMP_WAIT_POLICY=PASSIVE` is set before torch starts (it is read once, when torch loads its OpenMP library, so a
+running script cannot change it): where several threads share cores with other processes the run's line says so."""
 
 import logging
 import os
