@@ -57,6 +57,7 @@ from roformer_hf.training.classification_scores import (
 )
 from roformer_hf.training.cli import ModelArguments, ScriptTrainingArguments, parse_arguments
 from roformer_hf.training.console import loading_instructions, setup_logging
+from roformer_hf.training.cpu_precision import settle_cpu_precision
 from roformer_hf.training.data_files import check_caches_writable, hold_out_validation, limit_examples
 from roformer_hf.training.data_sources import FILE_KINDS, DatasetArguments, load_splits
 from roformer_hf.training.demo import command_line, demo_or_given_arguments
@@ -92,6 +93,7 @@ from roformer_hf.training.run_outputs import (
     save_state,
 )
 from roformer_hf.training.script_runner import guard_run, run_script
+from roformer_hf.training.threads import choose_threads
 from roformer_hf.training.written_files import check_inputs_are_not_outputs, run_inputs
 
 logger = logging.getLogger(__name__)
@@ -575,6 +577,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     """Run the script; returns the metrics (train, eval, test) it logged."""
     model_args, data_args, training_args = parse_classification_arguments(argv)
     setup_logging(training_args)
+    choose_threads(training_args.threads)
     check_distributed_launch(training_args)
     with guard_run(
         training_args, "run_classification.py", demo_or_given_arguments(argv, DEMO_ARGUMENTS, announce=False)
@@ -586,6 +589,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
         raw_datasets, label_info = load_labelled_documents(model_args, data_args, training_args)
         tokenizer, model = build_tokenizer_and_classifier(model_args, label_info)
         data_args = resolve_input_settings(data_args, model, model_args.model_name_or_path, training_args.do_train)
+        settle_cpu_precision(training_args, model.config, data_args.max_seq_length)
         if training_args.do_train:  # the saved tokenizer's truncation=True cuts to the length fine-tuned with
             tokenizer.model_max_length = data_args.max_seq_length
         tokenized = encode_documents(raw_datasets, tokenizer, label_info, data_args, training_args)

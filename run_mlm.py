@@ -32,7 +32,7 @@ from roformer_hf.model_card import TrainingSummary
 from roformer_hf.training.building import build_config, build_model, build_tokenizer
 from roformer_hf.training.cli import ModelArguments, ScriptTrainingArguments, parse_arguments
 from roformer_hf.training.console import loading_instructions, setup_logging
-from roformer_hf.training.cpu_precision import evaluation_precision
+from roformer_hf.training.cpu_precision import evaluation_precision, settle_cpu_precision
 from roformer_hf.training.data_files import check_caches_writable, hold_out_validation, limit_examples
 from roformer_hf.training.data_sources import FILE_KINDS, DatasetArguments, load_splits
 from roformer_hf.training.demo import command_line, demo_or_given_arguments
@@ -64,6 +64,7 @@ from roformer_hf.training.text_corpus import (
     pack_into_blocks,
     tokenize_with_word_ids,
 )
+from roformer_hf.training.threads import choose_threads
 from roformer_hf.training.whole_word_masking import (
     EpochCallback,
     WholeWordMaskCollator,
@@ -224,6 +225,11 @@ def load_corpus(data_args: DataArguments, model_args: ModelArguments) -> dataset
         train, validation = hold_out_validation(raw_datasets["train"], data_args.validation_split_percentage)
         raw_datasets = type(raw_datasets)(train=train, validation=validation)
     return raw_datasets
+
+
+def main_stage(stages: list[Stage]) -> Stage:
+    """The stage that trains on the most tokens: its length is the one the precision probe times."""
+    return max(stages, key=lambda stage: (stage.steps or 1) * (stage.global_batch_size or 1) * stage.max_seq_length)
 
 
 def build_tokenizer_and_masked_lm(
@@ -484,6 +490,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     """Run the script; returns the results of every stage (empty on processes other than the main one)."""
     model_args, data_args, masking_args, training_args = parse_mlm_arguments(argv)
     setup_logging(training_args)
+    choose_threads(training_args.threads)
     check_distributed_launch(training_args)
     with guard_run(training_args, "run_mlm.py", demo_or_given_arguments(argv, DEMO_ARGUMENTS, announce=False)):
         check_output_dir(training_args)
@@ -494,6 +501,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         raw_datasets = load_corpus(data_args, model_args)
         longest = max(stage.max_seq_length for stage in stages) if training_args.do_train else None
         tokenizer, model = build_tokenizer_and_masked_lm(model_args, masking_args.sparse_prediction, longest)
+        settle_cpu_precision(training_args, model.config, main_stage(stages).max_seq_length)
         # each stage tokenizes the text to its own length when it starts
         tokenize_to_length = partial(
             tokenize_corpus, raw_datasets, tokenizer, data_args=data_args, training_args=training_args

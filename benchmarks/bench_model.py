@@ -150,6 +150,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--attention_dropout", type=float, default=0.1, help="attention_probs_dropout_prob of the model (0.1 default)."
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="Threads of every measurement (default: OMP_NUM_THREADS, else as the scripts choose: the usable cores "
+        "less those other processes keep busy at start).",
+    )
     parser.add_argument("--json", type=Path, help="Also write the results to this JSON file.")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: JSON of one measurement to run
     return parser.parse_args()
@@ -576,6 +582,24 @@ def machine_lines(device: str) -> list[str]:
     ]
 
 
+def choose_threads(requested: int | None) -> str:
+    """The thread count of every measurement, chosen as the scripts choose theirs (`roformer_hf.training.threads`) and
+    handed to the measuring processes through OMP_NUM_THREADS; where several threads share cores with other processes,
+    OMP_WAIT_POLICY=PASSIVE too (a fresh process reads it, a running one cannot). Returns the line that says so."""
+    from roformer_hf.training.threads import busy_cores_of_others, decide_threads, usable_cores
+
+    environment = os.environ.get("OMP_NUM_THREADS")
+    user_chose = requested is not None or (environment or "").strip().isdigit()
+    busy = None if user_chose else busy_cores_of_others()
+    choice = decide_threads(requested, environment, usable_cores(), busy)
+    os.environ["OMP_NUM_THREADS"] = str(choice.threads)
+    torch.set_num_threads(choice.threads)
+    if choice.threads > 1 and busy is not None and round(busy) > 0:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    said = choice.line or f"{choice.threads}, as given"
+    return f"threads: {said} (load average {os.getloadavg()[0]:.1f} at the start)"
+
+
 def header_lines(args: argparse.Namespace, models: dict[str, dict]) -> list[str]:
     """The command, the machine and its roofs, and the settings, printed above the table."""
     import transformers
@@ -585,6 +609,7 @@ def header_lines(args: argparse.Namespace, models: dict[str, dict]) -> list[str]
     return [
         "command: " + shlex.join(["python", "benchmarks/bench_model.py", *sys.argv[1:]]),
         *machine_lines(args.device),
+        args.threads_line,
         f"software: torch {torch.__version__} ({torch.get_num_threads()} threads), transformers "
         f"{transformers.__version__}; device {args.device}, precisions {args.dtype}",
         f"settings: attention dropout {args.attention_dropout}, {args.rounds} rounds x {repeats} after a warm-up on "
@@ -607,6 +632,10 @@ def main() -> None:
     check_at_least(__file__, {"--repeats": args.repeats}, 0)
     check_writable_file(__file__, "--json", args.json)
     check_device(__file__, args.device)
+    if args.threads is not None and args.threads < 1:
+        sys.exit(f"--threads must be a whole number of at least 1, got {args.threads}")
+    args.threads_line = choose_threads(args.threads)
+    print(args.threads_line, file=sys.stderr, flush=True)
     unknown = set(args.variants.split(",")) - {"", *VARIANTS}
     if unknown:
         sys.exit(f"--variants takes {', '.join(VARIANTS)}; got {', '.join(sorted(unknown))}")

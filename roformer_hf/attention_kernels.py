@@ -48,6 +48,7 @@ Bidirectional (encoder): the sums run over all non-padding keys. Causal (decoder
 chunk with a running summary, so memory stays O(chunk_size^2 + d^2) per head whatever the length.
 """
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -56,7 +57,6 @@ import torch
 from torch.nn import functional as F
 from transformers import PreTrainedConfig
 
-from .cpu_arithmetic import cpu_bf16
 from .rope import apply_rotary
 
 # Elements of one block of scores, (heads, rows, keys): 16 MiB of float32, the fastest size measured (smaller blocks
@@ -71,16 +71,26 @@ def prefers_blockwise_attention(config: PreTrainedConfig, query: torch.Tensor, d
       attention. Blockwise attention is then faster than eager at every length measured (its dropout masks cost a
       fraction of `F.dropout`'s, and its buffers are reused; docs/benchmarks.md), and its memory is linear in the
       length;
-    - with bf16 queries on a CPU where bf16 pays (`cpu_arithmetic`): SDPA's fused CPU kernel computes in float32
-      whatever the inputs, so bf16 gains nothing there, while the matrix products of blockwise attention run in bf16
-      (docs/benchmarks.md).
+    - with bf16 queries on a CPU that multiplies bf16 natively (`cpu_multiplies_bf16`): SDPA's fused CPU kernel
+      computes in float32 whatever the inputs, so bf16 gains nothing there, while the matrix products of blockwise
+      attention run in bf16 (docs/benchmarks.md).
 
     Not under `torch.compile`: numpy's generator cannot be traced, so `fullgraph=True` would fail; the compiled
     graph keeps SDPA, whose dropout the compiler traces like any other operation.
     """
     if torch.compiler.is_compiling() or config._attn_implementation != "sdpa" or query.device.type != "cpu":
         return False
-    return dropout > 0 or (query.dtype == torch.bfloat16 and cpu_bf16().pays)
+    return dropout > 0 or (query.dtype == torch.bfloat16 and cpu_multiplies_bf16())
+
+
+@functools.cache
+def cpu_multiplies_bf16() -> bool:
+    """Whether this CPU has instructions that multiply bf16 numbers (AVX-512 BF16, AMX, Arm's BF16), as torch reads
+    them. Whether bf16 is worth choosing is the caller's question (the scripts: `roformer_hf.cpu_arithmetic`); this
+    only asks, for bf16 inputs already chosen, which attention computes them in bf16."""
+    get_capabilities = getattr(torch.cpu, "get_capabilities", None)  # recent torch only; older ones keep SDPA
+    capabilities = get_capabilities() if get_capabilities is not None else {}
+    return any(capabilities.get(flag) for flag in ("avx512_bf16", "amx_bf16", "bf16"))
 
 
 def blockwise_attention_forward(

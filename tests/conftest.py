@@ -92,6 +92,22 @@ def skip_without_data() -> None:
     pytest.skip(missing_data_reason())
 
 
+def pytest_configure(config) -> None:
+    """The suite's threads as the scripts choose theirs (roformer_hf.training.threads): without OMP_NUM_THREADS, the
+    usable cores less those other processes keep busy, set here and, through OMP_NUM_THREADS (and OMP_WAIT_POLICY where
+    several threads share cores), in the scripts and benchmarks the tests start in subprocesses."""
+    if "OMP_NUM_THREADS" in os.environ:
+        return
+    from roformer_hf.training.threads import busy_cores_of_others, decide_threads, usable_cores
+
+    busy = busy_cores_of_others()
+    threads = decide_threads(None, None, usable_cores(), busy).threads
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    torch.set_num_threads(threads)
+    if threads > 1 and busy is not None and round(busy) > 0:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     """Report every skip for missing data at one place, so `-ra` folds them into a single summary line."""

@@ -25,7 +25,6 @@ import roformer_hf
 from roformer_hf import RoFormerConfig, RoFormerForCausalLM, RoFormerForMaskedLM, RoFormerModel
 from roformer_hf.attention_kernels import blockwise_attention_forward
 from roformer_hf.compat import cache_of
-from roformer_hf.cpu_arithmetic import CpuBf16
 from roformer_hf.masks import layer_attention_mask
 from roformer_hf.modeling import eager_attention_forward
 
@@ -295,7 +294,7 @@ def test_bf16_inference_runs_blockwise_attention_where_bf16_pays(monkeypatch, pa
     """SDPA's fused CPU kernel computes in float32 whatever its inputs: bf16 goes to blockwise attention on a CPU
     where bf16 pays (mocked here), and stays with SDPA elsewhere, as float32 does. Both agree with float32 within
     bf16's rounding."""
-    monkeypatch.setattr("roformer_hf.attention_kernels.cpu_bf16", lambda: CpuBf16(pays, "mocked"))
+    monkeypatch.setattr("roformer_hf.attention_kernels.cpu_multiplies_bf16", lambda: pays)
     calls = []
 
     def recording(*args, **kwargs):

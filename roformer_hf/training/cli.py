@@ -184,8 +184,9 @@ class ScriptTrainingArguments(TrainingArguments):
     bf16: bool | None = field(
         default=None,  # not given: chosen from the machine in __post_init__
         metadata={
-            "help": "bfloat16 mixed precision. On a CPU: by default where bf16 pays (the CPU has bf16 instructions: "
-            "avx512_bf16, amx_bf16), dropped with a warning where it does not. On a GPU: off unless given.",
+            "help": "bfloat16 mixed precision. On a CPU: by default where bf16 pays for this model (the CPU has bf16 "
+            "instructions, e.g. avx512_bf16, amx_bf16, and a probe of one layer measures it faster), dropped with a "
+            "warning where the CPU has no bf16 instructions. On a GPU: off unless given.",
             "nargs": "?",  # --bf16 alone means true, as for transformers' own boolean options
             "const": True,
         },
@@ -203,6 +204,13 @@ class ScriptTrainingArguments(TrainingArguments):
             "help": "With --push_to_hub, also upload what is private to the run: the predictions, the confusion "
             "matrix pictures, the run settings and trainer state. By default only the model, its code, tokenizer, "
             "card and metrics go up."
+        },
+    )
+    threads: int | None = field(
+        default=None,
+        metadata={
+            "help": "Threads to compute with. Default: OMP_NUM_THREADS where set, else the cores this process may use "
+            "less those other processes keep busy when it starts (said in one line)."
         },
     )
     log_level: str = field(

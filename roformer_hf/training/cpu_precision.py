@@ -1,6 +1,12 @@
-"""The precision the scripts run in on a CPU: bf16 mixed precision where it pays there (`roformer_hf.cpu_arithmetic`
-decides), float32 where it does not, each said in one line when it differs from what the command line asked; and the
-precision an evaluation or prediction ran in, as the results and the model card name it."""
+"""The precision the scripts run in on a CPU: bf16 mixed precision where it pays for this model there
+(`roformer_hf.cpu_arithmetic` decides), float32 where it does not, each said in one line when it differs from what
+the command line asked.
+
+Two steps, because whether bf16 pays depends on the model's sizes, known only once it is built:
+`choose_cpu_precision` (while the arguments are parsed) settles what the command line and the CPU's flags decide
+(`--bf16 true/false`, `--fp16`, a CPU without bf16 instructions) and leaves an unset `--bf16` on a CPU with them to
+`settle_cpu_precision`, which probes one layer of the built model at the run's tokens per step. Also the
+precision an evaluation or prediction ran in, as the results and the model card name it (`evaluation_precision`)."""
 
 import logging
 import os
@@ -8,10 +14,13 @@ from typing import Any
 
 import torch
 
-from ..cpu_arithmetic import cpu_bf16
+from ..cpu_arithmetic import cpu_bf16, layer_bf16
 from .launch import trains_on_cpu
 
 logger = logging.getLogger(__name__)
+
+# Set on the training arguments whose unset --bf16 waits for the probe (`settle_cpu_precision`).
+PROBE_PENDING = "_bf16_from_probe"
 
 
 def choose_cpu_precision(training_args: Any) -> None:
@@ -19,9 +28,11 @@ def choose_cpu_precision(training_args: Any) -> None:
     The precision of a run on the CPU, set on `training_args` (a `TrainingArguments` whose `bf16` is None when
     `--bf16` was not given) before transformers checks it:
 
-    - `--bf16 true` is kept where bf16 pays and dropped where it does not, with one line naming what the CPU lacks;
-    - with neither `--bf16` nor `--fp16`, bf16 mixed precision where it pays, said in one line with the way back
-      (`--bf16 false`), else float32;
+    - `--bf16 true` is kept where the CPU has bf16 instructions and dropped where it has none, with one line naming
+      what the CPU lacks; `--bf16 false` is kept;
+    - with neither `--bf16` nor `--fp16`: float32 where the CPU has no bf16 instructions; where it has them, bf16 for
+      now, and `settle_cpu_precision` decides from a probe once the model is built (in a distributed launch bf16
+      stays, as every process must train alike);
     - `--bf16_full_eval` follows the same rule as `--bf16 true`.
 
     On a GPU (or XPU, TPU, ...) nothing changes: an unset `--bf16` is False, as transformers has it. transformers
@@ -37,18 +48,50 @@ def choose_cpu_precision(training_args: Any) -> None:
     training_args.bf16, training_args.bf16_full_eval = bool(wanted and keep), bool(full_eval and keep)
     if training_args.bf16 or training_args.bf16_full_eval:
         training_args.use_cpu = True
-    if decision is None or int(os.environ.get("RANK", "0")) != 0:
-        return
+    default_bf16 = bool(wanted and keep and not given)
+    # each process of a distributed launch would probe on its own and might decide otherwise: they keep the flags'
+    setattr(training_args, PROBE_PENDING, default_bf16 and int(os.environ.get("WORLD_SIZE", "1")) == 1)
+    if default_bf16 and not getattr(training_args, PROBE_PENDING) and is_main_process():
+        logger.warning(
+            f"bf16 mixed precision, the default of a distributed launch where {decision.reason}; "
+            "--bf16 false runs in float32."
+        )
     dropped = [name for name, value in (("--bf16", given and wanted), ("--bf16_full_eval", full_eval)) if value]
-    if dropped and not keep:
+    if dropped and not keep and is_main_process():
         logger.warning(
             f"{' and '.join(dropped)} dropped: {decision.reason}, where bf16 is slower than float32: running in "
             "float32."
         )
-    elif keep and not given:
-        logger.warning(
-            f"bf16 mixed precision, the default where it pays: {decision.reason}; --bf16 false runs in float32."
-        )
+
+
+def settle_cpu_precision(training_args: Any, config: Any, seq_len: int) -> None:
+    """
+    Decide an unset `--bf16` that `choose_cpu_precision` left to the probe: bf16 mixed precision where one layer of
+    this model trains at least `cpu_arithmetic.MIN_SPEEDUP` times as fast in it (`cpu_arithmetic.layer_bf16`), else
+    float32; either said in one line with the measured ratio and the way to the other. Does nothing where the
+    precision was already decided (given on the command line, a GPU, a CPU without bf16 instructions).
+
+    Args:
+        training_args (`TrainingArguments`): the run's arguments, after `choose_cpu_precision`.
+        config (`RoFormerConfig`): the built model's config.
+        seq_len (`int`): the length of the training sequences (the batch is `--per_device_train_batch_size`).
+    """
+    if not getattr(training_args, PROBE_PENDING, False):
+        return
+    setattr(training_args, PROBE_PENDING, False)
+    decision = layer_bf16(config, training_args.per_device_train_batch_size, seq_len)
+    training_args.bf16 = decision.pays
+    training_args.mixed_precision = "bf16" if decision.pays else "no"
+    if not is_main_process():
+        return
+    if decision.pays:
+        logger.warning(f"bf16 mixed precision: {decision.reason}; --bf16 false runs in float32.")
+    else:
+        logger.warning(f"float32: {decision.reason}; --bf16 true runs in bf16 mixed precision.")
+
+
+def is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
 
 
 def evaluation_precision(training_args: Any, model: torch.nn.Module) -> str:
@@ -68,4 +111,4 @@ def evaluation_precision(training_args: Any, model: torch.nn.Module) -> str:
     return "float32"
 
 
-__all__ = ["choose_cpu_precision", "evaluation_precision"]
+__all__ = ["choose_cpu_precision", "evaluation_precision", "settle_cpu_precision"]

@@ -32,8 +32,8 @@ COMMON_TRAINING_OPTIONS = {
     "save_strategy": "When to save a checkpoint: 'no', 'steps', 'epoch' or 'best'.",
     "save_steps": "Steps between checkpoints with --save_strategy steps.",
     "logging_steps": "Steps between loss reports.",
-    "bf16": "bfloat16 mixed precision. On a CPU the default where it pays (bf16 instructions, e.g. avx512_bf16), "
-    "dropped where it does not; on a GPU off unless given.",
+    "bf16": "bfloat16 mixed precision. On a CPU the default where it pays for this model (measured), dropped where "
+    "the CPU has no bf16 instructions; on a GPU off unless given.",
     "seed": "Random seed of initialisation, masking and data order.",
     "resume_from_checkpoint": "A checkpoint folder to continue from, or True for the newest in output_dir.",
     "log_level": "Console verbosity: 'warning' shows warnings and results, 'info' also transformers' progress.",
