@@ -323,6 +323,13 @@ def test_load_splits_streams_nested_fields(news, tmp_path):
 # --- refusals: one line naming the source, the field and the fix ---
 
 
+def empty_folder(tmp: Path) -> Path:
+    """A folder beside the run's output folder (not around it, which the scripts refuse first)."""
+    folder = tmp / "empty"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
@@ -339,7 +346,7 @@ def test_load_splits_streams_nested_fields(news, tmp_path):
             r"has no split 'dev' \(its splits: train, validation, test\): name the train split with --train_split_name",
         ),
         (
-            lambda tmp, rows: ["--dataset_name", str(tmp)],
+            lambda tmp, rows: ["--dataset_name", str(empty_folder(tmp))],
             "holds no data files datasets reads",
         ),
         (
@@ -369,7 +376,7 @@ def test_load_splits_streams_nested_fields(news, tmp_path):
             ],
             r"holds a DatasetDict \(splits: train\), not one split: give it as --dataset_name",
         ),
-        (lambda tmp, rows: ["--train_file", str(tmp)], "is a folder, not a data file"),
+        (lambda tmp, rows: ["--train_file", str(empty_folder(tmp))], "is a folder, not a data file"),
         (
             lambda tmp, rows: [
                 *("--train_file", write_jsonl(tmp / "t.jsonl", [nested(row) for row in rows["train"]])),
