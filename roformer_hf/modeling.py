@@ -48,8 +48,9 @@ from .input_checks import (
     check_labels,
     check_multiple_choice_input,
     check_side_inputs,
+    sequence_classification_loss,
+    span_loss,
 )
-from .losses import sequence_classification_loss, span_loss
 from .masks import layer_attention_mask
 from .norms import embedding_norm, final_norm, post_norm, pre_norm
 from .pretrained import RoFormerPretrainedMixin
