@@ -3,7 +3,7 @@
 What differs from BERT: no position embeddings (queries and keys are rotated by angles proportional to their
 positions, computed once per forward by `rope.py`, so scores depend only on relative positions and no table caps the
 length); pairs (2i, 2i + 1) rotate together, as in bert4keras and transformers' RoFormer, so checkpoints load without
-permutation; optionally rotated values (`rotary_value`) and linear attention (`attention_kernels.py`). RoFormer-V2 is
+permutation; optionally rotated values (`rotary_value`) and linear attention (`linear_attention.py`). RoFormer-V2 is
 `norm_type="rms_norm"`, `use_bias=False`, ReLU and an MLM head reduced to the tied decoder; RoFormer-Sim a
 `RoFormerForCausalLM` with UniLM attention over token types (`decoder_mask="unilm"`) whose pooler gives sentence
 vectors. Parameter names are those of transformers' RoFormer (its sinusoid table, `embed_positions`, is left out).
@@ -35,9 +35,10 @@ from transformers.processing_utils import Unpack
 from transformers.utils import ModelOutput, TransformersKwargs, can_return_tuple, logging
 from transformers.utils.output_capturing import capture_outputs
 
-from .attention_kernels import blockwise_attention_forward, linear_attention_forward, prefers_blockwise_attention
+from .attention_kernels import blockwise_attention_forward, prefers_blockwise_attention
 from .compat import cache_argument, cache_of, given_cache
 from .configuration import RoFormerConfig
+from .dropout import RoFormerDropout
 from .input_checks import (
     CHOICE_LABELS_FIX,
     CLASS_LABELS_FIX,
@@ -47,6 +48,7 @@ from .input_checks import (
     check_multiple_choice_input,
     check_side_inputs,
 )
+from .linear_attention import linear_attention_forward
 from .losses import sequence_classification_loss, span_loss
 from .masks import layer_attention_mask
 from .pretrained import RoFormerPretrainedMixin
@@ -84,7 +86,7 @@ class RoFormerEmbeddings(nn.Module):
         self.word_embeddings = nn.Embedding(config.vocab_size, config.embedding_size, padding_idx=config.pad_token_id)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.embedding_size)
         self.LayerNorm = build_norm(config, config.embedding_size)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = RoFormerDropout(config.hidden_dropout_prob)
 
     def forward(self, inputs_embeds: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         if token_type_ids is None:
@@ -198,7 +200,7 @@ class RoFormerOutput(nn.Module):
         super().__init__()
         self.dense = nn.Linear(input_size, config.hidden_size, bias=config.use_bias)
         self.LayerNorm = build_norm(config, config.hidden_size)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = RoFormerDropout(config.hidden_dropout_prob)
 
     def forward(self, hidden_states: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         return self.LayerNorm(self.dropout(self.dense(hidden_states)) + residual)
@@ -675,7 +677,7 @@ class RoFormerClassificationHead(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.activation = ACT2FN[config.hidden_act]
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = RoFormerDropout(config.hidden_dropout_prob)
         self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
@@ -717,7 +719,7 @@ class RoFormerForTokenClassification(RoFormerHeadModel):
     def __init__(self, config: RoFormerConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = RoFormerDropout(config.hidden_dropout_prob)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
