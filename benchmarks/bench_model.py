@@ -560,8 +560,8 @@ def matmul_rate(device: str, dtype: torch.dtype, size: int = ROOF_SIZE, repeats:
 def cpu_matmul_roof(dtype: torch.dtype) -> tuple[float, int, int]:
     """The best FLOP/s of a square matrix product over `ROOF_SIZES` and 1 or all of this process's threads, with the
     size and threads that gave it. One size and thread count understates a CPU: AMX gives a 4,096^3 bf16 product a
-    third of the rate of a 2,048^3 one, and two threads can lose to one on mid-size products. A size is left out once
-    one product of the previous size takes `ROOF_SECONDS` (its rate would not come near)."""
+    third of the rate of a 2,048^3 one, and two threads can lose to one on mid-size products. The sizes stop where
+    the next one (8 times the work) would take over `ROOF_SECONDS` a product."""
     threads = torch.get_num_threads()
     best = (0.0, 0, 0)
     try:
@@ -570,7 +570,7 @@ def cpu_matmul_roof(dtype: torch.dtype) -> tuple[float, int, int]:
             for size in ROOF_SIZES:
                 rate = matmul_rate("cpu", dtype, size, repeats=3)
                 best = max(best, (rate, size, thread_count))
-                if 2 * size**3 / rate > ROOF_SECONDS:
+                if 8 * 2 * size**3 / rate > ROOF_SECONDS:
                     break
     finally:
         torch.set_num_threads(threads)

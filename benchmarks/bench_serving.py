@@ -481,7 +481,9 @@ def main() -> None:
         folder = Path(temporary)
         checkpoint = write_checkpoint(folder, size, max(TEXT_LENGTH, *(length for _, length in shapes)))
         exported = (
-            {} if {"onnxruntime-float32", "onnxruntime-int8"} <= skipped.keys() else export_onnx(checkpoint, folder)
+            {}
+            if {"onnxruntime-float32-error", "onnxruntime-int8-error"} <= skipped.keys()
+            else export_onnx(checkpoint, folder)
         )
         files = {"checkpoint": str(checkpoint), **exported, **torchao_missing(), **skipped}
         batches = load_text_batches(args.texts, num_texts)
