@@ -598,8 +598,9 @@ def machine_lines(device: str) -> list[str]:
     return [
         f"machine: CPU {cpu_name()}, {os.cpu_count()} cores, ISA {torch.backends.cpu.get_cpu_capability()}, "
         f"bf16 instructions: {', '.join(bf16_instructions) if bf16_instructions else 'none'}",
-        f"roofs (the best square matrix product of {', '.join(map(str, ROOF_SIZES))} at 1 or "
-        f"{torch.get_num_threads()} threads): {', '.join(roofs)}",
+        f"roofs (the best square matrix product of {', '.join(map(str, ROOF_SIZES))} at "
+        f"{'1 thread' if torch.get_num_threads() == 1 else f'1 or {torch.get_num_threads()} threads'}): "
+        f"{', '.join(roofs)}",
     ]
 
 
