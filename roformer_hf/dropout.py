@@ -7,7 +7,7 @@ work it guards. Here each element takes 16 random bits from numpy's PCG64 (one 6
 serves four elements), compared with a threshold by numpy straight into a byte mask: a Bernoulli(1 - p) keep
 decision per element, independent across elements, for p rounded to a multiple of 1/65536 (0.1 becomes 0.100006);
 the kept elements are scaled by 1 / (1 - p) of that rounded p, so the expectation is exact. The byte mask is what the
-backward pass keeps (a quarter of a float32 mask).
+backward pass keeps.
 
 The generators are seeded from torch's global generator, so `torch.manual_seed` fixes the masks, and gradient
 checkpointing, which replays torch's generator, replays them too.
