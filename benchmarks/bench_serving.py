@@ -9,9 +9,11 @@ from seed 0, saved once by transformers' RoFormer and loaded by every implementa
 - roformer_hf-float32: ours in float32 with its default attention (SDPA).
 - roformer_hf-bf16: ours with bf16 weights (`from_pretrained(..., dtype=torch.bfloat16)`); fast only on a CPU with
   bf16 instructions (the header says whether this one has them).
-- roformer_hf-int8: ours with the Linear layers quantized to int8 weights, activations quantized per call
-  (`torch.ao.quantization.quantize_dynamic`; torch 2.13 marks it deprecated in favour of torchao's `quantize_`, and
-  torchao is not a dependency of this project).
+- roformer_hf-int8: ours with the Linear layers quantized to int8 weights, activations quantized per call, through
+  the supported route, `roformer_hf.int8_serving.quantize_int8` (torchao's `quantize_`, the `int8` extra); where
+  torchao is not installed, the row gives that reason instead of numbers.
+- roformer_hf-int8-deprecated: the same through torch's deprecated `torch.ao.quantization.quantize_dynamic`, the
+  fallback `quantize_int8` takes without torchao.
 - onnxruntime-float32: ours exported by `torch.onnx.export(..., dynamo=True)` (dynamic batch and sequence axes, as
   docs/export.md does), run by an onnxruntime `InferenceSession` with its default graph optimisations.
 - onnxruntime-int8: that export after `onnxruntime.quantization.quantize_dynamic` (int8 weights of the matrix
@@ -82,6 +84,7 @@ IMPLEMENTATIONS = (
     "roformer_hf-float32",
     "roformer_hf-bf16",
     "roformer_hf-int8",
+    "roformer_hf-int8-deprecated",
     "onnxruntime-float32",
     "onnxruntime-int8",
 )
@@ -110,6 +113,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="Threads of every runtime.")
     parser.add_argument(
         "--tiny", action="store_true", help="A 2-layer, 64-wide model, 16 texts, 1 round: a smoke test."
+    )
+    parser.add_argument("--layers", type=int, help="Encoder layers of the model (12; 2 with --tiny).")
+    parser.add_argument(
+        "--skip",
+        default="",
+        help="Comma-separated implementations to leave out (their rows say so), e.g. onnxruntime-int8.",
     )
     parser.add_argument("--texts", type=Path, default=TEXTS, help="JSON lines with a `text` field (ChnSentiCorp).")
     parser.add_argument("--json", type=Path, help="Also write the results to this JSON file.")
@@ -147,11 +156,15 @@ def load_torch_model(name: str, checkpoint: Path) -> torch.nn.Module:
 
     dtype = torch.bfloat16 if name.endswith("bf16") else torch.float32
     model = RoFormerForSequenceClassification.from_pretrained(checkpoint, dtype=dtype).eval()
-    return quantize_linear_layers(model) if name.endswith("int8") else model
+    if name.endswith("int8"):
+        from roformer_hf.int8_serving import quantize_int8
+
+        return quantize_int8(model)
+    return deprecated_int8(model) if name.endswith("int8-deprecated") else model
 
 
-def quantize_linear_layers(model: torch.nn.Module) -> torch.nn.Module:
-    """Int8 weights for every Linear layer, activations quantized per call (dynamic quantization)."""
+def deprecated_int8(model: torch.nn.Module) -> torch.nn.Module:
+    """Int8 weights for every Linear layer, activations quantized per call, by torch's deprecated route."""
     import warnings
 
     with warnings.catch_warnings():
@@ -170,9 +183,11 @@ def open_session(path: Path, threads: int):
 
 def predictor(name: str, files: dict[str, str], threads: int):
     """A function from {input_ids, attention_mask} to float32 logits, for one implementation."""
+    if files.get(name + "-error"):
+        raise RuntimeError(files[name + "-error"])
     if name.startswith("onnxruntime"):
         if files.get(name) is None:
-            raise RuntimeError(files.get(name + "-error", "no ONNX file"))
+            raise RuntimeError("no ONNX file")
         session = open_session(Path(files[name]), threads)
         return lambda inputs: torch.from_numpy(
             session.run(["logits"], {key: tensor.numpy() for key, tensor in inputs.items()})[0]
@@ -215,6 +230,24 @@ def export_onnx(checkpoint: Path, folder: Path) -> dict[str, str]:
     except Exception as error:  # the table reports why, in place of numbers
         files["onnxruntime-int8-error"] = one_line(error)
     return files
+
+
+def left_out(skip: str) -> dict[str, str]:
+    """The `--skip` implementations, each with the reason its rows give."""
+    names = [name for name in skip.split(",") if name]
+    unknown = [name for name in names if name not in IMPLEMENTATIONS[1:]]
+    if unknown:
+        sys.exit(f"--skip takes implementations of {', '.join(IMPLEMENTATIONS[1:])}; got {', '.join(unknown)}")
+    return {f"{name}-error": "left out (--skip)" for name in names}
+
+
+def torchao_missing() -> dict[str, str]:
+    """The reason the supported int8 row cannot run (torchao is not installed), or nothing."""
+    from roformer_hf.int8_serving import torchao_int8
+
+    if torchao_int8()[0] is None:
+        return {"roformer_hf-int8-error": "torchao is not installed: pip install 'roformer_hf[int8]'"}
+    return {}
 
 
 def one_line(error: BaseException) -> str:
@@ -266,7 +299,7 @@ def measure_speed(shapes: list[tuple[int, int]], files: dict, args: argparse.Nam
     runs = {(shape, name): [] for shape in shapes for name in IMPLEMENTATIONS}
     for _ in range(args.rounds):
         for (shape, name), results in runs.items():
-            if name.startswith("onnxruntime") and files.get(name) is None:
+            if files.get(name + "-error") or (name.startswith("onnxruntime") and files.get(name) is None):
                 results.append({"error": files.get(name + "-error", "no ONNX file")})
                 continue
             spec = {"name": name, "files": files, "threads": args.threads, "vocab_size": vocab_size}
@@ -459,6 +492,8 @@ def main() -> None:
     check_options(args)
     shapes = parse_shapes(args.shapes or (TINY_SHAPES if args.tiny else DEFAULT_SHAPES))
     size = TINY_SIZE if args.tiny else BASE_SIZE
+    size = {**size, "num_hidden_layers": args.layers} if args.layers else size
+    skipped = left_out(args.skip)
     num_texts = args.num_texts if args.num_texts is not None else 16 if args.tiny else 500
     args.rounds = args.rounds if args.rounds is not None else 1 if args.tiny else 2
     texts = read_texts(args.texts, num_texts)
@@ -467,7 +502,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as temporary:
         folder = Path(temporary)
         checkpoint = write_checkpoint(folder, size, max(TEXT_LENGTH, *(length for _, length in shapes)))
-        files = {"checkpoint": str(checkpoint), **export_onnx(checkpoint, folder)}
+        exported = (
+            {}
+            if {"onnxruntime-float32-error", "onnxruntime-int8-error"} <= skipped.keys()
+            else export_onnx(checkpoint, folder)
+        )
+        files = {"checkpoint": str(checkpoint), **exported, **torchao_missing(), **skipped}
         logits = all_logits(files, text_batches(texts), args.threads)
         agreement, summary = agreement_rows(logits), agreement_summary(logits)
         results = measure_speed(shapes, files, args, size["vocab_size"])

@@ -3,7 +3,7 @@
 What differs from BERT: no position embeddings (queries and keys are rotated by angles proportional to their
 positions, computed once per forward by `rope.py`, so scores depend only on relative positions and no table caps the
 length); pairs (2i, 2i + 1) rotate together, as in bert4keras and transformers' RoFormer, so checkpoints load without
-permutation; optionally rotated values (`rotary_value`) and linear attention (`attention_kernels.py`). RoFormer-V2 is
+permutation; optionally rotated values (`rotary_value`) and linear attention (`rope.py`). RoFormer-V2 is
 `norm_type="rms_norm"`, `use_bias=False`, ReLU and an MLM head reduced to the tied decoder; RoFormer-Sim a
 `RoFormerForCausalLM` with UniLM attention over token types (`decoder_mask="unilm"`) whose pooler gives sentence
 vectors; IDEA's Zhouwenwang a pre-norm stack (`norm_position="pre"`, `final_layer_norm`, no embedding norm) that
@@ -37,7 +37,7 @@ from transformers.processing_utils import Unpack
 from transformers.utils import ModelOutput, TransformersKwargs, can_return_tuple, logging
 from transformers.utils.output_capturing import capture_outputs
 
-from .attention_kernels import blockwise_attention_forward, linear_attention_forward, prefers_blockwise_attention
+from .attention_kernels import RoFormerDropout, blockwise_attention_forward, prefers_blockwise_attention
 from .compat import cache_argument, cache_of, given_cache
 from .configuration import RoFormerConfig
 from .input_checks import (
@@ -54,7 +54,7 @@ from .input_checks import (
 from .masks import layer_attention_mask
 from .norms import embedding_norm, final_norm, post_norm, pre_norm
 from .pretrained import RoFormerPretrainedMixin
-from .rope import RoFormerRotaryEmbedding, apply_rotary
+from .rope import RoFormerRotaryEmbedding, apply_rotary, linear_attention_forward
 
 logger = logging.get_logger(__name__)
 
@@ -67,7 +67,7 @@ class RoFormerEmbeddings(nn.Module):
         self.word_embeddings = nn.Embedding(config.vocab_size, config.embedding_size, padding_idx=config.pad_token_id)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.embedding_size)
         self.LayerNorm = embedding_norm(config)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = RoFormerDropout(config.hidden_dropout_prob)
 
     def forward(self, inputs_embeds: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         if token_type_ids is None:
@@ -181,7 +181,7 @@ class RoFormerOutput(nn.Module):
         super().__init__()
         self.dense = nn.Linear(input_size, config.hidden_size, bias=config.use_bias)
         self.LayerNorm = post_norm(config)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = RoFormerDropout(config.hidden_dropout_prob)
 
     def forward(self, hidden_states: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         return self.LayerNorm(self.dropout(self.dense(hidden_states)) + residual)
@@ -664,7 +664,7 @@ class RoFormerClassificationHead(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.activation = ACT2FN[config.hidden_act]
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = RoFormerDropout(config.hidden_dropout_prob)
         self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
@@ -706,7 +706,7 @@ class RoFormerForTokenClassification(RoFormerHeadModel):
     def __init__(self, config: RoFormerConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = RoFormerDropout(config.hidden_dropout_prob)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 

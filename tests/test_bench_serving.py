@@ -1,6 +1,7 @@
 """benchmarks/bench_serving.py --tiny end to end, offline, in a subprocess: every implementation gets a speed row and
 every precision an agreement row with sane values. No timing is asserted (benchmarks print, tests check)."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -17,10 +18,17 @@ IMPLEMENTATIONS = (
     "roformer_hf-float32",
     "roformer_hf-bf16",
     "roformer_hf-int8",
+    "roformer_hf-int8-deprecated",
     "onnxruntime-float32",
     "onnxruntime-int8",
 )
 NUM_TEXTS = 16  # what --tiny reads
+
+
+def may_fail(name: str) -> bool:
+    """Rows that may give a one-line reason instead of numbers: onnxruntime's int8 quantizer, and our int8 row where
+    torchao (the int8 extra) is not installed."""
+    return name == "onnxruntime-int8" or (name == "roformer_hf-int8" and importlib.util.find_spec("torchao") is None)
 
 
 @pytest.fixture(scope="module")
@@ -44,12 +52,16 @@ def tiny_run(tmp_path_factory):
 def test_tiny_run_prints_the_header_and_a_speed_row_per_implementation(tiny_run):
     stdout, results = tiny_run
     assert stdout.startswith("command: python benchmarks/bench_serving.py --tiny")
-    assert "machine: CPU " in stdout and "roofs (4096^3 matrix product" in stdout and "bf16 on this CPU: " in stdout
+    assert (
+        "machine: CPU " in stdout
+        and "roofs (the best square matrix product of " in stdout
+        and "bf16 on this CPU: " in stdout
+    )
     rows = {row["implementation"]: row for row in results["speed"]}
     assert list(rows) == list(IMPLEMENTATIONS)
     for name, row in rows.items():
         assert f"| 2 x 32 | {name} | " in stdout
-        if name == "onnxruntime-int8" and "error" in row:  # allowed: the table then gives the one-line reason
+        if may_fail(name) and "error" in row:  # allowed: the table then gives the one-line reason
             assert row["error"] in stdout
             continue
         assert "error" not in row, row
@@ -63,7 +75,7 @@ def test_tiny_run_reports_agreement_of_every_precision_with_our_float32(tiny_run
     rows = {(row["head"], row["implementation"]): row for row in results["agreement"]}
     assert set(rows) == {(head, name) for head in ("raw", "calibrated") for name in IMPLEMENTATIONS[1:]}
     for (head, name), row in rows.items():
-        if name == "onnxruntime-int8" and "error" in row:
+        if may_fail(name) and "error" in row:
             continue
         assert row["texts"] == NUM_TEXTS
         assert f"| {head} | {name} | {row['agree']} / {NUM_TEXTS} |" in stdout

@@ -1,0 +1,59 @@
+"""int8_serving.py: int8 serving through torchao (the supported route) gives the float32 model's outputs within int8's
+rounding, and without torchao falls back to torch's deprecated dynamic quantization with one warning that says so."""
+
+import warnings
+
+import pytest
+import torch
+
+from roformer_hf import RoFormerConfig, RoFormerForSequenceClassification, int8_serving
+from roformer_hf.int8_serving import FALLBACK_WARNING, quantize_int8
+
+CONFIG = {
+    "vocab_size": 99,
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 128,
+    "num_labels": 3,
+}
+
+
+def float32_and_int8(quantize=quantize_int8) -> tuple[torch.Tensor, torch.Tensor, torch.nn.Module]:
+    """The logits of a random classifier on random texts, in float32 and after `quantize`, and the quantized model."""
+    torch.manual_seed(0)
+    model = RoFormerForSequenceClassification(RoFormerConfig(**CONFIG)).eval()
+    input_ids = torch.randint(5, CONFIG["vocab_size"], (4, 24))
+    with torch.inference_mode():
+        float32_logits = model(input_ids=input_ids).logits
+    quantized = quantize(model)
+    with torch.inference_mode():
+        return float32_logits, quantized(input_ids=input_ids).logits, quantized
+
+
+def assert_int8_close(float32_logits: torch.Tensor, int8_logits: torch.Tensor) -> None:
+    """Within int8's rounding: a few percent of the logits' spread, and the same decision for each text."""
+    spread = float32_logits.abs().max()
+    assert (int8_logits - float32_logits).abs().max() < 0.05 * spread
+    assert torch.equal(int8_logits.argmax(-1), float32_logits.argmax(-1))
+
+
+def test_torchao_route_matches_float32():
+    pytest.importorskip("torchao", reason="the int8 extra (pip install '.[int8]') is not installed")
+    float32_logits, int8_logits, quantized = float32_and_int8()
+    assert_int8_close(float32_logits, int8_logits)
+    query = quantized.roformer.encoder.layer[0].attention.self.query
+    assert type(query) is torch.nn.Linear and "torchao" in type(query.weight).__module__  # int8 weights, kept in place
+    assert query.weight.qdata.dtype == torch.int8
+
+
+def test_without_torchao_the_deprecated_route_says_so(monkeypatch):
+    monkeypatch.setattr(int8_serving, "torchao_int8", lambda: (None, None))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        float32_logits, int8_logits, quantized = float32_and_int8()
+    assert [str(warning.message) for warning in caught] == [FALLBACK_WARNING]  # torch's own lines are not repeated
+    assert_int8_close(float32_logits, int8_logits)
+    assert type(quantized.roformer.encoder.layer[0].attention.self.query).__module__.startswith(
+        "torch.ao.nn.quantized"
+    )
