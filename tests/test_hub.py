@@ -153,6 +153,29 @@ def test_save_pretrained_writes_auto_map_and_code(checkpoints, architecture):
     assert {f"{name}.py" for name in needed} <= {path.name for path in folder.glob("*.py")}
 
 
+# What a checkpoint's code is: the model's modules, nothing about the machine, another project's layout or publishing.
+MODEL_CODE_FILES = {
+    "attention_kernels.py",
+    "compat.py",
+    "configuration.py",
+    "input_checks.py",
+    "masks.py",
+    "modeling.py",
+    "norms.py",
+    "pretrained.py",
+    "rope.py",
+}
+
+
+# The tokenizer's code, which the fixture's folders carry too (a tokenizer is saved beside each model).
+TOKENIZER_CODE_FILES = {"tokenization.py", "text_rules.py", "jieba_rule.py", "batch_rows.py", "encodings.py"}
+
+
+def test_a_checkpoint_carries_the_model_code_only(checkpoints):
+    folder = checkpoints["RoFormerForMaskedLM"][0]
+    assert {path.name for path in folder.glob("*.py")} == MODEL_CODE_FILES | TOKENIZER_CODE_FILES
+
+
 def test_tokenizer_save_pretrained_writes_auto_map_and_code(checkpoints):
     folder = checkpoints["RoFormerModel"][0]
     auto_map = json.loads((folder / "tokenizer_config.json").read_text())["auto_map"]
