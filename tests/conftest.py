@@ -216,6 +216,27 @@ def assert_padding_changes_nothing(model: torch.nn.Module) -> None:
     torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)
 
 
+BAD_INPUTS_PAGE = REPO_ROOT / "docs" / "bad_inputs.md"
+# What a case got before its fix, as the Before column of docs/bad_inputs.md's case tables starts.
+BEFORE_CLASSES = ("lost", "silently wrong", "traceback", "misleading line", "one line", "handled")
+
+
+def bad_input_rows(after: str) -> dict[str, tuple[str, str, str]]:
+    """The rows of the first case table (`| Case | Where | ... | Before | ... |`) of docs/bad_inputs.md at or after
+    the line that starts with `after` (a heading, or the table's own header): case id -> (where, before, message)."""
+    lines = BAD_INPUTS_PAGE.read_text(encoding="utf-8").splitlines()
+    start = next(index for index, line in enumerate(lines) if line.startswith(after))
+    header = next(index for index in range(start, len(lines)) if lines[index].startswith("| Case |"))
+    rows = {}
+    for line in itertools.takewhile(lambda line: line.startswith("|"), lines[header + 2 :]):
+        cells = [cell.strip().replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+        assert len(cells) == 5, f"a row of {BAD_INPUTS_PAGE.name} has {len(cells)} cells, not 5: {line}"
+        case, where, _, before, message = (cell.strip("`") for cell in cells)
+        assert case not in rows, f"{case} has two rows in {BAD_INPUTS_PAGE.name}"
+        rows[case] = (where, before, message)
+    return rows
+
+
 def first_texts(path: Path, count: int) -> list[str]:
     """The `text` of the first `count` records of a JSON-lines file."""
     with path.open(encoding="utf-8") as reader:

@@ -7,21 +7,19 @@ reads the four-column table only. To add a case: one entry in `CASES`, one row i
 """
 
 import hashlib
-import itertools
 import json
 import os
-import re
 from collections.abc import Callable
 from pathlib import Path
 
 import evaluate
 import huggingface_hub
 import pytest
+from conftest import BEFORE_CLASSES, bad_input_rows
 from test_bad_inputs import (
     BOTH,
     DEMO_VOCAB,
     ROWS,
-    TABLE_FILE,
     TEXTS,
     run_in_process,
     script_parameters,
@@ -266,30 +264,8 @@ CASES: dict[str, tuple[str, Callable[[str, Path, pytest.MonkeyPatch], list[str]]
 TABLE_HEADER = "| Case | Where | Bad input | Before | What it gets |"
 
 
-def read_five_column_table() -> dict[str, tuple[str, str, str]]:
-    """The rows of the table with a Before column in docs/bad_inputs.md: case id -> (where, before, template).
-
-    Other tables of the page have five columns too, so the rows are read from this table's header to the first line
-    that is not a table row.
-    """
-    lines = TABLE_FILE.read_text(encoding="utf-8").splitlines()
-    start = lines.index(TABLE_HEADER) + 2
-    rows = {}
-    for line in itertools.takewhile(lambda line: line.startswith("|"), lines[start:]):
-        cells = [cell.strip().replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
-        assert len(cells) == 5, f"a row of {TABLE_FILE.name} has {len(cells)} cells, not 5: {line}"
-        case, where, _, before, message = (cell.strip("`") for cell in cells)
-        assert case not in rows, f"{case} has two rows in {TABLE_FILE.name}"
-        rows[case] = (where, before, message)
-    return rows
-
-
-# What a case got before, as the table's fourth column starts.
-BEFORE_CLASSES = ("lost", "silently wrong", "traceback", "misleading line", "one line", "handled")
-
-
 def test_the_table_and_the_cases_name_the_same_bad_inputs():
-    table = read_five_column_table()
+    table = bad_input_rows(TABLE_HEADER)
     assert {case: where for case, (where, _, _) in table.items()} == {
         case: where for case, (where, _) in CASES.items()
     }
@@ -316,7 +292,7 @@ def test_bad_input_gets_one_line_and_keeps_the_files(case, script, tmp_path, cap
     arguments = CASES[case][1](script, tmp_path, monkeypatch)
     before = file_digests(tmp_path)
     message = run_in_process(script, arguments, capsys)
-    pattern = template_pattern(read_five_column_table()[case][2])
+    pattern = template_pattern(bad_input_rows(TABLE_HEADER)[case][2])
     assert pattern.fullmatch(message), f"{script} {case}:\n  got      {message}\n  expected {pattern.pattern}"
     after = file_digests(tmp_path)
     assert {name: after.get(name) for name in before} == before  # every file the user had, byte-identical

@@ -8,9 +8,7 @@ The table is the expectation, as in test_bad_inputs.py: each row names a case of
 
 import functools
 import importlib
-import itertools
 import json
-import re
 import shutil
 import signal
 import subprocess
@@ -23,7 +21,7 @@ import datasets
 import pytest
 import torch
 import transformers
-from conftest import REPO_ROOT
+from conftest import BEFORE_CLASSES, REPO_ROOT, bad_input_rows
 from safetensors.torch import load_file, save_file
 from test_bad_inputs import template_pattern
 from test_build_full_data import file_of, kept_cail_download, stopped_build
@@ -36,7 +34,6 @@ from roformer_hf.document_inputs import DocumentRecipe
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.labels import LabelInfo, check_known_labels
 
-TABLE_FILE = REPO_ROOT / "docs" / "bad_inputs.md"
 SECTION = "## The data build, served recipes, hand-damaged folders and benchmarks"
 RECIPE = {
     "max_seq_length": 32,
@@ -382,26 +379,8 @@ CASES: dict[str, tuple[str, Callable[[Path, object, object], str]]] = {
 }
 
 
-def read_section_table() -> dict[str, tuple[str, str, str]]:
-    """The rows of this section's table: case id -> (where, before, message template)."""
-    lines = TABLE_FILE.read_text(encoding="utf-8").splitlines()
-    start = next(index for index, line in enumerate(lines) if line.startswith(SECTION))
-    header = next(index for index in range(start, len(lines)) if lines[index].startswith("| Case |"))
-    rows = {}
-    for line in itertools.takewhile(lambda line: line.startswith("|"), lines[header + 2 :]):
-        cells = [cell.strip().replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
-        assert len(cells) == 5, f"a row of {TABLE_FILE.name} has {len(cells)} cells, not 5: {line}"
-        case, where, _, before, message = (cell.strip("`") for cell in cells)
-        assert case not in rows, f"{case} has two rows in {TABLE_FILE.name}"
-        rows[case] = (where, before, message)
-    return rows
-
-
-BEFORE_CLASSES = ("lost", "silently wrong", "traceback", "misleading line", "one line", "handled")
-
-
 def test_the_table_and_the_cases_name_the_same_bad_inputs():
-    table = read_section_table()
+    table = bad_input_rows(SECTION)
     assert {case: where for case, (where, _, _) in table.items()} == {
         case: where for case, (where, _) in CASES.items()
     }
@@ -413,7 +392,7 @@ def test_the_table_and_the_cases_name_the_same_bad_inputs():
 def test_bad_input_gets_one_line(case, tmp_path, monkeypatch, capsys, saved_models, benchmarks):
     SAVED.update(saved_models)
     line = CASES[case][1](tmp_path, monkeypatch, capsys)
-    pattern = template_pattern(read_section_table()[case][2])
+    pattern = template_pattern(bad_input_rows(SECTION)[case][2])
     assert pattern.fullmatch(line), f"{case}:\n  got      {line}\n  expected {pattern.pattern}"
 
 

@@ -6,15 +6,14 @@ fine-tuned, its tokenizer, the data, the checkpoints) is byte-identical after th
 (it trains, and leaves its inputs as they were, or resumes to the weights of an uninterrupted run) are tests below it.
 """
 
-import itertools
 import json
-import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import bad_input_rows
 from distributed_worker import files_sha256
 from test_bad_inputs import DEMO_VOCAB, SCRIPTS, run_in_process, template_pattern, transformers_checkpoint
 from test_checkpoint_resume import interrupted_copy, straight_classification_run, with_output_dir  # noqa: F401
@@ -25,7 +24,6 @@ from roformer_hf import RoFormerConfig, RoFormerForMaskedLM, RoFormerJiebaTokeni
 from roformer_hf.training.checkpoints import MANIFEST_NAME
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-TABLE_FILE = REPO_ROOT / "docs" / "bad_inputs.md"
 TABLE_HEADER = "| Case | Where | What the user did | Before | What it gets |"
 BOTH = "both scripts"
 
@@ -220,22 +218,8 @@ CONVERT_CASES = {
 }
 
 
-def read_table() -> dict[str, tuple[str, str, str]]:
-    """The rows of this issue's table in docs/bad_inputs.md: case id -> (where, before, message template)."""
-    lines = TABLE_FILE.read_text(encoding="utf-8").splitlines()
-    start = lines.index(TABLE_HEADER) + 2
-    rows = {}
-    for line in itertools.takewhile(lambda line: line.startswith("|"), lines[start:]):
-        cells = [cell.strip().replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
-        assert len(cells) == 5, f"a row of {TABLE_FILE.name} has {len(cells)} cells, not 5: {line}"
-        case, where, _, before, message = (cell.strip("`") for cell in cells)
-        assert case not in rows, f"{case} has two rows in {TABLE_FILE.name}"
-        rows[case] = (where, before, message)
-    return rows
-
-
 def test_the_table_and_the_cases_name_the_same_bad_inputs():
-    table = read_table()
+    table = bad_input_rows(TABLE_HEADER)
     cases = {case: where for case, (where, _) in {**CASES, **CONVERT_CASES}.items()}
     assert {case: where for case, (where, _, _) in table.items()} == cases
     for case, (_, before, _) in table.items():
@@ -261,7 +245,7 @@ def test_an_input_the_run_would_destroy_gets_one_line_and_stays_as_it_was(case, 
     arguments = CASES[case][1](script, tmp_path, monkeypatch)
     before = all_files(tmp_path)
     message = run_in_process(script, arguments, capsys)
-    pattern = template_pattern(read_table()[case][2])
+    pattern = template_pattern(bad_input_rows(TABLE_HEADER)[case][2])
     assert pattern.fullmatch(message), f"{script} {case}:\n  got      {message}\n  expected {pattern.pattern}"
     assert "--overwrite_output_dir" not in message  # never offered: it would destroy the input
     after = all_files(tmp_path)
@@ -278,7 +262,9 @@ def test_a_conversion_never_replaces_its_source(case, tmp_path, capsys):
     capsys.readouterr()
     assert convert.main(arguments) == 1
     error_lines = capsys.readouterr().err.splitlines()
-    assert len(error_lines) == 1 and template_pattern(read_table()[case][2]).fullmatch(error_lines[0]), error_lines
+    assert len(error_lines) == 1 and template_pattern(bad_input_rows(TABLE_HEADER)[case][2]).fullmatch(
+        error_lines[0]
+    ), error_lines
     assert all_files(tmp_path / "source") == before
 
 
