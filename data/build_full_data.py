@@ -360,12 +360,13 @@ class Stopped(Exception):
 
 
 def stop_on_signals() -> dict:
-    """Makes SIGTERM and SIGHUP raise `Stopped`; returns the handlers they had, for `signal.signal` to restore."""
+    """SIGTERM, SIGHUP raise `Stopped`, SIGINT `KeyboardInterrupt` even if ignored at start; returns the old handlers."""
 
     def stop(signum, frame):
         raise Stopped(signum)
 
-    return {number: signal.signal(number, stop) for number in (signal.SIGTERM, signal.SIGHUP)}
+    handlers = {signal.SIGTERM: stop, signal.SIGHUP: stop, signal.SIGINT: signal.default_int_handler}
+    return {number: signal.signal(number, handler) for number, handler in handlers.items()}
 
 
 def main(argv: list[str] | None = None) -> int:

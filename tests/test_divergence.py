@@ -75,13 +75,15 @@ def test_an_epoch_end_saves_no_checkpoint_of_a_diverged_step(tmp_path, capsys, m
 @pytest.mark.parametrize("script", list(SCRIPTS))
 def test_a_diverging_learning_rate_keeps_the_finite_checkpoint(script, tmp_path, capsys):
     options = ("--learning_rate", "1e6", "--save_strategy", "steps", "--save_steps", "1", "--disable_tqdm", "1")
-    options += ("--bf16", "false")  # float32 overflows in step 2; bf16 autocast (a bf16 CPU's default) in another
+    options += ("--bf16", "false")
     arguments = with_value(training_run(script, tmp_path, *options), "--max_steps", "4")
     capsys.readouterr()
     with pytest.raises(SystemExit):
         run_script(lambda: SCRIPTS[script].main(arguments))
-    assert "training diverged at step 2" in capsys.readouterr().err
-    assert_finite_checkpoints(tmp_path / "out", [1])
+    # float32 overflows in step 2 or 3, by the dropout masks drawn: every checkpoint before that step is kept
+    diverged = int(re.search(r"training diverged at step (\d+)", capsys.readouterr().err)[1])
+    assert 2 <= diverged <= 3
+    assert_finite_checkpoints(tmp_path / "out", list(range(1, diverged)))
     assert not (tmp_path / "out" / "model.safetensors").exists()
 
 
