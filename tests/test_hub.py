@@ -11,7 +11,8 @@ from pathlib import Path
 import huggingface_hub
 import pytest
 import torch
-from conftest import TINY_WORD_VOCAB
+import transformers
+from conftest import REPO_ROOT, TINY_WORD_VOCAB
 
 import roformer_hf
 from roformer_hf.configuration import AUTO_MAP
@@ -174,6 +175,63 @@ TOKENIZER_CODE_FILES = {"tokenization.py", "text_rules.py", "jieba_rule.py", "ba
 def test_a_checkpoint_carries_the_model_code_only(checkpoints):
     folder = checkpoints["RoFormerForMaskedLM"][0]
     assert {path.name for path in folder.glob("*.py")} == MODEL_CODE_FILES | TOKENIZER_CODE_FILES
+
+
+# The last commit before this layout of the model's code, and the code files its checkpoints carry.
+EARLIER_CODE_COMMIT = "68c410c"
+EARLIER_MODEL_CODE_FILES = (
+    *sorted(MODEL_CODE_FILES - {"norms.py"}),
+    "cpu_arithmetic.py",
+    "losses.py",
+)
+
+EARLIER_CHILD = """
+import sys
+
+sys.modules["roformer_hf"] = None  # as if roformer_hf were not installed
+import torch
+import transformers
+
+model = transformers.AutoModelForMaskedLM.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
+with torch.no_grad():
+    logits = model(input_ids=torch.load(sys.argv[2])).logits
+torch.save({"module": type(model).__module__, "logits": logits}, sys.argv[3])
+"""
+
+
+def test_a_checkpoint_carrying_the_earlier_code_loads_to_the_same_logits(tmp_path):
+    """A checkpoint saved before the code files changed (it carries the 10 files of 68c410c) loads, with its own
+    code where roformer_hf is missing and with roformer_hf's classes where it is installed, to the same logits."""
+    sources = {}
+    for name in EARLIER_MODEL_CODE_FILES:
+        command = ["git", "show", f"{EARLIER_CODE_COMMIT}:roformer_hf/{name}"]
+        completed = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+        if completed.returncode != 0:
+            pytest.skip(f"commit {EARLIER_CODE_COMMIT} is not in this clone's history (a shallow clone?)")
+        sources[name] = completed.stdout
+    torch.manual_seed(0)
+    model = roformer_hf.RoFormerForMaskedLM(tiny_config("RoFormerForMaskedLM")).eval()
+    folder = tmp_path / "earlier"
+    model.save_pretrained(folder)
+    for path in folder.glob("*.py"):
+        path.unlink()
+    for name, source in sources.items():
+        (folder / name).write_text(source, encoding="utf-8")
+    input_ids = torch.randint(5, TINY_WORD_VOCAB["vocab_size"], (2, 9))
+    torch.save(input_ids, tmp_path / "ids.pt")
+    with torch.no_grad():
+        expected = model(input_ids=input_ids).logits
+        registered = transformers.AutoModelForMaskedLM.from_pretrained(folder).eval()(input_ids=input_ids).logits
+    (tmp_path / "child.py").write_text(EARLIER_CHILD)
+    environment = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"}
+    environment["HF_MODULES_CACHE"] = str(tmp_path / "modules")
+    command = [sys.executable, "child.py", str(folder), "ids.pt", "out.pt"]
+    process = subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300)
+    assert process.returncode == 0, process.stderr[-3000:]
+    remote = torch.load(tmp_path / "out.pt")
+    assert remote["module"].startswith("transformers_modules.")
+    torch.testing.assert_close(remote["logits"], expected, rtol=0, atol=1e-5)
+    torch.testing.assert_close(registered, expected, rtol=0, atol=1e-5)
 
 
 def test_tokenizer_save_pretrained_writes_auto_map_and_code(checkpoints):
