@@ -26,15 +26,17 @@ def published_layout_inputs(
 ) -> tuple[str | os.PathLike | None, dict]:
     """What `from_pretrained` passes on to transformers for a checkpoint: a Zhouwenwang folder's renamed weights
     and config (with no path: they are read here), a published Sim checkpoint's path with the settings it does not
-    say, any other checkpoint's path and arguments as they are."""
-    fengshen_inputs = fengshen_checkpoint_inputs(pretrained_model_name_or_path, kwargs, model_class)
-    if fengshen_inputs is not None:
-        return None, fengshen_inputs
+    say, any other checkpoint's path and arguments as they are. Both layouts say model_type "roformer", so any other
+    checkpoint costs one read of its config.json."""
+    hub_kwargs = {name: kwargs[name] for name in HUB_ARGUMENTS if kwargs.get(name) is not None}
+    settings = checkpoint_settings(pretrained_model_name_or_path, hub_kwargs)
+    if settings.get("model_type") != "roformer":
+        return pretrained_model_name_or_path, kwargs
+    names = weight_names(pretrained_model_name_or_path, hub_kwargs)
+    if is_fengshen_layout(names):
+        return None, fengshen_checkpoint_inputs(pretrained_model_name_or_path, kwargs, model_class, names)
     bare_model = "add_pooling_layer" in inspect.signature(model_class.__init__).parameters
-    return pretrained_model_name_or_path, {
-        **published_sim_settings(pretrained_model_name_or_path, kwargs, bare_model),
-        **kwargs,
-    }
+    return pretrained_model_name_or_path, {**published_sim_settings(settings, names, bare_model), **kwargs}
 
 
 def checkpoint_settings(pretrained_model_name_or_path: str | os.PathLike, hub_kwargs: dict) -> dict:
@@ -47,7 +49,7 @@ def checkpoint_settings(pretrained_model_name_or_path: str | os.PathLike, hub_kw
     return settings
 
 
-def published_sim_settings(pretrained_model_name_or_path: str | os.PathLike, kwargs: dict, bare_model: bool) -> dict:
+def published_sim_settings(settings: dict, names: set[str], bare_model: bool) -> dict:
     """The settings a RoFormer-Sim checkpoint in the published layout needs and does not say, for `from_pretrained`.
 
     Its config.json (model_type "roformer", written for JunnYu's `roformer`) says `is_decoder: true` and
@@ -56,19 +58,16 @@ def published_sim_settings(pretrained_model_name_or_path: str | os.PathLike, kwa
     left to right: wrong outputs, without an error. Conversion (`roformer_hf.convert`) writes the same settings.
 
     Args:
-        pretrained_model_name_or_path (`str` or `os.PathLike`): What `from_pretrained` was given.
-        kwargs (`dict`): The arguments of `from_pretrained` (where to find the files: revision, cache_dir, ...).
+        settings (`dict`): The checkpoint's config.json.
+        names (`set[str]`): The names of its weights.
         bare_model (`bool`): Whether the class is the bare encoder, which has a pooler only when told.
 
     Returns:
         `dict`: `decoder_mask="unilm"` (and `add_pooling_layer=True` for the bare encoder) for a published Sim
         checkpoint; empty for every other checkpoint.
     """
-    hub_kwargs = {name: kwargs[name] for name in HUB_ARGUMENTS if kwargs.get(name) is not None}
-    settings = checkpoint_settings(pretrained_model_name_or_path, hub_kwargs)
     if settings.get("model_type") != "roformer" or not settings.get("is_decoder"):
         return {}
-    names = weight_names(pretrained_model_name_or_path, hub_kwargs)
     if not any(name.startswith("roformer.pooler.") for name in names):
         return {}
     if not any(name.startswith("cls.predictions.") for name in names):
@@ -77,10 +76,10 @@ def published_sim_settings(pretrained_model_name_or_path: str | os.PathLike, kwa
 
 
 def fengshen_checkpoint_inputs(
-    pretrained_model_name_or_path: str | os.PathLike, kwargs: dict, model_class: type
-) -> dict | None:
+    pretrained_model_name_or_path: str | os.PathLike, kwargs: dict, model_class: type, names: set[str]
+) -> dict:
     """The arguments of transformers' `from_pretrained` for a Zhouwenwang checkpoint in fengshen's layout (see
-    `fengshen_layout`), or None for any other checkpoint. Its config.json (model_type "roformer") says nothing of its
+    `fengshen_layout`), whose weights are named `names`. Its config.json (model_type "roformer") says nothing of its
     architecture and its weight names are fengshen's: read as a plain RoFormer, every norm weight would be missing
     (refused by `check_encoder_weights_loaded`). Its weights are read here (a `pytorch_model.bin` with
     `weights_only=True`) and renamed, so the model holds, and saves, roformer_hf's names.
@@ -89,17 +88,13 @@ def fengshen_checkpoint_inputs(
         pretrained_model_name_or_path (`str` or `os.PathLike`): What `from_pretrained` was given.
         kwargs (`dict`): The arguments of `from_pretrained`; they override the settings read here.
         model_class (`type`): The class loading it: one that generates (the causal LM) is also a decoder.
+        names (`set[str]`): The names of its weights.
 
     Returns:
         `dict`: `kwargs` with `config` (the checkpoint's, with `fengshen_settings`) and `state_dict` (renamed),
         but the settings the config took.
     """
     hub_kwargs = {name: kwargs[name] for name in HUB_ARGUMENTS if kwargs.get(name) is not None}
-    if checkpoint_settings(pretrained_model_name_or_path, hub_kwargs).get("model_type") != "roformer":
-        return None
-    names = weight_names(pretrained_model_name_or_path, hub_kwargs)
-    if not is_fengshen_layout(names):
-        return None
     settings = fengshen_settings(names)
     if issubclass(model_class, GenerationMixin):
         settings["is_decoder"] = True
