@@ -70,9 +70,11 @@ def truncation_windows(
         return [((0, first_length), whole_second)]
     if strategy == TruncationStrategy.LONGEST_FIRST:
         if overflow:
-            raise ValueError(
-                "return_overflowing_tokens for a pair needs truncation='only_first' or 'only_second' (which text "
-                "to cut into windows), not 'longest_first'."
+            raise ValueError(  # transformers' Python tokenizers' words, which their tests look for; then ours
+                "Not possible to return overflowing tokens for pair of sequences with the `longest_first`. Please "
+                "select another truncation strategy than `longest_first`, for instance `only_second` or `only_first`. "
+                "(return_overflowing_tokens for a pair needs truncation='only_first' or 'only_second': which text to "
+                "cut into windows.)"
             )
         # The longer text loses tokens until both are equally long, then both lose in turn (the second first).
         first_kept = min(first_length, max(budget - second_length, (budget + 1) // 2))

@@ -270,9 +270,17 @@ class RoFormerJiebaTokenizer(JiebaRuleMixin, PreTrainedTokenizer):
             "split_special_tokens": split_special_tokens,
         }
         truncation = (truncation_strategy, max_length, stride, return_overflowing_tokens)
-        rows, row_windows = self._rows(samples, options, truncation)
+        rows, row_windows, texts = self._rows(samples, options, truncation)
         if verbose:
             self._warn_if_too_long(rows["input_ids"], truncation_strategy)
+        # One text as lists: the first window and what it cut off, as transformers' Python tokenizers answer. A batch,
+        # tensors, or offsets (which only fast tokenizers return) get every window as a row, as fast tokenizers answer.
+        cut_off = {}
+        fast_only = return_offsets_mapping or return_word_ids
+        if not batched and return_overflowing_tokens and return_tensors is None and not fast_only:
+            cut_off = self._cut_off(texts[0], row_windows[0], truncation_strategy, stride, max_length, options)
+            rows = {key: value[:1] for key, value in rows.items() if key != "overflow_to_sample_mapping"}
+            row_windows, return_overflowing_tokens = row_windows[:1], False
         padding = {"padding": padding_strategy, "max_length": max_length, "pad_to_multiple_of": pad_to_multiple_of}
         rows = self._padded_rows(
             rows, **padding, padding_side=padding_side, return_attention_mask=return_attention_mask
@@ -281,7 +289,7 @@ class RoFormerJiebaTokenizer(JiebaRuleMixin, PreTrainedTokenizer):
         encodings = RowEncodings(self, samples, row_windows, rows["input_ids"], alignment)
         n_sequences = (1 if samples[0][1] is None else 2) if samples else None
         if not batched and not return_overflowing_tokens and return_tensors is None:
-            rows = {key: value[0] for key, value in rows.items()}
+            rows = {key: value[0] for key, value in rows.items()} | cut_off
         return BatchEncoding(rows, encoding=encodings, tensor_type=return_tensors, n_sequences=n_sequences)
 
     def _padded_rows(self, rows: dict[str, list], return_attention_mask: bool | None, **padding) -> dict[str, list]:
@@ -294,10 +302,11 @@ class RoFormerJiebaTokenizer(JiebaRuleMixin, PreTrainedTokenizer):
 
     def _rows(
         self, samples: list[tuple[Any, Any]], options: dict[str, Any], truncation: tuple
-    ) -> tuple[dict[str, list], list[tuple]]:
+    ) -> tuple[dict[str, list], list[tuple], list[tuple]]:
         """
-        The unpadded rows of a batch: every sample encoded once, then cut into its truncation windows; and for every
-        row, the sample and the token windows of its texts it holds (what `RowEncodings` aligns).
+        The unpadded rows of a batch: every sample encoded once, then cut into its truncation windows; for every row,
+        the sample and the token windows of its texts it holds (what `RowEncodings` aligns); and every sample's
+        encoded (first, second) texts.
         """
         truncation_strategy, max_length, stride, return_overflowing_tokens = truncation
         with_offsets = options["offset_mapping"] or options["word_ids"]
@@ -307,10 +316,11 @@ class RoFormerJiebaTokenizer(JiebaRuleMixin, PreTrainedTokenizer):
         add_special = options["add_special_tokens"]
         special_tokens = {pair: self.num_special_tokens_to_add(pair) if add_special else 0 for pair in (False, True)}
         rows: dict[str, list] = {"input_ids": []}
-        row_windows = []
+        row_windows, texts = [], []
         for sample_index, (first, second) in enumerate(samples):
             first = encode(first, with_offsets, options["split_special_tokens"], matcher)
             second = None if second is None else encode(second, with_offsets, options["split_special_tokens"], matcher)
+            texts.append((first, second))
             first_length, second_length = len(first), None if second is None else len(second)
             windows = truncation_windows(
                 first_length, second_length, truncation_strategy, max_length, stride, return_overflowing_tokens,
@@ -324,17 +334,40 @@ class RoFormerJiebaTokenizer(JiebaRuleMixin, PreTrainedTokenizer):
                 row_windows.append((sample_index, first_window, second_window))
                 if return_overflowing_tokens:
                     rows.setdefault("overflow_to_sample_mapping", []).append(sample_index)
-        return rows, row_windows
+        return rows, row_windows, texts
+
+    def _cut_off(
+        self, texts: tuple, row_window: tuple, strategy: TruncationStrategy, stride: int, max_length: int | None,
+        options: dict[str, Any],
+    ) -> dict[str, Any]:  # fmt: skip
+        """
+        What transformers' Python tokenizers add to one text's encoding with `return_overflowing_tokens=True`: the
+        tokens the first window left out of the cut text plus `stride` kept tokens beside them (`overflowing_tokens`),
+        and `num_truncated_tokens`; nothing when nothing was cut.
+        """
+        first, second = texts
+        cut_second = strategy == TruncationStrategy.ONLY_SECOND
+        ids = (second if cut_second else first).ids
+        start, end = row_window[2] if cut_second else row_window[1]
+        if end - start == len(ids):
+            return {}
+        overflowing = ids[:start + stride] if start else ids[max(end - stride, 0):]  # fmt: skip
+        special = self.num_special_tokens_to_add(second is not None) if options["add_special_tokens"] else 0
+        total = len(first) + (0 if second is None else len(second)) + special
+        return {"overflowing_tokens": overflowing, "num_truncated_tokens": total - max_length}
 
     def _warn_if_too_long(self, rows: list[list[int]], strategy: TruncationStrategy) -> None:
         """Warns once per tokenizer, as transformers' tokenizers do (emptying `deprecation_warnings` warns again)."""
         if strategy != TruncationStrategy.DO_NOT_TRUNCATE or all(len(row) <= self.model_max_length for row in rows):
             return
         if not self.deprecation_warnings.get(TOO_LONG_WARNED):
+            longest = max(len(row) for row in rows)
             too_long_logger.warning(
-                f"A sequence is longer than model_max_length ({self.model_max_length} tokens, the length the model "
-                "was trained with): RoFormer reads it whole; pass truncation=True to cut it to model_max_length "
-                "(or return_overflowing_tokens=True with a stride for windows), or raise tokenizer.model_max_length."
+                # transformers' tokenizers' first words, which code that watches for this warning looks for; then ours
+                "Token indices sequence length is longer than the specified maximum sequence length for this model "
+                f"({longest} > {self.model_max_length} tokens, model_max_length, the length the model was trained "
+                "with): RoFormer reads it whole; pass truncation=True to cut it to model_max_length (or "
+                "return_overflowing_tokens=True with a stride for windows), or raise tokenizer.model_max_length."
             )
         self.deprecation_warnings[TOO_LONG_WARNED] = True
 

@@ -65,19 +65,6 @@ EXPECTED_FAILURES = {
     "RoFormerModelTest::test_generation_tester_mixin_inheritance": Expected(
         "the test file's own class lacks the mixin", "GenerationTesterMixin"
     ),
-    # Both check that the too-long warning starts with transformers' words: ours, logged on the same logger, keeps
-    # its own, which say what to do (tests/test_tokenizer_contract.py::test_a_too_long_input_is_logged_where_
-    # transformers_tokenizers_log_it). Their later steps also fail by design: overflow windows come back as rows, as
-    # from transformers' fast tokenizers, but the test expects that only of `TokenizersBackend` classes (KeyError
-    # 'overflowing_tokens'), and a pair cut longest_first with overflow is refused in our words. transformers'
-    # RoFormer tokenizer (a TokenizersBackend) passes both.
-    **dict.fromkeys(
-        ("::test_maximum_encoding_length_single_input", "::test_maximum_encoding_length_pair_input"),
-        Expected(
-            "our too-long warning keeps its own words",
-            r"^AssertionError: False is not true$|^KeyError: 'overflowing_tokens'$",
-        ),
-    ),
 }
 
 GENERATION_STAND_IN = '''"""Stand-in: the sdist has no tests/generation; no generate tests run."""

@@ -76,7 +76,7 @@ def test_left_truncation_keeps_the_last_tokens(roformer_vocab, make, add_special
 
 def test_left_truncation_windows_start_from_the_end(left_tokenizer):
     whole = left_tokenizer(PUNCTUATION, add_special_tokens=False)["input_ids"]
-    windows = left_tokenizer(PUNCTUATION, truncation=True, max_length=5, stride=1, return_overflowing_tokens=True)
+    windows = left_tokenizer([PUNCTUATION], truncation=True, max_length=5, stride=1, return_overflowing_tokens=True)
     assert [row[1:-1] for row in windows["input_ids"]] == [whole[4:], whole[2:5], whole[0:3]]
     only_second = left_tokenizer("好", PUNCTUATION, truncation="only_second", max_length=7)
     assert only_second["input_ids"][3:-1] == whole[-3:]

@@ -319,12 +319,14 @@ def test_overflowing_windows_with_stride(tokenizer, peoples_daily):
 def test_overflow_on_pairs_windows_the_chosen_text(tokenizer):
     question, context = "今天天气", "。" * 40
     encoding = tokenizer(
-        question, context, max_length=20, truncation="only_second", stride=4, return_overflowing_tokens=True
+        [question], [context], max_length=20, truncation="only_second", stride=4, return_overflowing_tokens=True
     )
     # room for 20 - 3 special - 4 question = 13 context tokens a window: windows start at 0, 9, 18, 27
     assert len(encoding["input_ids"]) == 4 and len(encoding["input_ids"][-1]) == 20
     assert all(row[:6] == encoding["input_ids"][0][:6] for row in encoding["input_ids"])
-    with pytest.raises(ValueError, match="only_second"):
+    with pytest.raises(
+        ValueError, match=r"^Not possible to return overflowing tokens .*='only_first' or 'only_second'"
+    ):
         tokenizer(question, context, max_length=20, truncation="longest_first", return_overflowing_tokens=True)
 
 
@@ -456,7 +458,7 @@ def test_overflowing_windows_cover_what_transformers_cuts_off(roformer_vocab, re
     theirs = TransformersEncoding(str(roformer_vocab), truncation_side=truncation_side)
     options = {"truncation": True, "max_length": 130, "stride": 16, "return_overflowing_tokens": True}
     for text in real_texts["long"]:
-        windows = ours(text, **options)["input_ids"]
+        windows = ours([text], **options)["input_ids"]
         truncated = theirs(text, **options)
         assert len(windows) > 2 and windows[0] == truncated["input_ids"]  # the first window: transformers' row
         # transformers returns what it cut off (and `stride` tokens of the kept text) as one list; our further
@@ -464,6 +466,33 @@ def test_overflowing_windows_cover_what_transformers_cuts_off(roformer_vocab, re
         further = [window[1:-1] for window in windows[1:]]
         in_text_order = further if truncation_side == "right" else further[::-1]
         assert joined(in_text_order, 16) == truncated["overflowing_tokens"]
+
+
+@pytest.mark.parametrize("truncation_side", ["right", "left"])
+@pytest.mark.parametrize("truncation", ["only_first", "only_second", "longest_first"])
+def test_one_text_with_overflow_is_answered_as_transformers_python_tokenizers_answer(
+    roformer_vocab, real_texts, truncation, truncation_side
+):
+    """One text (or pair), lists: the first window in `input_ids` and what it left out in `overflowing_tokens`, key
+    for key what transformers' Python tokenizers return. Tensors, or offsets (which only fast tokenizers return), give
+    every window as a row instead, as fast tokenizers do."""
+    ours = RoFormerJiebaTokenizer(str(roformer_vocab), truncation_side=truncation_side)
+    theirs = TransformersEncoding(str(roformer_vocab), truncation_side=truncation_side)
+    options = {"truncation": truncation, "stride": 16, "return_overflowing_tokens": True}
+    options |= {"return_special_tokens_mask": True, "return_length": True}
+    long_text, short_text = real_texts["long"][0], real_texts["lines"][0]
+    texts = (long_text,) if truncation == "longest_first" else (long_text, short_text)
+    if truncation == "only_second":
+        texts = texts[::-1]
+    for max_length in (130, 100_000):  # cut, and not cut (no overflowing_tokens then)
+        expected = theirs(*texts, max_length=max_length, **options)
+        assert ("overflowing_tokens" in expected) == (max_length == 130)
+        assert dict(ours(*texts, max_length=max_length, **options)) == dict(expected)
+    rows = ours(*texts, max_length=130, return_tensors="pt", padding=True, **options)
+    assert len(rows["input_ids"]) > 2 and rows["overflow_to_sample_mapping"].tolist() == [0] * len(rows["input_ids"])
+    with_offsets = ours(*texts, max_length=130, return_offsets_mapping=True, **options)
+    assert with_offsets["input_ids"] == ours(*[[text] for text in texts], max_length=130, **options)["input_ids"]
+    assert len(with_offsets["offset_mapping"]) == len(rows["input_ids"])
 
 
 # ---------------------------------------------------------------------------------------------------------------

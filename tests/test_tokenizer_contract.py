@@ -188,7 +188,7 @@ def test_word_ids_agree_with_return_word_ids(tokenizer, lines):
 def test_overflow_windows_keep_word_numbers_and_offsets_of_the_whole_text(tokenizer, lines):
     text = "".join(lines[:12])
     whole = tokenizer(text)
-    windows = tokenizer(text, truncation=True, max_length=64, stride=16, return_overflowing_tokens=True)
+    windows = tokenizer([text], truncation=True, max_length=64, stride=16, return_overflowing_tokens=True)
     assert len(windows["input_ids"]) > 2
     words, offsets = whole.word_ids()[1:-1], whole[0].offsets[1:-1]
     position = 0
@@ -255,8 +255,8 @@ def test_truncation_true_truncates_a_long_document(tokenizer, roformer_vocab, tm
 
 def test_a_too_long_input_is_logged_where_transformers_tokenizers_log_it(roformer_vocab):
     """What hears transformers' warning about a too-long input (`assertLogs("transformers")`, as transformers' own
-    tokenizer tests do, or transformers' verbosity) hears ours, in our words, once per tokenizer as theirs: a fresh
-    tokenizer, or one whose `deprecation_warnings` is emptied, warns again."""
+    tokenizer tests do, or transformers' verbosity) hears ours, once per tokenizer as theirs: a fresh tokenizer, or
+    one whose `deprecation_warnings` is emptied, warns again. It starts with their words and goes on with what to do."""
     ours = RoFormerJiebaTokenizer(str(roformer_vocab), model_max_length=8)
     theirs = RoFormerTokenizerFast(vocab=dict(ours.vocab), model_max_length=8)
     transformers_logs = unittest.TestCase()
@@ -267,7 +267,9 @@ def test_a_too_long_input_is_logged_where_transformers_tokenizers_log_it(roforme
             tokenizer([EXAMPLE], padding=True)
         (record,) = our_logs.records
         assert record.name == their_logs.records[0].name
-        assert record.getMessage().startswith("A sequence is longer than model_max_length (8 tokens")
+        their_words = their_logs.records[0].getMessage().split(" (")[0]
+        assert record.getMessage().startswith(f"{their_words} (13 > 8 tokens, model_max_length")
+        assert "pass truncation=True" in record.getMessage()
         with transformers_logs.assertNoLogs("transformers", level="WARNING"):
             tokenizer(EXAMPLE)
         tokenizer.deprecation_warnings = {}
