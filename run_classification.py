@@ -589,7 +589,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
         raw_datasets, label_info = load_labelled_documents(model_args, data_args, training_args)
         tokenizer, model = build_tokenizer_and_classifier(model_args, label_info)
         data_args = resolve_input_settings(data_args, model, model_args.model_name_or_path, training_args.do_train)
-        settle_cpu_precision(training_args, model.config, data_args.max_seq_length)
+        settle_cpu_precision(training_args, model, data_args.max_seq_length)
         if training_args.do_train:  # the saved tokenizer's truncation=True cuts to the length fine-tuned with
             tokenizer.model_max_length = data_args.max_seq_length
         tokenized = encode_documents(raw_datasets, tokenizer, label_info, data_args, training_args)

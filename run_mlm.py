@@ -501,7 +501,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         raw_datasets = load_corpus(data_args, model_args)
         longest = max(stage.max_seq_length for stage in stages) if training_args.do_train else None
         tokenizer, model = build_tokenizer_and_masked_lm(model_args, masking_args.sparse_prediction, longest)
-        settle_cpu_precision(training_args, model.config, main_stage(stages).max_seq_length)
+        settle_cpu_precision(training_args, model, main_stage(stages).max_seq_length)
         # each stage tokenizes the text to its own length when it starts
         tokenize_to_length = partial(
             tokenize_corpus, raw_datasets, tokenizer, data_args=data_args, training_args=training_args

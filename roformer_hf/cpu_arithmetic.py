@@ -8,11 +8,13 @@ Intel Cooper Lake), AMX (`amx_bf16`: Intel Sapphire Rapids and later), or Arm's 
 torch converts every bf16 number to float32 and back, and bf16 runs slower than float32: the CPU's flags in
 /proc/cpuinfo are a fast "never". With them, whether bf16 pays depends on the CPU and on the sizes of the products: a
 small one loses AMX's tile set-up, a mid-size one on two threads gains little, and autocast's casts cost the same
-whatever the gain. So a probe decides: one layer of the model itself (its attention, its hidden x hidden and
-hidden x intermediate products, dropout) trained forward and backward in float32 and under bf16 autocast, at the run's
-sequences and thread count. bf16 pays if the layer trains at least `MIN_SPEEDUP` times as fast, a margin that keeps
-the choice within a few percent of the better precision where the two are close (the embeddings, the head and the
-optimizer step gain less). The measured speed-up is cached per machine (CPU model, torch version, threads) and shape
+whatever the gain. So a probe decides: the model's own training step (forward and backward on random tokens, dropout on) at the run's
+batch shape and thread count, in float32 and under bf16 autocast, where that costs a few billion operations (the
+demo's model: its embeddings, its output head and its layers all count); for wider models one layer of it at a capped
+number of tokens, where bf16's gain is either large or absent. bf16 is chosen where it trains at least
+`STEP_MIN_SPEEDUP` (the whole step) or `LAYER_MIN_SPEEDUP` (one layer, which leaves out the embeddings, the head and
+the optimizer) times as fast: margins that keep the choice within a few percent of the better precision where the
+two are close. The measured speed-up is cached per machine (CPU model, torch version, threads) and shape
 (`probe_cache_file`), so a run pays the probe once.
 """
 
@@ -33,14 +35,18 @@ from transformers import PreTrainedConfig
 
 # The /proc/cpuinfo flags (x86 "flags", Arm "Features") of instructions that multiply bf16 numbers.
 BF16_INSTRUCTION_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
-# bf16 is chosen only where the probe measures it at least this much faster: the probe's layer leaves out the
-# embeddings, the head and the optimizer step, which gain less from bf16, and its timing varies by a few percent.
-MIN_SPEEDUP = 1.1
+# bf16 is chosen only where the probe measures it at least this much faster. The whole step's timing varies by a
+# few percent, and the optimizer step it leaves out runs alike in both (on the demo's model: 1.08x without it, 1.06x
+# with it). A layer leaves out the embeddings, the head and the optimizer step too, which gain less from bf16.
+STEP_MIN_SPEEDUP = 1.03
+LAYER_MIN_SPEEDUP = 1.1
 CPUINFO = Path("/proc/cpuinfo")
-# Floating-point operations of one timed pass of the probe's projections at most (about 0.1 s in float32 on two
-# cores): the tokens are capped to fit, so a base-width model probes one sequence of up to 320 tokens, the demo's
-# model a whole batch.
+# Floating-point operations of one timed pass at most (about 0.1 s in float32 on two cores): a model whose whole step
+# fits is probed whole (the demo's model: 3 to 7e9), a wider one by one layer, its tokens capped to fit (a base-width
+# model: one sequence of up to 320 tokens).
 PROBE_FLOPS = 14e9
+# The share of masked tokens the MLM head scores with sparse prediction (the scripts' default --mlm_probability).
+MASKED_SHARE = 0.15
 PROBE_SECONDS = 0.4  # the timed rounds stop once this much time has gone, after at least one of each dtype
 PROBE_ROUNDS = 3
 # Below this share of its threads' time on the CPU, the probe's process was kept waiting by others (`layer_speedup`).
@@ -77,9 +83,15 @@ class LayerShape(NamedTuple):
         """The shape of `config`'s layers at `batch_size` x `seq_len` tokens a step."""
         return cls(batch_size, seq_len, config.hidden_size, config.intermediate_size, config.num_attention_heads)
 
+    def layer_flops_per_token(self, seq_len: int | None = None) -> float:
+        """Floating-point operations of one token through one layer, forward and backward: the projections and the
+        attention over `seq_len` (the shape's) tokens."""
+        seq_len = self.seq_len if seq_len is None else seq_len
+        return 3 * (8 * self.hidden**2 + 4 * self.hidden * self.intermediate + 4 * seq_len * self.hidden)
+
     def probed(self) -> "LayerShape":
-        """The shape the probe times: the same layer, the tokens capped to `PROBE_FLOPS` (fewer sequences first)."""
-        flops_per_token = 6 * (4 * self.hidden**2 + 2 * self.hidden * self.intermediate)  # forward + backward
+        """The shape the layer probe times: the tokens capped to `PROBE_FLOPS` (fewer sequences first)."""
+        flops_per_token = self.layer_flops_per_token(seq_len=0)
         cap = max(128, int(PROBE_FLOPS / flops_per_token) // 64 * 64)
         seq_len = min(self.seq_len, cap)
         return self._replace(batch_size=max(1, min(self.batch_size, cap // seq_len)), seq_len=seq_len)
@@ -123,68 +135,113 @@ def cpu_bf16() -> CpuBf16:
     return CpuBf16(True, f"this CPU has bf16 instructions ({found})")
 
 
-def decide_layer_bf16(
-    flags: set[str] | None, shape: LayerShape, probe: Callable[[LayerShape], ProbeResult]
-) -> CpuBf16:
+def decide_bf16(flags: set[str] | None, what: str, min_speedup: float, probe: Callable[[], ProbeResult]) -> CpuBf16:
     """
-    Whether bf16 pays for layers of `shape`: never without bf16 instructions among `flags`, else as `probe` measures.
+    Whether bf16 pays: never without bf16 instructions among `flags`, else where `probe` measures `what` training at
+    least `min_speedup` times as fast in bf16.
 
     Args:
         flags (`set[str]`, *optional*): the CPU's instruction-set flags (`cpu_flags`); None where they are unknown.
-        shape (`LayerShape`): the run's tokens per step and the model's widths.
-        probe (`Callable[[LayerShape], ProbeResult]`): bf16's speed-up over float32 for a shape (`cached_layer_speedup`);
-            not called without bf16 instructions.
+        what (`str`): what the probe trains, in words ("this model (...)", "a layer of this model (...)").
+        min_speedup (`float`): the margin bf16 must clear (`STEP_MIN_SPEEDUP`, `LAYER_MIN_SPEEDUP`).
+        probe (`Callable[[], ProbeResult]`): bf16's speed-up over float32 (`cached_speedup`); not called without bf16
+            instructions.
     """
     never = no_bf16_instructions(flags)
     if never is not None:
         return never
-    speedup, threads = probe(shape)
-    verdict = "at least" if speedup >= MIN_SPEEDUP else "less than"
+    speedup, threads = probe()
+    verdict = "at least" if speedup >= min_speedup else "less than"
     return CpuBf16(
-        speedup >= MIN_SPEEDUP,
-        f"a layer of this model ({shape.probed()}) trains {speedup:.2f}x as fast in bf16 as in float32 on this CPU "
-        f"at {threads} thread{'s' if threads > 1 else ''} ({verdict} {MIN_SPEEDUP}x)",
+        speedup >= min_speedup,
+        f"{what} trains {speedup:.2f}x as fast in bf16 as in float32 on this CPU at {threads} "
+        f"thread{'s' if threads > 1 else ''} ({verdict} {min_speedup}x)",
     )
 
 
-def layer_speedup(config: PreTrainedConfig, shape: LayerShape) -> ProbeResult:
-    """How many times as fast one layer of `config`'s model trains (forward and backward, dropout on, at the probed
-    `shape`) under bf16 autocast as in float32 on this CPU at torch's current thread count: the best of up to
-    `PROBE_ROUNDS` passes of each, taken in turn so that other load hits both alike, after one untimed pass of each.
-    Where other processes kept this one's threads from running (their CPU time fell short of the wall time), the
-    ratio is measured again on one thread, whose CPU time is what the arithmetic costs however busy the machine."""
-    from .modeling import RoFormerModel  # here: the model's code does not import this module
+def step_flops(model: torch.nn.Module, shape: LayerShape) -> float:
+    """Floating-point operations of `model`'s training step (forward and backward) at `shape`: its layers and, for a
+    masked LM, the output head over the tokens it scores."""
+    config = model.config
+    per_token = config.num_hidden_layers * shape.layer_flops_per_token()
+    if hasattr(model, "cls"):  # a masked LM's head: hidden x hidden, then hidden x vocab
+        scored = MASKED_SHARE if getattr(config, "sparse_prediction", False) else 1.0
+        per_token += 6 * shape.hidden * (shape.hidden + config.vocab_size) * scored
+    return shape.batch_size * shape.seq_len * per_token
 
-    probed = shape.probed()
-    torch.manual_seed(0)
-    layer_config = copy.deepcopy(config)
-    layer_config.num_hidden_layers, layer_config.vocab_size = 1, 8  # one layer; the input comes as embeddings
-    model = RoFormerModel(layer_config, add_pooling_layer=False).train()
-    embedded = torch.randn(probed.batch_size, probed.seq_len, layer_config.embedding_size, requires_grad=True)
+
+def speedup(one_pass: Callable[[bool], None]) -> ProbeResult:
+    """How many times as fast `one_pass` (a training pass: False in float32, True under bf16 autocast) runs in bf16
+    on this CPU at torch's current thread count: the best of up to `PROBE_ROUNDS` passes of each, taken in turn so
+    that other load hits both alike, after one untimed pass of each. Where other processes kept this one's threads
+    from running (their CPU time fell short of the wall time), the ratio is measured again on one thread, whose CPU
+    time is what the arithmetic costs however busy the machine."""
     threads = torch.get_num_threads()
-    if threads > 1:
-        started, cpu_started = time.perf_counter(), time.process_time()
-        best = _best_pass_times(model, embedded, time.perf_counter)
-        if time.process_time() - cpu_started >= BUSY_SHARE * threads * (time.perf_counter() - started):
-            return ProbeResult(best[False] / best[True], threads)
-    try:
-        torch.set_num_threads(1)
-        best = _best_pass_times(model, embedded, time.thread_time)
-    finally:
-        torch.set_num_threads(threads)
+    with torch.random.fork_rng(devices=[]):  # the run's random numbers are left as they were
+        torch.manual_seed(0)
+        if threads > 1:
+            started, cpu_started = time.perf_counter(), time.process_time()
+            best = _best_pass_times(one_pass, time.perf_counter)
+            if time.process_time() - cpu_started >= BUSY_SHARE * threads * (time.perf_counter() - started):
+                return ProbeResult(best[False] / best[True], threads)
+        try:
+            torch.set_num_threads(1)
+            best = _best_pass_times(one_pass, time.thread_time)
+        finally:
+            torch.set_num_threads(threads)
     return ProbeResult(best[False] / best[True], 1)
 
 
-def _best_pass_times(model: torch.nn.Module, embedded: torch.Tensor, clock: Callable[[], float]) -> dict[bool, float]:
-    """The shortest pass (forward and backward) of `model` in float32 (False) and under bf16 autocast (True)."""
+def step_speedup(model: torch.nn.Module, shape: LayerShape) -> ProbeResult:
+    """bf16's speed-up for a copy of `model` (the caller's is left untouched) trained on `shape.batch_size` random
+    sequences of `shape.seq_len` tokens, dropout on; a masked LM scores `MASKED_SHARE` of them, as in pretraining."""
+    probe_model = copy.deepcopy(model).train()
+    generator = torch.Generator().manual_seed(0)
+    size = (shape.batch_size, shape.seq_len)
+    inputs = {"input_ids": torch.randint(0, model.config.vocab_size, size, generator=generator)}
+    if hasattr(model, "cls"):
+        scored = torch.rand(size, generator=generator) < MASKED_SHARE
+        inputs["labels"] = inputs["input_ids"].masked_fill(~scored, -100)
+
+    def one_pass(in_bf16: bool) -> None:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=in_bf16):
+            outputs = probe_model(**inputs)
+        loss = outputs.get("loss")
+        (loss if loss is not None else outputs[0].float().square().mean()).backward()
+        probe_model.zero_grad(set_to_none=True)
+
+    return speedup(one_pass)
+
+
+def layer_speedup(config: PreTrainedConfig, shape: LayerShape) -> ProbeResult:
+    """bf16's speed-up for one layer of `config`'s model (forward and backward, dropout on) at the probed `shape`,
+    its input given as embeddings."""
+    from .modeling import RoFormerModel  # here: the model's code does not import this module
+
+    probed = shape.probed()
+    layer_config = copy.deepcopy(config)
+    layer_config.num_hidden_layers, layer_config.vocab_size = 1, 8  # one layer; the input comes as embeddings
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = RoFormerModel(layer_config, add_pooling_layer=False).train()
+        embedded = torch.randn(probed.batch_size, probed.seq_len, layer_config.embedding_size, requires_grad=True)
+
+    def one_pass(in_bf16: bool) -> None:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=in_bf16):
+            output = model(inputs_embeds=embedded).last_hidden_state
+        output.float().square().mean().backward()
+
+    return speedup(one_pass)
+
+
+def _best_pass_times(one_pass: Callable[[bool], None], clock: Callable[[], float]) -> dict[bool, float]:
+    """The shortest `one_pass` in float32 (False) and under bf16 autocast (True)."""
     best = {False: float("inf"), True: float("inf")}
     passes = [False, True, *[in_bf16 for _ in range(PROBE_ROUNDS) for in_bf16 in (False, True)]]
     started = time.perf_counter()
     for index, in_bf16 in enumerate(passes):
         start = clock()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=in_bf16):
-            output = model(inputs_embeds=embedded).last_hidden_state
-        output.float().square().mean().backward()
+        one_pass(in_bf16)
         if index >= 2:  # the first pass of each warms up
             best[in_bf16] = min(best[in_bf16], clock() - start)
         if index >= 3 and index % 2 == 1 and time.perf_counter() - started > PROBE_SECONDS:
@@ -201,14 +258,11 @@ def probe_cache_file() -> Path:
     return Path(cache_home) / "roformer_hf" / "cpu_bf16_probe.json"
 
 
-def probe_cache_key(shape: LayerShape) -> str:
-    """What a measurement holds for: the CPU model, torch's version, the thread count and the probed shape."""
+def probe_cache_key(what: str) -> str:
+    """What a measurement holds for: the CPU model, torch's version, the thread count and what was probed."""
     get_capabilities = getattr(torch.cpu, "get_capabilities", dict)  # recent torch only
     cpu_name = get_capabilities().get("cpu_name") or platform.processor() or platform.machine()
-    probed = shape.probed()
-    return (
-        f"{cpu_name} | torch {torch.__version__} | {torch.get_num_threads()} threads | {probed}, {probed.heads} heads"
-    )
+    return f"{cpu_name} | torch {torch.__version__} | {torch.get_num_threads()} threads | {what}"
 
 
 def read_probe_cache(path: Path) -> dict[str, float]:
@@ -235,43 +289,64 @@ def write_probe_cache(path: Path, cached: dict[str, float]) -> None:
             temporary.unlink(missing_ok=True)
 
 
-def cached_layer_speedup(shape: LayerShape, probe: Callable[[LayerShape], ProbeResult]) -> ProbeResult:
-    """bf16's speed-up for `shape` on this machine at torch's thread count: read from the cache, or measured by
-    `probe` and cached, unless the machine was too busy to measure at that thread count (`layer_speedup`)."""
-    path, key, threads = probe_cache_file(), probe_cache_key(shape), torch.get_num_threads()
+def cached_speedup(what: str, probe: Callable[[], ProbeResult]) -> ProbeResult:
+    """bf16's speed-up for `what` on this machine at torch's thread count: read from the cache, or measured by
+    `probe` and cached, unless the machine was too busy to measure at that thread count (`speedup`)."""
+    path, key, threads = probe_cache_file(), probe_cache_key(what), torch.get_num_threads()
     cached = read_probe_cache(path)
     if key in cached:
         return ProbeResult(cached[key], threads)
-    measured = probe(shape)
+    measured = probe()
     if measured.threads == threads:
         write_probe_cache(path, {**cached, key: float(measured.speedup)})
     return measured
 
 
-def layer_bf16(config: PreTrainedConfig, batch_size: int, seq_len: int) -> CpuBf16:
+def step_bf16(model: torch.nn.Module, batch_size: int, seq_len: int) -> CpuBf16:
     """
-    Whether bf16 pays on this CPU for training `config`'s model on `batch_size` x `seq_len` tokens a step, at torch's
-    current thread count (probed once per machine and shape: `probe_cache_file`).
+    Whether bf16 pays on this CPU for training `model` on `batch_size` x `seq_len` tokens a step, at torch's current
+    thread count: its whole step probed where that is cheap (`PROBE_FLOPS`), else one of its layers (`layer_bf16`);
+    once per machine and shape (`probe_cache_file`).
 
     Args:
-        config (`RoFormerConfig`): the model's config.
+        model (`PreTrainedModel`): the model the run trains (a copy is probed).
         batch_size (`int`), seq_len (`int`): the sequences of one training batch and their length.
     """
-    shape = LayerShape.of(config, batch_size, seq_len)
-    return decide_layer_bf16(
-        cpu_flags(), shape, lambda shape: cached_layer_speedup(shape, partial(layer_speedup, config))
+    config, shape = model.config, LayerShape.of(model.config, batch_size, seq_len)
+    if step_flops(model, shape) > PROBE_FLOPS:
+        return layer_bf16(config, batch_size, seq_len)
+    what = (
+        f"this model ({type(model).__name__}, {config.num_hidden_layers} layers, vocabulary {config.vocab_size}, "
+        f"{shape})"
     )
+    scoring = "sparse" if getattr(config, "sparse_prediction", False) else "dense"
+    key = f"{what}, {shape.heads} heads, {scoring} prediction"
+    probe = partial(cached_speedup, key, partial(step_speedup, model, shape))
+    return decide_bf16(cpu_flags(), what, STEP_MIN_SPEEDUP, probe)
+
+
+def layer_bf16(config: PreTrainedConfig, batch_size: int, seq_len: int) -> CpuBf16:
+    """
+    Whether bf16 pays on this CPU for training `config`'s model on `batch_size` x `seq_len` tokens a step, judged by
+    one of its layers at a capped number of tokens (`LayerShape.probed`), at torch's current thread count.
+    """
+    probed = LayerShape.of(config, batch_size, seq_len).probed()
+    what = f"a layer of this model ({probed})"
+    probe = partial(cached_speedup, f"{what}, {probed.heads} heads", partial(layer_speedup, config, probed))
+    return decide_bf16(cpu_flags(), what, LAYER_MIN_SPEEDUP, probe)
 
 
 __all__ = [
     "CpuBf16",
     "LayerShape",
     "ProbeResult",
-    "cached_layer_speedup",
+    "cached_speedup",
     "cpu_bf16",
     "cpu_flags",
-    "decide_layer_bf16",
+    "decide_bf16",
     "layer_bf16",
     "layer_speedup",
     "probe_cache_file",
+    "step_bf16",
+    "step_speedup",
 ]

@@ -856,7 +856,7 @@ def test_a_resume_in_another_precision_is_applied_with_a_warning(script, tmp_pat
 def test_a_resume_with_the_default_precision_goes_on_silently(script, tmp_path, caplog, monkeypatch):
     """Trained and resumed with --bf16 unset: both resolve to this machine's precision, which nothing compares (the
     probe of the model's layer answers bf16 here, as it does for these shapes on a CPU with bf16 instructions)."""
-    monkeypatch.setattr(cpu_precision, "layer_bf16", lambda config, batch_size, seq_len: CpuBf16(True, "mocked"))
+    monkeypatch.setattr(cpu_precision, "step_bf16", lambda model, batch_size, seq_len: CpuBf16(True, "mocked"))
     arguments = resumed_run(lambda arguments, tmp: arguments)(script, tmp_path)
     recorded = json.loads((tmp_path / "out" / "checkpoint-2" / RUN_SETTINGS_FILE).read_text())
     on_a_bf16_cpu = trains_on_cpu(use_cpu=False) and cpu_bf16().pays

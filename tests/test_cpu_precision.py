@@ -1,5 +1,5 @@
-"""training/cpu_precision.py: the precision of a run on a CPU from the CPU's flags and the probe of the model's layer
-(both mocked here; the verdicts themselves: test_cpu_arithmetic.py), what a run on a GPU keeps, and bf16
+"""training/cpu_precision.py: the precision of a run on a CPU from the CPU's flags and the probe of the model (both
+mocked here; the verdicts themselves: test_cpu_arithmetic.py), what a run on a GPU keeps, and bf16
 mixed-precision training tracking float32 (on a CPU that has bf16, skipped elsewhere). What the scripts print for each
 case: test_script_console.py."""
 
@@ -10,7 +10,7 @@ import torch
 from conftest import TINY, skip_unless_bf16_pays
 
 from roformer_hf import RoFormerConfig, RoFormerForSequenceClassification
-from roformer_hf.cpu_arithmetic import CpuBf16, LayerShape
+from roformer_hf.cpu_arithmetic import CpuBf16
 from roformer_hf.training import cpu_precision
 from roformer_hf.training.cpu_precision import choose_cpu_precision, settle_cpu_precision
 
@@ -48,28 +48,33 @@ def test_on_a_cpu_the_default_follows_the_cpu(monkeypatch, pays, given, expected
     assert arguments.use_cpu is expected  # transformers accepts bf16 without a GPU only with use_cpu
 
 
-def settled(monkeypatch, pays_for_layer: bool, **given) -> tuple[SimpleNamespace, list[LayerShape]]:
-    """Both steps on a CPU with bf16 instructions whose layer probe says `pays_for_layer`; the shapes probed."""
+def settled(monkeypatch, pays_for_model: bool, **given) -> tuple[SimpleNamespace, list[tuple]]:
+    """Both steps on a CPU with bf16 instructions whose probe of the model says `pays_for_model`; what was probed."""
     monkeypatch.setattr(cpu_precision, "trains_on_cpu", lambda use_cpu: True)
     monkeypatch.setattr(cpu_precision, "cpu_bf16", lambda: CpuBf16(True, "this CPU has bf16 instructions (mocked)"))
     probed = []
 
-    def layer_bf16(config, batch_size: int, seq_len: int) -> CpuBf16:
-        probed.append(LayerShape.of(config, batch_size, seq_len))
-        return CpuBf16(pays_for_layer, "a layer of this model trains 1.50x as fast (mocked)")
+    def step_bf16(model, batch_size: int, seq_len: int) -> CpuBf16:
+        probed.append((model, batch_size, seq_len))
+        return CpuBf16(pays_for_model, "this model trains 1.50x as fast (mocked)")
 
-    monkeypatch.setattr(cpu_precision, "layer_bf16", layer_bf16)
+    monkeypatch.setattr(cpu_precision, "step_bf16", step_bf16)
     arguments = training_arguments(mixed_precision="unset", per_device_train_batch_size=16, **given)
     choose_cpu_precision(arguments)
-    settle_cpu_precision(arguments, RoFormerConfig(hidden_size=128, intermediate_size=512, num_attention_heads=2), 64)
+    settle_cpu_precision(arguments, DEMO_MODEL, 64)
     return arguments, probed
 
 
+DEMO_MODEL = RoFormerForSequenceClassification(
+    RoFormerConfig(vocab_size=64, hidden_size=128, intermediate_size=512, num_attention_heads=2, num_hidden_layers=1)
+)
+
+
 @pytest.mark.parametrize("pays", [True, False])
-def test_an_unset_bf16_on_a_bf16_cpu_follows_the_probe_of_the_models_layer(monkeypatch, caplog, pays):
+def test_an_unset_bf16_on_a_bf16_cpu_follows_the_probe_of_the_model(monkeypatch, caplog, pays):
     with caplog.at_level("WARNING", logger=cpu_precision.__name__):
         arguments, probed = settled(monkeypatch, pays)
-    assert probed == [LayerShape(batch_size=16, seq_len=64, hidden=128, intermediate=512, heads=2)]
+    assert probed == [(DEMO_MODEL, 16, 64)]
     assert arguments.bf16 is pays and arguments.mixed_precision == ("bf16" if pays else "no")
     [line] = caplog.messages
     assert "1.50x" in line

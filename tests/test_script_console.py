@@ -192,15 +192,15 @@ def test_bf16_on_a_cpu_with_bf16_instructions_is_kept_silently(monkeypatch, capl
     assert caplog.messages == []
 
 
-@pytest.mark.parametrize("pays", [True, False], ids=["layer-faster-in-bf16", "layer-slower-in-bf16"])
+@pytest.mark.parametrize("pays", [True, False], ids=["faster-in-bf16", "slower-in-bf16"])
 def test_the_default_on_a_bf16_cpu_is_what_the_probe_measures_said_in_one_line(monkeypatch, caplog, pays):
-    """Parsing leaves bf16 on for now, silently; the probe of the built model's layer then decides, in one line."""
+    """Parsing leaves bf16 on for now, silently; the probe of the built model then decides, in one line."""
     training_args = parsed_with_cpu(monkeypatch, caplog, WITH_BF16)
     assert training_args.bf16 is True and caplog.messages == []
-    measured = CpuBf16(pays, f"a layer of this model trains {1.4 if pays else 0.8}x as fast in bf16 (mocked)")
-    monkeypatch.setattr(cpu_precision, "layer_bf16", lambda config, batch_size, seq_len: measured)
+    measured = CpuBf16(pays, f"this model trains {1.4 if pays else 0.8}x as fast in bf16 (mocked)")
+    monkeypatch.setattr(cpu_precision, "step_bf16", lambda model, batch_size, seq_len: measured)
     with caplog.at_level(logging.WARNING, logger="roformer_hf.training.cpu_precision"):
-        cpu_precision.settle_cpu_precision(training_args, config=None, seq_len=64)
+        cpu_precision.settle_cpu_precision(training_args, model=None, seq_len=64)
     assert training_args.bf16 is pays and training_args.mixed_precision == ("bf16" if pays else "no")
     [line] = caplog.messages
     assert measured.reason in line and ("--bf16 false" if pays else "--bf16 true") in line

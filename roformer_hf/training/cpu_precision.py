@@ -5,7 +5,7 @@ the command line asked.
 Two steps, because whether bf16 pays depends on the model's sizes, known only once it is built:
 `choose_cpu_precision` (while the arguments are parsed) settles what the command line and the CPU's flags decide
 (`--bf16 true/false`, `--fp16`, a CPU without bf16 instructions) and leaves an unset `--bf16` on a CPU with them to
-`settle_cpu_precision`, which probes one layer of the built model at the run's tokens per step. Also the
+`settle_cpu_precision`, which probes the built model (or one of its layers) at the run's tokens per step. Also the
 precision an evaluation or prediction ran in, as the results and the model card name it (`evaluation_precision`)."""
 
 import logging
@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..cpu_arithmetic import cpu_bf16, layer_bf16
+from ..cpu_arithmetic import cpu_bf16, step_bf16
 from .launch import trains_on_cpu
 
 logger = logging.getLogger(__name__)
@@ -64,22 +64,22 @@ def choose_cpu_precision(training_args: Any) -> None:
         )
 
 
-def settle_cpu_precision(training_args: Any, config: Any, seq_len: int) -> None:
+def settle_cpu_precision(training_args: Any, model: torch.nn.Module, seq_len: int) -> None:
     """
-    Decide an unset `--bf16` that `choose_cpu_precision` left to the probe: bf16 mixed precision where one layer of
-    this model trains at least `cpu_arithmetic.MIN_SPEEDUP` times as fast in it (`cpu_arithmetic.layer_bf16`), else
+    Decide an unset `--bf16` that `choose_cpu_precision` left to the probe: bf16 mixed precision where this model
+    trains enough faster in it (`cpu_arithmetic.step_bf16`: its whole step, or one layer of a wide model), else
     float32; either said in one line with the measured ratio and the way to the other. Does nothing where the
     precision was already decided (given on the command line, a GPU, a CPU without bf16 instructions).
 
     Args:
         training_args (`TrainingArguments`): the run's arguments, after `choose_cpu_precision`.
-        config (`RoFormerConfig`): the built model's config.
+        model (`PreTrainedModel`): the built model (a copy of it, or of one layer, is probed).
         seq_len (`int`): the length of the training sequences (the batch is `--per_device_train_batch_size`).
     """
     if not getattr(training_args, PROBE_PENDING, False):
         return
     setattr(training_args, PROBE_PENDING, False)
-    decision = layer_bf16(config, training_args.per_device_train_batch_size, seq_len)
+    decision = step_bf16(model, training_args.per_device_train_batch_size, seq_len)
     training_args.bf16 = decision.pays
     training_args.mixed_precision = "bf16" if decision.pays else "no"
     if not is_main_process():
