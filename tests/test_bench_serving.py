@@ -18,6 +18,7 @@ IMPLEMENTATIONS = (
     "roformer_hf-float32",
     "roformer_hf-bf16",
     "roformer_hf-int8",
+    "roformer_hf-int8-compiled",
     "roformer_hf-int8-deprecated",
     "onnxruntime-float32",
     "onnxruntime-int8",
@@ -28,7 +29,8 @@ NUM_TEXTS = 16  # what --tiny reads
 def may_fail(name: str) -> bool:
     """Rows that may give a one-line reason instead of numbers: onnxruntime's int8 quantizer, and our int8 row where
     torchao (the int8 extra) is not installed."""
-    return name == "onnxruntime-int8" or (name == "roformer_hf-int8" and importlib.util.find_spec("torchao") is None)
+    torchao_rows = ("roformer_hf-int8", "roformer_hf-int8-compiled")
+    return name == "onnxruntime-int8" or (name in torchao_rows and importlib.util.find_spec("torchao") is None)
 
 
 @pytest.fixture(scope="module")

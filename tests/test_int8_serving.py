@@ -57,3 +57,20 @@ def test_without_torchao_the_deprecated_route_says_so(monkeypatch):
     assert type(quantized.roformer.encoder.layer[0].attention.self.query).__module__.startswith(
         "torch.ao.nn.quantized"
     )
+
+
+def test_compiled_once_for_every_length_gives_the_eager_int8_logits():
+    """docs/serving.md's fastest supported recipe, `torch.compile(quantize_int8(model), dynamic=True)`: the eager
+    int8 model's logits, and a text of another length runs without compiling again."""
+    pytest.importorskip("torchao", reason="the int8 extra (pip install '.[int8]') is not installed")
+    torch._dynamo.reset()
+    quantized = float32_and_int8()[2]
+    compiled = torch.compile(quantized, dynamic=True)
+    generator = torch.Generator().manual_seed(1)
+    with torch.inference_mode():
+        for index, shape in enumerate([(4, 24), (2, 17)]):
+            input_ids = torch.randint(5, CONFIG["vocab_size"], shape, generator=generator)
+            with torch._dynamo.config.patch(error_on_recompile=index > 0):
+                logits = compiled(input_ids=input_ids).logits
+            # the compiled kernels round a few activations to the neighbouring int8 step: 2e-4 here, logits of ~0.3
+            torch.testing.assert_close(logits, quantized(input_ids=input_ids).logits, atol=2e-3, rtol=0)
