@@ -74,7 +74,7 @@ from roformer_hf.training.labels import (
     check_label_column,
     read_csv_numbers,
 )
-from roformer_hf.training.launch import check_distributed_launch
+from roformer_hf.training.launch import check_distributed_launch, compiled_for_every_length
 from roformer_hf.training.long_documents import encode_batch, resolve_input_settings
 from roformer_hf.training.publishing import publish_run, trainer_arguments
 from roformer_hf.training.resume import (
@@ -436,16 +436,17 @@ def build_classification_trainer(
     callbacks = []
     if data_args.early_stopping_patience is not None:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=data_args.early_stopping_patience))
-    trainer = InputOrderTrainer(
-        model=model,
-        args=trainer_arguments(training_args),  # the script pushes once, at the end (publish_run)
-        train_dataset=tokenized.get("train"),
-        eval_dataset=eval_dataset,
-        processing_class=tokenizer,
-        data_collator=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8 if mixed_precision else None),
-        compute_metrics=make_compute_metrics(label_info, document_ids, data_args.chunk_pooling),
-        callbacks=[*callbacks, StopAtStepBoundary()],
-    )
+    with compiled_for_every_length(training_args, True, "batches padded to their longest text"):
+        trainer = InputOrderTrainer(
+            model=model,
+            args=trainer_arguments(training_args),  # the script pushes once, at the end (publish_run)
+            train_dataset=tokenized.get("train"),
+            eval_dataset=eval_dataset,
+            processing_class=tokenizer,
+            data_collator=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8 if mixed_precision else None),
+            compute_metrics=make_compute_metrics(label_info, document_ids, data_args.chunk_pooling),
+            callbacks=[*callbacks, StopAtStepBoundary()],
+        )
     # added last, after the progress bar's: no callback asks for a save after it, and it stops once the bar is closed
     trainer.add_callback(StopOnNonFiniteWeights())
     return trainer

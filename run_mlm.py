@@ -39,7 +39,7 @@ from roformer_hf.training.demo import command_line, demo_or_given_arguments
 from roformer_hf.training.divergence import StopOnNonFiniteWeights
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.interrupts import StopAtStepBoundary
-from roformer_hf.training.launch import check_distributed_launch
+from roformer_hf.training.launch import check_distributed_launch, compiled_for_every_length
 from roformer_hf.training.publishing import publish_run
 from roformer_hf.training.resume import absolute_path, check_resume, record_run_settings, run_settings
 from roformer_hf.training.run_outputs import check_output_dir, prepare_output_dir, write_json_atomically
@@ -507,7 +507,14 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             tokenize_corpus, raw_datasets, tokenizer, data_args=data_args, training_args=training_args
         )
         prepare_output_dir(training_args, model, [stage.steps or training_args.max_steps for stage in stages])
-        trainer = pretrain(model, tokenizer, tokenize_to_length, stages, data_args, masking_args, training_args)
+        lengths = sorted({stage.max_seq_length for stage in stages})
+        varying = (  # which shapes change from batch to batch, where any do
+            f"stages of {' and '.join(map(str, lengths))} tokens" if len(lengths) > 1
+            else "sparse prediction scores a different number of tokens in each batch"
+            if masking_args.sparse_prediction else None
+        )  # fmt: skip
+        with compiled_for_every_length(training_args, varying is not None, varying):
+            trainer = pretrain(model, tokenizer, tokenize_to_length, stages, data_args, masking_args, training_args)
         table = save_outputs(trainer, stages, model_args, data_args, masking_args, training_args, argv)
     if trainer.is_world_process_zero():
         report(table, model, tokenizer)
