@@ -170,7 +170,7 @@ def step_flops(model: torch.nn.Module, shape: LayerShape) -> float:
     return shape.batch_size * shape.seq_len * per_token
 
 
-def speedup(one_pass: Callable[[bool], None]) -> ProbeResult:
+def bf16_speedup(one_pass: Callable[[bool], None]) -> ProbeResult:
     """How many times as fast `one_pass` (a training pass: False in float32, True under bf16 autocast) runs in bf16
     on this CPU at torch's current thread count: the best of up to `PROBE_ROUNDS` passes of each, taken in turn so
     that other load hits both alike, after one untimed pass of each. Where other processes kept this one's threads
@@ -210,7 +210,7 @@ def step_speedup(model: torch.nn.Module, shape: LayerShape) -> ProbeResult:
         (loss if loss is not None else outputs[0].float().square().mean()).backward()
         probe_model.zero_grad(set_to_none=True)
 
-    return speedup(one_pass)
+    return bf16_speedup(one_pass)
 
 
 def layer_speedup(config: PreTrainedConfig, shape: LayerShape) -> ProbeResult:
@@ -231,7 +231,7 @@ def layer_speedup(config: PreTrainedConfig, shape: LayerShape) -> ProbeResult:
             output = model(inputs_embeds=embedded).last_hidden_state
         output.float().square().mean().backward()
 
-    return speedup(one_pass)
+    return bf16_speedup(one_pass)
 
 
 def _best_pass_times(one_pass: Callable[[bool], None], clock: Callable[[], float]) -> dict[bool, float]:
@@ -291,7 +291,7 @@ def write_probe_cache(path: Path, cached: dict[str, float]) -> None:
 
 def cached_speedup(what: str, probe: Callable[[], ProbeResult]) -> ProbeResult:
     """bf16's speed-up for `what` on this machine at torch's thread count: read from the cache, or measured by
-    `probe` and cached, unless the machine was too busy to measure at that thread count (`speedup`)."""
+    `probe` and cached, unless the machine was too busy to measure at that thread count (`bf16_speedup`)."""
     path, key, threads = probe_cache_file(), probe_cache_key(what), torch.get_num_threads()
     cached = read_probe_cache(path)
     if key in cached:
