@@ -99,7 +99,12 @@ def test_the_step_probe_trains_a_copy_of_the_model_and_leaves_it_and_the_random_
 def test_step_bf16_probes_the_model_whole_and_caches_it_by_what_was_probed(cache_home, monkeypatch):
     monkeypatch.setattr(cpu_arithmetic, "cpu_flags", lambda: {"avx512_bf16"})
     model = RoFormerForSequenceClassification(RoFormerConfig(**TINY))
-    decision = cpu_arithmetic.step_bf16(model, batch_size=2, seq_len=16)
+    threads = torch.get_num_threads()
+    try:  # on one thread, so that a busy machine cannot send the probe to fewer threads than asked (not cached then)
+        torch.set_num_threads(1)
+        decision = cpu_arithmetic.step_bf16(model, batch_size=2, seq_len=16)
+    finally:
+        torch.set_num_threads(threads)
     assert decision.reason.startswith("this model (RoFormerForSequenceClassification, 2 layers, vocabulary")
     [key] = json.loads(probe_cache_file().read_text())
     assert "2 x 16 tokens" in key and "dense prediction" in key
