@@ -436,7 +436,7 @@ def build_classification_trainer(
     callbacks = []
     if data_args.early_stopping_patience is not None:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=data_args.early_stopping_patience))
-    with compiled_for_every_length(training_args, True, "batches padded to their longest text"):
+    with compiled_for_every_length(training_args, "batches padded to their longest text"):
         trainer = InputOrderTrainer(
             model=model,
             args=trainer_arguments(training_args),  # the script pushes once, at the end (publish_run)

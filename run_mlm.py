@@ -358,6 +358,16 @@ def mlm_run_settings(
     )
 
 
+def varying_shapes(stages: list[Stage], sparse_prediction: bool) -> str | None:
+    """How the shapes of a run's batches change, in words (what `--torch_compile` compiles for), or None."""
+    lengths = sorted({stage.max_seq_length for stage in stages})
+    if len(lengths) > 1:
+        return f"stages of {' and '.join(map(str, lengths))} tokens"
+    if sparse_prediction:
+        return "sparse prediction scores a different number of tokens in each batch"
+    return None
+
+
 def pretrain(
     model: RoFormerForMaskedLM,
     tokenizer: PreTrainedTokenizerBase,
@@ -507,13 +517,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             tokenize_corpus, raw_datasets, tokenizer, data_args=data_args, training_args=training_args
         )
         prepare_output_dir(training_args, model, [stage.steps or training_args.max_steps for stage in stages])
-        lengths = sorted({stage.max_seq_length for stage in stages})
-        varying = (  # which shapes change from batch to batch, where any do
-            f"stages of {' and '.join(map(str, lengths))} tokens" if len(lengths) > 1
-            else "sparse prediction scores a different number of tokens in each batch"
-            if masking_args.sparse_prediction else None
-        )  # fmt: skip
-        with compiled_for_every_length(training_args, varying is not None, varying):
+        with compiled_for_every_length(training_args, varying_shapes(stages, masking_args.sparse_prediction)):
             trainer = pretrain(model, tokenizer, tokenize_to_length, stages, data_args, masking_args, training_args)
         table = save_outputs(trainer, stages, model_args, data_args, masking_args, training_args, argv)
     if trainer.is_world_process_zero():

@@ -8,10 +8,10 @@ Intel Cooper Lake), AMX (`amx_bf16`: Intel Sapphire Rapids and later), or Arm's 
 torch converts every bf16 number to float32 and back, and bf16 runs slower than float32: the CPU's flags in
 /proc/cpuinfo are a fast "never". With them, whether bf16 pays depends on the CPU and on the sizes of the products: a
 small one loses AMX's tile set-up, a mid-size one on two threads gains little, and autocast's casts cost the same
-whatever the gain. So a probe decides: the model's own training step (forward and backward on random tokens, dropout on) at the run's
-batch shape and thread count, in float32 and under bf16 autocast, where that costs a few billion operations (the
-demo's model: its embeddings, its output head and its layers all count); for wider models one layer of it at a capped
-number of tokens, where bf16's gain is either large or absent. bf16 is chosen where it trains at least
+whatever the gain. So a probe decides: the model's own training step (forward and backward on random tokens,
+dropout on) at the run's batch shape and thread count, in float32 and under bf16 autocast, where that costs a few
+billion operations (the demo's model: its embeddings, its output head and its layers all count); for wider models one
+layer of it at a capped number of tokens, where bf16's gain is either large or absent. bf16 is chosen where it trains at least
 `STEP_MIN_SPEEDUP` (the whole step) or `LAYER_MIN_SPEEDUP` (one layer, which leaves out the embeddings, the head and
 the optimizer) times as fast: margins that keep the choice within a few percent of the better precision where the
 two are close. The measured speed-up is cached per machine (CPU model, torch version, threads) and shape
@@ -49,7 +49,7 @@ PROBE_FLOPS = 14e9
 MASKED_SHARE = 0.15
 PROBE_SECONDS = 0.4  # the timed rounds stop once this much time has gone, after at least one of each dtype
 PROBE_ROUNDS = 3
-# Below this share of its threads' time on the CPU, the probe's process was kept waiting by others (`layer_speedup`).
+# Below this share of its threads' time on the CPU, the probe's process was kept waiting by others (`bf16_speedup`).
 BUSY_SHARE = 0.75
 
 

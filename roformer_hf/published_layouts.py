@@ -58,15 +58,15 @@ def published_sim_settings(settings: dict, names: set[str], bare_model: bool) ->
     left to right: wrong outputs, without an error. Conversion (`roformer_hf.convert`) writes the same settings.
 
     Args:
-        settings (`dict`): The checkpoint's config.json.
+        settings (`dict`): The checkpoint's config.json (model_type "roformer": `published_layout_inputs` has checked).
         names (`set[str]`): The names of its weights.
         bare_model (`bool`): Whether the class is the bare encoder, which has a pooler only when told.
 
     Returns:
         `dict`: `decoder_mask="unilm"` (and `add_pooling_layer=True` for the bare encoder) for a published Sim
-        checkpoint; empty for every other checkpoint.
+        checkpoint; empty for every other checkpoint of model_type "roformer".
     """
-    if settings.get("model_type") != "roformer" or not settings.get("is_decoder"):
+    if not settings.get("is_decoder"):
         return {}
     if not any(name.startswith("roformer.pooler.") for name in names):
         return {}

@@ -278,7 +278,9 @@ class RoFormerJiebaTokenizer(JiebaRuleMixin, PreTrainedTokenizer):
         cut_off = {}
         fast_only = return_offsets_mapping or return_word_ids
         if not batched and return_overflowing_tokens and return_tensors is None and not fast_only:
-            cut_off = self._cut_off(texts[0], row_windows[0], truncation_strategy, stride, max_length, options)
+            cut_off = self._cut_off(
+                texts[0], row_windows[0], truncation_strategy, stride, max_length, add_special_tokens
+            )
             rows = {key: value[:1] for key, value in rows.items() if key != "overflow_to_sample_mapping"}
             row_windows, return_overflowing_tokens = row_windows[:1], False
         padding = {"padding": padding_strategy, "max_length": max_length, "pad_to_multiple_of": pad_to_multiple_of}
@@ -338,7 +340,7 @@ class RoFormerJiebaTokenizer(JiebaRuleMixin, PreTrainedTokenizer):
 
     def _cut_off(
         self, texts: tuple, row_window: tuple, strategy: TruncationStrategy, stride: int, max_length: int | None,
-        options: dict[str, Any],
+        add_special_tokens: bool,
     ) -> dict[str, Any]:  # fmt: skip
         """
         What transformers' Python tokenizers add to one text's encoding with `return_overflowing_tokens=True`: the
@@ -352,7 +354,7 @@ class RoFormerJiebaTokenizer(JiebaRuleMixin, PreTrainedTokenizer):
         if end - start == len(ids):
             return {}
         overflowing = ids[:start + stride] if start else ids[max(end - stride, 0):]  # fmt: skip
-        special = self.num_special_tokens_to_add(second is not None) if options["add_special_tokens"] else 0
+        special = self.num_special_tokens_to_add(second is not None) if add_special_tokens else 0
         total = len(first) + (0 if second is None else len(second)) + special
         return {"overflowing_tokens": overflowing, "num_truncated_tokens": total - max_length}
 

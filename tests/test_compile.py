@@ -180,21 +180,24 @@ def test_inductor_matches_eager():
 # --- the scripts' --torch_compile where the lengths of the batches vary ---
 
 
-def dynamo_dynamic_of_a_trainer_built(training_args, lengths_vary: bool) -> bool | None:
+def dynamo_dynamic_of_a_trainer_built(training_args, varying: str | None) -> bool | None:
     """The `dynamic` a Trainer's accelerator will compile with, when built inside `compiled_for_every_length`."""
     from transformers import Trainer
 
     from roformer_hf.training.launch import compiled_for_every_length
 
     model = RoFormerForSequenceClassification(RoFormerConfig(**TINY))
-    with compiled_for_every_length(training_args, lengths_vary, "batches padded to their longest text"):
+    with compiled_for_every_length(training_args, varying):
         trainer = Trainer(model=model, args=training_args)
     return trainer.accelerator.state.dynamo_plugin.dynamic
 
 
-@pytest.mark.parametrize(("torch_compile", "lengths_vary", "expected"), [(True, True, True), (True, False, None)])
+@pytest.mark.parametrize(
+    ("torch_compile", "varying", "expected"),
+    [(True, "batches padded to their longest text", True), (True, None, None), (False, "batches padded", None)],
+)
 def test_the_scripts_compile_once_for_every_length_where_lengths_vary(
-    tmp_path, monkeypatch, caplog, torch_compile, lengths_vary, expected
+    tmp_path, monkeypatch, caplog, torch_compile, varying, expected
 ):
     """Stages of several lengths or batches padded to their longest: one dynamic compilation (50 s on the demo's model
     where torch's default took 31 s + 35 s), said in one line; the variable is set only while the Trainer is built."""
@@ -205,7 +208,7 @@ def test_the_scripts_compile_once_for_every_length_where_lengths_vary(
     monkeypatch.delenv(DYNAMIC_COMPILE_VARIABLE, raising=False)
     arguments = TrainingArguments(tmp_path, torch_compile=torch_compile, use_cpu=True, report_to="none")
     with caplog.at_level("WARNING", logger="roformer_hf.training.launch"):
-        assert dynamo_dynamic_of_a_trainer_built(arguments, lengths_vary) is expected
+        assert dynamo_dynamic_of_a_trainer_built(arguments, varying) is expected
     assert DYNAMIC_COMPILE_VARIABLE not in os.environ
     if expected:
         [line] = caplog.messages
@@ -221,5 +224,5 @@ def test_a_dynamic_setting_the_user_gave_wins(tmp_path, monkeypatch):
 
     monkeypatch.setenv(DYNAMIC_COMPILE_VARIABLE, "false")
     arguments = TrainingArguments(tmp_path, torch_compile=True, use_cpu=True, report_to="none")
-    assert dynamo_dynamic_of_a_trainer_built(arguments, lengths_vary=True) is False
+    assert dynamo_dynamic_of_a_trainer_built(arguments, "batches padded to their longest text") is False
     assert os.environ[DYNAMIC_COMPILE_VARIABLE] == "false"

@@ -652,3 +652,14 @@ def test_fill_mask_guesses_of_a_briefly_trained_model_come_with_what_to_expect()
     line = run_mlm.fill_mask_expectation(0.0837)
     assert line.startswith("(masked-token accuracy 0.084: a model this briefly trained guesses the text's most")
     assert run_mlm.fill_mask_expectation(0.3) is None and run_mlm.fill_mask_expectation(None) is None
+
+
+def test_what_varies_from_batch_to_batch_is_said_for_torch_compile():
+    """`--torch_compile` compiles once for every length where stages differ in length or the sparse head scores a
+    different number of tokens in each batch; one fixed shape keeps torch's default (tests/test_compile.py)."""
+    from roformer_hf.training.stages import parse_stages
+
+    two_lengths, one_length = parse_stages("64:16:10,128:16:10"), parse_stages("64:16:10")
+    assert run_mlm.varying_shapes(two_lengths, sparse_prediction=False) == "stages of 64 and 128 tokens"
+    assert run_mlm.varying_shapes(one_length, sparse_prediction=True).startswith("sparse prediction scores")
+    assert run_mlm.varying_shapes(one_length, sparse_prediction=False) is None

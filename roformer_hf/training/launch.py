@@ -68,21 +68,21 @@ def trains_on_cpu(use_cpu: bool) -> bool:
 
 
 @contextlib.contextmanager
-def compiled_for_every_length(training_args: TrainingArguments, lengths_vary: bool, why: str) -> Iterator[None]:
+def compiled_for_every_length(training_args: TrainingArguments, varying: str | None) -> Iterator[None]:
     """
-    While the Trainers of a run with `--torch_compile` and batches of varying lengths (`why` says which) are built,
-    have them compile the model once for every length (`torch.compile(..., dynamic=True)`, through accelerate's
-    `ACCELERATE_DYNAMO_USE_DYNAMIC`, restored afterwards), and say so in one line. torch's default compiles for the
-    first batch's shapes, then again, dynamically, at the first other shape: on the demo's model 31 s + 35 s against
-    50 s once, the steps as fast (docs/scripts.md). A fixed length keeps the default (one static compilation is the
-    cheaper), and so does a value the user set.
+    While the Trainers of a run with `--torch_compile` are built, where the shapes of its batches vary (`varying`
+    says how; None: they do not), have them compile the model once for every length (`torch.compile(...,
+    dynamic=True)`, through accelerate's `ACCELERATE_DYNAMO_USE_DYNAMIC`, restored afterwards), and say so in one
+    line. torch's default compiles for the first batch's shapes, then again, dynamically, at the first other shape: on
+    the demo's model 31 s + 35 s against 50 s once, the steps as fast (docs/scripts.md). Fixed shapes keep the default
+    (one static compilation is the cheaper), and so does a value the user set.
     """
-    if not (training_args.torch_compile and lengths_vary) or DYNAMIC_COMPILE_VARIABLE in os.environ:
+    if not training_args.torch_compile or varying is None or DYNAMIC_COMPILE_VARIABLE in os.environ:
         yield
         return
     if int(os.environ.get("RANK", "0")) == 0:
         logger.warning(
-            f"--torch_compile compiles the model once for every length ({why}); "
+            f"--torch_compile compiles the model once for every length ({varying}); "
             f"{DYNAMIC_COMPILE_VARIABLE}=false before the command compiles for each length instead."
         )
     os.environ[DYNAMIC_COMPILE_VARIABLE] = "true"
