@@ -210,11 +210,13 @@ def test_the_scripts_compile_once_for_every_length_where_lengths_vary(
     with caplog.at_level("WARNING", logger="roformer_hf.training.launch"):
         assert dynamo_dynamic_of_a_trainer_built(arguments, varying) is expected
     assert DYNAMIC_COMPILE_VARIABLE not in os.environ
+    # ours only: transformers warns of its own about torch_compile without a GPU, once per process
+    ours = [record.getMessage() for record in caplog.records if record.name == "roformer_hf.training.launch"]
     if expected:
-        [line] = caplog.messages
+        [line] = ours
         assert line.startswith("--torch_compile compiles the model once for every length (batches padded to")
     else:
-        assert caplog.messages == []
+        assert ours == []
 
 
 def test_a_dynamic_setting_the_user_gave_wins(tmp_path, monkeypatch):
