@@ -23,7 +23,8 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from roformer_hf.rope import apply_rotary, linear_attention_forward
+from roformer_hf.attention_kernels import linear_attention_forward
+from roformer_hf.rope import apply_rotary
 
 KINDS = ("softmax", "linear")
 

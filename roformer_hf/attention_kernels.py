@@ -1,6 +1,11 @@
-"""Softmax attention in blocks, the attention function `RoFormerSelfAttention` runs besides transformers' backends
-for CPU training with dropout and for bf16 on a CPU where bf16 pays (linear attention is in `rope.py`), and the cheap
-dropout masks it shares with the hidden states' dropout (`RoFormerDropout`).
+"""The attention functions RoFormer adds to transformers' backends, by name beside them in `modeling.py`'s
+`ROFORMER_ATTENTION_FUNCTIONS` (`RoFormerSelfAttention.attention_function` chooses among them in one place):
+
+- `"roformer_blockwise"`: softmax attention in blocks, which "sdpa" hands CPU training with dropout and bf16 on a CPU
+  where bf16 pays (`prefers_blockwise_attention`);
+- `"roformer_linear"`: linear attention with RoPE (`attention_type="linear"`), the RoFormer paper's section 3.3.
+
+## Blockwise attention
 
 torch's SDPA has a fused CPU kernel only without dropout. With dropout (RoFormer trains with 0.1 on the attention
 probabilities) it falls back to its "math" kernel, which is slower than eager attention and, like eager, keeps several
@@ -22,7 +27,7 @@ does. What makes it fast on the CPU (timings in docs/benchmarks.md):
   real tokens: 5/8 of the scores);
 - softmax in place, the scaling applied to the queries rather than to every score, the gradient of the scores in
   two fused passes;
-- dropout masks from `draw_keep_mask` (16 random bits per element from numpy's PCG64, compared with the
+- dropout masks from `draw_keep_mask` (`dropout.py`) (16 random bits per element from numpy's PCG64, compared with the
   threshold into a reused byte buffer), widened by torch into the reused mask of the scores' dtype. torch's CPU
   generator and its boolean kernels (`bernoulli_`, `masked_fill`, converting from bool) take most of the time of
   eager attention's dropout.
@@ -30,88 +35,33 @@ does. What makes it fast on the CPU (timings in docs/benchmarks.md):
 The dropout masks are redrawn from the same seed in the backward pass instead of being stored; as below, the drop
 probability is rounded to a multiple of 1/65536 and the kept probabilities are rescaled by the rounded value.
 
-## Dropout masks
+## Linear attention with RoPE, as proposed in the RoFormer paper (section 3.3)
 
-torch's CPU dropout draws each element's mask from its mt19937 generator, one float at a time on one thread
-(`bernoulli_`), then multiplies: 2-4% of a bf16 training step of the base model on the CPU measured, against under
-1% for the masks drawn here (docs/benchmarks.md, the hidden dropout's masks). Here each element takes 16 random bits from numpy's PCG64 (one 64-bit draw serves four
-elements), compared with a threshold by numpy straight into a byte mask: a Bernoulli(1 - p) keep decision per
-element, independent across elements, for p rounded to a multiple of 1/65536 (0.1 becomes 0.100006); the kept
-elements are scaled by 1 / (1 - p) of that rounded p, so the expectation is exact. The byte mask is what the
-backward pass keeps.
+`linear_attention_forward` (registered as `"roformer_linear"` through `linear_attention_function`), what
+`RoFormerSelfAttention` runs for `attention_type="linear"`.
 
-The generators are seeded from torch's global generator, so `torch.manual_seed` fixes the masks, and gradient
-checkpointing, which replays torch's generator, replays them too.
+Softmax attention compares every query with every key: O(n^2) time and memory. Linear attention replaces
+exp(q . k) by phi(q) . phi(k) with positive features phi(x) = elu(x) + 1, so the sum over keys can be computed
+once, as a (head_dim x head_dim) key-value summary, and reused by every query: O(n d^2). RoPE is applied to the
+features in the numerator only; the denominator stays unrotated, because a rotated dot product can be negative and
+would no longer normalise:
+
+    o_i = sum_j [R_i phi(q_i)]^T [R_j phi(k_j)] v_j / sum_j phi(q_i)^T phi(k_j)
+
+Bidirectional (encoder): the sums run over all non-padding keys. Causal (decoder): over keys j <= i, computed chunk by
+chunk with a running summary, so memory stays O(chunk_size^2 + d^2) per head whatever the length.
 """
 
 import functools
 import math
 from typing import NamedTuple
 
-import numpy
 import torch
-from torch import nn
+from torch.nn import functional as F
 from transformers import PreTrainedConfig
 
-RANDOM_BITS = 16  # per element: the drop probability is a multiple of 1 / 2**16
-
-
-def rounded_probability(probability: float) -> float:
-    """The drop probability 16 random bits realise: `probability` rounded to a multiple of 1/65536."""
-    return round(probability * 2**RANDOM_BITS) / 2**RANDOM_BITS
-
-
-def kept_scale(probability: float) -> float:
-    """1 / (1 - probability), the factor of kept elements (0 when all are dropped)."""
-    return 1.0 / (1.0 - probability) if probability < 1 else 0.0
-
-
-def random_seed() -> int:
-    """A seed for numpy's generator, drawn from torch's global one (so `torch.manual_seed` and checkpointing rule)."""
-    return int(torch.randint(2**62, (1,)))
-
-
-def draw_keep_mask(numel: int, probability: float, seed: int, out: torch.Tensor | None = None) -> torch.Tensor:
-    """`numel` bytes, 0 with probability `probability` (a multiple of 1/65536) and 1 otherwise; the same for the same
-    seed. Written into `out` (a uint8 tensor of at least `numel` elements) where given, so a caller can reuse one
-    buffer."""
-    random_bits = numpy.random.PCG64(seed).random_raw((numel + 3) // 4).view(numpy.int16)[:numel]
-    kept = torch.empty(numel, dtype=torch.uint8) if out is None else out[:numel]
-    threshold = round(probability * 2**RANDOM_BITS) - 2 ** (RANDOM_BITS - 1)  # dropped below it, as an int16
-    numpy.greater_equal(random_bits, threshold, out=kept.numpy(), casting="unsafe")
-    return kept
-
-
-class _MaskedScale(torch.autograd.Function):
-    """x * keep * scale, keeping only the byte mask for the backward pass (the gradient is masked the same way)."""
-
-    @staticmethod
-    def forward(ctx, hidden_states: torch.Tensor, probability: float, seed: int) -> torch.Tensor:
-        keep = draw_keep_mask(hidden_states.numel(), probability, seed).view(hidden_states.shape)
-        ctx.save_for_backward(keep)
-        ctx.scale = kept_scale(probability)
-        return torch.mul(hidden_states, keep).mul_(ctx.scale)
-
-    @staticmethod
-    def backward(ctx, grad_output: torch.Tensor):
-        (keep,) = ctx.saved_tensors
-        return torch.mul(grad_output, keep).mul_(ctx.scale), None, None
-
-
-class RoFormerDropout(nn.Dropout):
-    """`nn.Dropout` (same arguments, no weights) whose masks are drawn as this module describes, when training on the
-    CPU. Elsewhere (a GPU, under `torch.compile`, which cannot trace numpy's generator, or `inplace=True`) it is
-    `nn.Dropout`."""
-
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        cheap = self.training and self.p > 0 and not self.inplace and hidden_states.device.type == "cpu"
-        if not cheap or torch.compiler.is_compiling():
-            return super().forward(hidden_states)
-        return _MaskedScale.apply(hidden_states, rounded_probability(self.p), random_seed())
-
-
-__all__ = ["RoFormerDropout", "draw_keep_mask", "kept_scale", "random_seed", "rounded_probability"]
-
+from .dropout import draw_keep_mask, kept_scale, random_seed, rounded_probability
+from .rope import apply_rotary
 
 # Elements of one block of scores, (heads, rows, keys): 16 MiB of float32, the fastest size measured (smaller blocks
 # make smaller matrix products, larger ones more cache misses; docs/benchmarks.md).
@@ -368,4 +318,145 @@ class _BlockwiseAttention(torch.autograd.Function):
         return *(grad.view(shape) for grad, shape in zip(grads, shapes, strict=True)), None, None, None, None, None
 
 
-__all__ = ["blockwise_attention_forward", "prefers_blockwise_attention"]
+# Keeps 0 / 0 (a query that sees no key, e.g. causal left padding) at 0 instead of NaN.
+DENOMINATOR_EPSILON = 1e-6
+
+
+def feature_map(hidden_states: torch.Tensor) -> torch.Tensor:
+    """phi(x) = elu(x) + 1: positive, so that every denominator is a sum of positive terms."""
+    return F.elu(hidden_states) + 1.0
+
+
+def linear_attention_forward(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    chunk_size: int = 64,
+) -> torch.Tensor:
+    """Linear attention with RoPE on the feature-mapped queries and keys.
+
+    Args:
+        query (`torch.Tensor` of shape `(batch_size, num_heads, query_len, head_dim)`):
+            Queries, not yet rotated.
+        key, value (`torch.Tensor` of shape `(batch_size, num_heads, key_len, head_dim)`):
+            Keys, not yet rotated, and values (already rotated when the model uses `rotary_value`).
+        cos, sin (`torch.Tensor` of shape `(batch_size, key_len, head_dim)`):
+            From `RoFormerRotaryEmbedding`, for the positions of the keys; the queries take the last `query_len`
+            of them (`query_len == key_len` unless earlier keys are passed in as well).
+        attention_mask (`torch.Tensor` of shape `(batch_size, key_len)`, *optional*):
+            1 for tokens, 0 for padding. Padding keys are left out of numerator and denominator.
+        is_causal (`bool`):
+            Whether query i sees only the keys up to its own position.
+        chunk_size (`int`, defaults to 64):
+            Block length of the causal computation (memory per head is O(chunk_size^2 + head_dim^2)).
+
+    Returns:
+        `torch.Tensor` of shape `(batch_size, query_len, num_heads, head_dim)`, in the dtype of `query`, the layout
+        of transformers' attention functions.
+    """
+    query_len, key_len = query.shape[2], key.shape[2]
+    _check_shapes(query_len, key_len, cos, attention_mask)
+    # Sums over thousands of keys: accumulate in float32 (at least) whatever the model's dtype.
+    compute_dtype = torch.promote_types(query.dtype, torch.float32)
+    query_features = feature_map(query.to(compute_dtype))  # (B, H, Tq, D)
+    key_features = feature_map(key.to(compute_dtype))  # (B, H, Tk, D)
+    value = value.to(compute_dtype)
+    if attention_mask is not None:
+        key_features = key_features * attention_mask[:, None, :, None].to(key_features.dtype)  # out of both sums
+    cos, sin = cos[:, -key_len:], sin[:, -key_len:]  # (B, Tk, D): the keys' positions, the queries' are the last Tq
+    if is_causal:
+        numerator, denominator = _causal_sums(query_features, key_features, value, cos, sin, chunk_size)
+    else:
+        numerator, denominator = _bidirectional_sums(query_features, key_features, value, cos, sin)
+    attention_output = numerator / denominator.clamp_min(DENOMINATOR_EPSILON)
+    return attention_output.transpose(1, 2).to(query.dtype)  # (B, Tq, H, Dv)
+
+
+def _check_shapes(query_len: int, key_len: int, cos: torch.Tensor, attention_mask: torch.Tensor | None) -> None:
+    if key_len < query_len:
+        raise ValueError(f"linear attention got fewer keys ({key_len}) than queries ({query_len}).")
+    if cos.shape[1] < key_len:
+        raise ValueError(
+            f"linear attention rotates every key, so cos/sin must cover all {key_len} key positions, but they cover "
+            f"{cos.shape[1]}: pass the rotary embedding of the full sequence (or disable the cache, use_cache=False)."
+        )
+    if attention_mask is not None and attention_mask.dim() != 2:
+        raise ValueError(
+            f"linear attention takes a (batch_size, seq_len) padding mask of 1s and 0s, got shape "
+            f"{tuple(attention_mask.shape)}."
+        )
+
+
+def _bidirectional_sums(
+    query_features: torch.Tensor, key_features: torch.Tensor, value: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Numerator and denominator when every query sees every key: one key-value summary serves all queries."""
+    query_len = query_features.shape[2]
+    key_value_summary = apply_rotary(key_features, cos, sin).transpose(-1, -2) @ value  # (B, H, D, Dv)
+    numerator = apply_rotary(query_features, cos[:, -query_len:], sin[:, -query_len:]) @ key_value_summary
+    denominator = query_features @ key_features.sum(dim=2).unsqueeze(-1)  # (B, H, Tq, 1)
+    return numerator, denominator
+
+
+def _causal_sums(
+    query_features: torch.Tensor,
+    key_features: torch.Tensor,
+    value: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    chunk_size: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Numerator and denominator of causal linear attention, block by block.
+
+    The queries are aligned with the last keys. A block of queries sees the running summary of all earlier keys plus
+    a lower-triangular slice of its own block: the prefix sum, without a (seq_len, head_dim, head_dim) cumulative
+    tensor, and with only one block rotated at a time.
+    """
+    query_len, key_len = query_features.shape[2], key_features.shape[2]
+    offset = key_len - query_len  # keys before the first query
+    rotated_earlier_keys = apply_rotary(key_features[:, :, :offset], cos[:, :offset], sin[:, :offset])
+    key_value_summary = rotated_earlier_keys.transpose(-1, -2) @ value[:, :, :offset]  # (B, H, D, Dv)
+    key_summary = key_features[:, :, :offset].sum(dim=2, keepdim=True)  # (B, H, 1, D)
+    numerators, denominators = [], []
+    for start in range(offset, key_len, chunk_size):
+        keys = slice(start, min(start + chunk_size, key_len))
+        query_block = query_features[:, :, keys.start - offset : keys.stop - offset]  # (B, H, C, D)
+        key_block, value_block = key_features[:, :, keys], value[:, :, keys]
+        rotated_query = apply_rotary(query_block, cos[:, keys], sin[:, keys])
+        rotated_key = apply_rotary(key_block, cos[:, keys], sin[:, keys])
+        not_causal = torch.ones(key_block.shape[2], key_block.shape[2], dtype=torch.bool, device=value.device).triu(1)
+        scores = (rotated_query @ rotated_key.transpose(-1, -2)).masked_fill(not_causal, 0.0)  # (B, H, C, C)
+        weights = (query_block @ key_block.transpose(-1, -2)).masked_fill(not_causal, 0.0)
+        numerators.append(scores @ value_block + rotated_query @ key_value_summary)
+        denominators.append(weights.sum(dim=-1, keepdim=True) + query_block @ key_summary.transpose(-1, -2))
+        key_value_summary = key_value_summary + rotated_key.transpose(-1, -2) @ value_block
+        key_summary = key_summary + key_block.sum(dim=2, keepdim=True)
+    return torch.cat(numerators, dim=2), torch.cat(denominators, dim=2)
+
+
+def linear_attention_function(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    position_embeddings: tuple[torch.Tensor, torch.Tensor],
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    """`linear_attention_forward` behind transformers' attention-function call: unrotated queries and keys (it
+    rotates their features itself), the `(cos, sin)` of every key, and `attention_mask` in the form linear attention
+    takes, `(batch_size, seq_len)` (`masks.layer_attention_mask`); a decoder's `module.is_causal`."""
+    cos, sin = position_embeddings
+    return linear_attention_forward(query, key, value, cos, sin, attention_mask, module.is_causal), None
+
+
+__all__ = [
+    "blockwise_attention_forward",
+    "linear_attention_forward",
+    "linear_attention_function",
+    "prefers_blockwise_attention",
+]

@@ -1,6 +1,6 @@
-"""What a user passes to a RoFormer model: its checks, and the losses of the classification and question-answering
-heads computed from the labels (the LM heads use transformers' `loss_function`). A mistake raises a ValueError that
-names it and the fix, where torch would raise an IndexError from deep inside an embedding, or a device-side assert.
+"""What a user passes to a RoFormer model and its labels: their checks (the losses that read the labels are in
+`losses.py`). A mistake raises a ValueError that names it and the fix, where torch would raise an IndexError from deep
+inside an embedding, or a device-side assert.
 
 Shape and dtype checks cost nothing and always run. Checks of values (the range of ids and labels) read the tensor,
 which is a device sync on an accelerator and a graph break under `torch.compile`; they run only on CPU tensors and
@@ -8,7 +8,6 @@ outside compilation (`reads_values`), where torch's own error would be an unread
 """
 
 import torch
-from torch.nn import functional as F
 
 from .configuration import RoFormerConfig
 
@@ -170,56 +169,3 @@ def check_multiple_choice_input(choices: object) -> None:
             f"RoFormerForMultipleChoice takes input_ids of shape (batch_size, num_choices, seq_len), got {shape}: "
             "encode each (context, choice) pair with return_tensors='pt' and stack the choices of a question."
         )
-
-
-def check_multi_hot_labels(labels: torch.Tensor, logits: torch.Tensor) -> None:
-    """Multi-label targets are one 0/1 value per class: refuse another shape, e.g. class ids given as floats."""
-    if labels.shape != logits.shape:
-        raise ValueError(
-            f"multi-label classification needs labels of shape {tuple(logits.shape)} (batch_size, num_labels), one "
-            f"0/1 value per class, got {tuple(labels.shape)}: for one class per example give the class ids as "
-            "integers (torch.long), which makes the task single-label."
-        )
-
-
-def sequence_classification_loss(config: RoFormerConfig, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """The loss of `config.problem_type`, inferred as transformers does when unset (and then stored in the config,
-    once the labels gave a loss: labels refused by a first call leave the config as it was).
-
-    "regression" (one label: mean squared error), "single_label_classification" (integer labels: cross-entropy) or
-    "multi_label_classification" (float multi-hot labels: binary cross-entropy with logits).
-    """
-    num_labels = logits.shape[-1]
-    problem_type = config.problem_type
-    if problem_type is None:
-        if num_labels == 1:
-            problem_type = "regression"
-        elif labels.dtype in (torch.long, torch.int):
-            problem_type = "single_label_classification"
-        else:
-            problem_type = "multi_label_classification"
-    labels = labels.to(logits.device)
-    if problem_type == "regression":
-        predictions, targets = (logits.squeeze(-1), labels.squeeze(-1)) if num_labels == 1 else (logits, labels)
-        loss = F.mse_loss(predictions, targets.to(logits.dtype))
-    elif problem_type == "single_label_classification":
-        check_labels(labels, num_labels, CLASS_LABELS_FIX)
-        loss = F.cross_entropy(logits.view(-1, num_labels), labels.view(-1))
-    else:
-        check_multi_hot_labels(labels, logits)
-        loss = F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
-    config.problem_type = problem_type
-    return loss
-
-
-def span_loss(
-    start_logits: torch.Tensor, end_logits: torch.Tensor, start_positions: torch.Tensor, end_positions: torch.Tensor
-) -> torch.Tensor:
-    """The mean of the start and end cross-entropies of extractive question answering. A position past the end marks
-    an answer cut off by truncation and is ignored, as in transformers."""
-    ignored_index = start_logits.shape[1]
-    start_positions = start_positions.view(-1).clamp(0, ignored_index).to(start_logits.device)
-    end_positions = end_positions.view(-1).clamp(0, ignored_index).to(end_logits.device)
-    start_loss = F.cross_entropy(start_logits, start_positions, ignore_index=ignored_index)
-    end_loss = F.cross_entropy(end_logits, end_positions, ignore_index=ignored_index)
-    return (start_loss + end_loss) / 2

@@ -17,10 +17,11 @@ def layer_attention_mask(
     cache: Cache | None,
     token_type_ids: torch.Tensor | None,
 ) -> torch.Tensor | None:
-    """The mask of every layer, in the form `config._attn_implementation` wants (None when nothing is masked, where
-    the backend allows). Linear attention takes the `(batch_size, seq_len)` padding mask itself: None here."""
+    """The mask of every layer, built once per forward in the form `config._attn_implementation` wants (None when
+    nothing is masked, where the backend allows). Linear attention takes the `(batch_size, seq_len)` padding mask as
+    it is."""
     if config.attention_type == "linear":
-        return None
+        return attention_mask
     if config.attends_as_unilm:
         return unilm_layer_mask(config, attention_mask, hidden_states, cache, token_type_ids)
     if config.is_decoder:

@@ -32,29 +32,27 @@ from transformers.modeling_outputs import (
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.modeling_utils import AttentionInterface
 from transformers.processing_utils import Unpack
 from transformers.utils import ModelOutput, TransformersKwargs, can_return_tuple, logging
 from transformers.utils.output_capturing import capture_outputs
 
-from .attention_kernels import RoFormerDropout, blockwise_attention_forward, prefers_blockwise_attention
+from .attention_kernels import blockwise_attention_forward, linear_attention_function, prefers_blockwise_attention
 from .compat import cache_argument, cache_of, given_cache
 from .configuration import RoFormerConfig
+from .dropout import RoFormerDropout
 from .input_checks import (
-    CHOICE_LABELS_FIX,
-    CLASS_LABELS_FIX,
     TOKEN_LABELS_FIX,
     check_input_ids,
     check_labels,
     check_multiple_choice_input,
     check_side_inputs,
-    sequence_classification_loss,
-    span_loss,
 )
+from .losses import multiple_choice_loss, sequence_classification_loss, span_loss, token_classification_loss
 from .masks import layer_attention_mask
 from .norms import embedding_norm, final_norm, post_norm, pre_norm
 from .pretrained import RoFormerPretrainedMixin
-from .rope import RoFormerRotaryEmbedding, apply_rotary, linear_attention_forward
+from .rope import RoFormerRotaryEmbedding, rotate, rotation_at, rotation_of
 
 logger = logging.get_logger(__name__)
 
@@ -108,11 +106,24 @@ def eager_attention_forward(
     return attention_output, weights
 
 
+class RoFormerAttentionFunctions(AttentionInterface):
+    """transformers' attention functions by name (`config._attn_implementation`: "sdpa", "flash_attention_2", ...)
+    and RoFormer's two (`attention_kernels.py`): "roformer_blockwise" and "roformer_linear", read from this module
+    when asked for, so that replacing `blockwise_attention_forward` here replaces what runs."""
+
+    def __getitem__(self, key: str) -> Callable:
+        own = {"roformer_blockwise": blockwise_attention_forward, "roformer_linear": linear_attention_function}
+        return own[key] if key in own else super().__getitem__(key)
+
+
+ROFORMER_ATTENTION_FUNCTIONS = RoFormerAttentionFunctions()
+
+
 class RoFormerSelfAttention(nn.Module):
-    """Multi-head self-attention with RoPE on queries and keys (and values if `config.rotary_value`), through
-    transformers' attention interface, but for CPU training with dropout (where torch's SDPA is slower than eager) and
-    bf16 on a CPU that has bf16 instructions (where SDPA computes in float32), where "sdpa" runs
-    `blockwise_attention_forward` (`prefers_blockwise_attention`; docs/benchmarks.md)."""
+    """Multi-head self-attention with RoPE on queries and keys (and values if `config.rotary_value`), through one
+    attention function that `attention_function` chooses: transformers' backends (`config._attn_implementation`), or
+    RoFormer's own (`attention_kernels.py`): blockwise attention, which "sdpa" hands CPU training with dropout and bf16
+    on a CPU that has bf16 instructions (`prefers_blockwise_attention`; docs/benchmarks.md), and linear attention."""
 
     def __init__(self, config: RoFormerConfig, layer_idx: int):
         super().__init__()
@@ -123,6 +134,9 @@ class RoFormerSelfAttention(nn.Module):
         self.attention_dropout = config.attention_probs_dropout_prob
         # A UniLM decoder spells its mask out; is_causal would make SDPA (and eager, without a mask) causal.
         self.is_causal = config.is_decoder and config.decoder_mask == "causal"
+        # What RoPE turns, of (query, key, value): linear attention rotates its queries' and keys' features itself.
+        self.rotated = slice(0 if config.attention_type == "softmax" else 2, 3 if config.rotary_value else 2)
+        self.rotated_sizes = (self.rotated.start, self.rotated.stop - self.rotated.start, 3 - self.rotated.stop)
         self.query = nn.Linear(config.hidden_size, config.hidden_size, bias=config.use_bias)
         self.key = nn.Linear(config.hidden_size, config.hidden_size, bias=config.use_bias)
         self.value = nn.Linear(config.hidden_size, config.hidden_size, bias=config.use_bias)
@@ -132,45 +146,78 @@ class RoFormerSelfAttention(nn.Module):
         hidden_states: torch.Tensor,
         position_embeddings: tuple[torch.Tensor, torch.Tensor],
         attention_mask: torch.Tensor | None = None,
-        padding_mask: torch.Tensor | None = None,
         cache: Cache | None = None,
         query_positions: slice | None = None,
+        rotation: torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """`query_positions` (encoder, softmax attention): the outputs to compute; keys and values cover every token."""
-        hidden_shape = (*hidden_states.shape[:-1], -1, self.head_dim)
-        positions = slice(None) if query_positions is None else query_positions  # a view of every position by default
-        query_states = hidden_states[:, positions]  # (B, Tq, H)
-        query_shape = query_states.shape[:-1]
-        query = self.query(query_states).view(*query_shape, -1, self.head_dim).transpose(1, 2)  # (B, nh, Tq, hs)
-        query_cos, query_sin = (table[:, positions] for table in position_embeddings)
-        if query_positions is not None and attention_mask is not None and attention_mask.shape[2] > 1:
-            attention_mask = attention_mask[:, :, query_positions]  # (B, 1, Tq, Tk); a padding mask has one row
-        key = self.key(hidden_states).view(hidden_shape).transpose(1, 2)  # (B, nh, T, hs)
-        value = self.value(hidden_states).view(hidden_shape).transpose(1, 2)  # (B, nh, T, hs)
-        cos, sin = position_embeddings
-        if self.config.rotary_value:
-            value = apply_rotary(value, cos, sin)
-
-        if self.config.attention_type == "linear":
-            # Rotates the feature-mapped queries and keys itself; takes the (B, T) padding mask.
-            attention_output = linear_attention_forward(query, key, value, cos, sin, padding_mask, self.is_causal)
-            return attention_output.reshape(*query_shape, -1), None
-
-        query, key = apply_rotary(query, query_cos, query_sin), apply_rotary(key, cos, sin)
+        """`position_embeddings`: `(cos, sin)` of every token, and `rotation` made of them once per forward
+        (`rope.rotation_of`; made here when not given). `query_positions` (the encoder's last layer): the outputs to
+        compute, `attention_mask` already cut to them; keys and values cover every token."""
+        rotation = rotation_of(*position_embeddings) if rotation is None else rotation
+        query, key, value = self.projections(hidden_states, rotation, query_positions)  # (B, nh, T, hs) each
         if cache is not None:
             key, value = cache.update(key, value, self.layer_idx)
-
-        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
-            self.config._attn_implementation, eager_attention_forward
-        )
         dropout = self.attention_dropout if self.training else 0.0
-        if prefers_blockwise_attention(self.config, query, dropout):
-            attention_interface = blockwise_attention_forward
+        attention_interface = self.attention_function(query, dropout)
         attention_output, attention_weights = attention_interface(
-            self, query, key, value, attention_mask, dropout=dropout, scaling=self.scaling, **kwargs
+            self, query, key, value, attention_mask, dropout=dropout, scaling=self.scaling,
+            position_embeddings=position_embeddings, **kwargs,
+        )  # fmt: skip
+        return attention_output.reshape(*attention_output.shape[:2], -1), attention_weights  # (B, Tq, nh * hs)
+
+    def attention_function(self, query: torch.Tensor, dropout: float) -> Callable:
+        """The one place that chooses what computes attention, logged once per choice: "roformer_linear" for
+        `attention_type="linear"`, "roformer_blockwise" where "sdpa" prefers it on the CPU, else
+        `config._attn_implementation` ("eager": `eager_attention_forward`)."""
+        implementation = self.config._attn_implementation
+        if self.config.attention_type == "linear":
+            implementation = "roformer_linear"
+        elif prefers_blockwise_attention(self.config, query, dropout):
+            implementation = "roformer_blockwise"
+        if not torch.compiler.is_compiling():
+            logger.info_once(
+                f"RoFormer attention runs {implementation!r} (config: {self.config._attn_implementation})."
+            )
+        return ROFORMER_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
+
+    def projections(
+        self,
+        hidden_states: torch.Tensor,
+        rotation: torch.Tensor | tuple[torch.Tensor, torch.Tensor],
+        query_positions: slice | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries (of `query_positions` only, when given), keys and values, each `(B, nh, T, hs)`, those of
+        `self.rotated` rotated: in one product and one rotation where `fuses_projections` allows it."""
+        if query_positions is None and self.fuses_projections():
+            states = self.fused_projection(hidden_states)  # (B, T, 3, nh, hs): query, key, value
+            before, turned, after = states.split(self.rotated_sizes, dim=2)
+            turned = rotate(turned, rotation) if turned.shape[2] else turned  # together, in one product
+            return tuple(member.transpose(1, 2) for part in (before, turned, after) for member in part.unbind(2))
+        positions = slice(None) if query_positions is None else query_positions
+        rotations = (rotation_at(rotation, positions), rotation, rotation)
+        members = [self.query(hidden_states[:, positions]), self.key(hidden_states), self.value(hidden_states)]
+        members = [member.view(*member.shape[:-1], -1, self.head_dim) for member in members]  # (B, T, nh, hs)
+        for index in range(3)[self.rotated]:
+            members[index] = rotate(members[index], rotations[index])
+        return tuple(member.transpose(1, 2) for member in members)
+
+    def fuses_projections(self) -> bool:
+        """Whether query, key and value may be one product of their weights concatenated: plain `nn.Linear`s with
+        plain weights and no hooks. PEFT's adapters, quantised layers and hooked modules run their own forward."""
+        return all(
+            type(projection) is nn.Linear
+            and type(projection.weight) is nn.Parameter
+            and not (projection._forward_hooks or projection._forward_pre_hooks)
+            for projection in (self.query, self.key, self.value)
         )
-        return attention_output.reshape(*query_shape, -1), attention_weights  # (B, Tq, nh * hs)
+
+    def fused_projection(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """The three projections in one product: `(B, T, 3, nh, hs)`, the same numbers as three."""
+        projections = (self.query, self.key, self.value)
+        weight = torch.cat([projection.weight for projection in projections])
+        bias = None if self.query.bias is None else torch.cat([projection.bias for projection in projections])
+        return F.linear(hidden_states, weight, bias).unflatten(-1, (3, -1, self.head_dim))
 
 
 class RoFormerOutput(nn.Module):
@@ -237,12 +284,23 @@ class RoFormerEncoder(nn.Module):
         self.final_norm = final_norm(config)
 
     def forward(
-        self, hidden_states: torch.Tensor, last_layer_positions: slice | None = None, **kwargs
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        last_layer_positions: slice | None = None,
+        **kwargs,
     ) -> torch.Tensor:
-        """`kwargs` go to every layer, `last_layer_positions` (see `RoFormerModel.forward`) to the last."""
-        for index, layer in enumerate(self.layer):
-            query_positions = last_layer_positions if index == len(self.layer) - 1 else None
-            hidden_states = layer(hidden_states, query_positions=query_positions, **kwargs)
+        """`attention_mask` and `kwargs` go to every layer; the last computes only `last_layer_positions` (see
+        `RoFormerModel.forward`), its mask cut to those queries here (a padding mask has one row for all)."""
+        last_layer_mask = attention_mask
+        if last_layer_positions is not None and attention_mask is not None and attention_mask.shape[2] > 1:
+            last_layer_mask = attention_mask[:, :, last_layer_positions]  # (B, 1, Tq, Tk)
+        *layers, last_layer = self.layer
+        for layer in layers:
+            hidden_states = layer(hidden_states, attention_mask=attention_mask, **kwargs)
+        hidden_states = last_layer(
+            hidden_states, attention_mask=last_layer_mask, query_positions=last_layer_positions, **kwargs
+        )
         return self.final_norm(hidden_states)
 
 
@@ -355,12 +413,13 @@ class RoFormerModel(RoFormerPreTrainedModel):
         hidden_states = self.embeddings(inputs_embeds, token_type_ids)
         if self.config.embedding_size != self.config.hidden_size:
             hidden_states = self.embeddings_project(hidden_states)
+        position_embeddings = self.rotary_emb(hidden_states, position_ids)  # (cos, sin), once for all layers
         last_hidden_state = self.encoder(
             hidden_states,
             last_layer_positions=self._last_layer_positions(last_layer_positions, seq_len, kwargs),
-            position_embeddings=self.rotary_emb(hidden_states, position_ids),  # (cos, sin), once for all layers
+            position_embeddings=position_embeddings,
+            rotation=rotation_of(*position_embeddings),  # and the rotation every layer applies, once too
             attention_mask=layer_attention_mask(self.config, attention_mask, hidden_states, cache, token_type_ids),
-            padding_mask=attention_mask if attention_mask is not None and attention_mask.dim() == 2 else None,
             cache=cache,
             **kwargs,
         )
@@ -712,10 +771,7 @@ class RoFormerForTokenClassification(RoFormerHeadModel):
 
     def head_output(self, outputs: ModelOutput, labels: torch.Tensor | None, **kwargs) -> TokenClassifierOutput:
         logits = self.classifier(self.dropout(outputs.last_hidden_state))  # (B, T, num_labels)
-        loss = None
-        if labels is not None:
-            check_labels(labels, self.num_labels, CLASS_LABELS_FIX)
-            loss = F.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1).to(logits.device))
+        loss = token_classification_loss(logits, labels) if labels is not None else None
         return TokenClassifierOutput(loss=loss, logits=logits, **recorded_outputs(outputs))
 
 
@@ -811,10 +867,7 @@ class RoFormerForMultipleChoice(RoFormerHeadModel):
         hidden_states = outputs.last_hidden_state
         summary = hidden_states[:, -1] if last_position else last_token_states(hidden_states, attention_mask)
         logits = self.classifier(summary).view(-1, num_choices)  # (B, num_choices)
-        loss = None
-        if labels is not None:
-            check_labels(labels, num_choices, CHOICE_LABELS_FIX)
-            loss = F.cross_entropy(logits, labels.to(logits.device))
+        loss = multiple_choice_loss(logits, labels) if labels is not None else None
         return MultipleChoiceModelOutput(loss=loss, logits=logits, **recorded_outputs(outputs))
 
 

@@ -1,4 +1,4 @@
-"""attention_kernels.RoFormerDropout: the hidden states' dropout keeps each element with probability 1 - p,
+"""dropout.RoFormerDropout: the hidden states' dropout keeps each element with probability 1 - p,
 independently, scales the kept ones by 1 / (1 - p), masks the gradient the same way, and replays its masks under the
 same seed (gradient checkpointing)."""
 
@@ -9,7 +9,7 @@ import torch
 from conftest import enable_activation_checkpointing
 
 from roformer_hf import RoFormerConfig, RoFormerForSequenceClassification
-from roformer_hf.attention_kernels import RoFormerDropout, draw_keep_mask, rounded_probability
+from roformer_hf.dropout import RoFormerDropout, draw_keep_mask, rounded_probability
 
 
 def binomial_bound(count: int, probability: float) -> float:

@@ -159,7 +159,9 @@ MODEL_CODE_FILES = {
     "attention_kernels.py",
     "compat.py",
     "configuration.py",
+    "dropout.py",
     "input_checks.py",
+    "losses.py",
     "masks.py",
     "modeling.py",
     "norms.py",
@@ -177,13 +179,23 @@ def test_a_checkpoint_carries_the_model_code_only(checkpoints):
     assert {path.name for path in folder.glob("*.py")} == MODEL_CODE_FILES | TOKENIZER_CODE_FILES
 
 
-# The last commit before this layout of the model's code, and the code files its checkpoints carry.
-EARLIER_CODE_COMMIT = "68c410c"
-EARLIER_MODEL_CODE_FILES = (
-    *sorted(MODEL_CODE_FILES - {"norms.py"}),
-    "cpu_arithmetic.py",
-    "losses.py",
+# Earlier layouts of the model's code, each the last commit before it changed, and the code files its checkpoints
+# carry: 68c410c's ten, f2676ad's nine (before dropout.py and losses.py).
+F2676AD_MODEL_CODE_FILES = (
+    "attention_kernels.py",
+    "compat.py",
+    "configuration.py",
+    "input_checks.py",
+    "masks.py",
+    "modeling.py",
+    "norms.py",
+    "pretrained.py",
+    "rope.py",
 )
+EARLIER_LAYOUTS = {
+    "68c410c": (*sorted(set(F2676AD_MODEL_CODE_FILES) - {"norms.py"}), "cpu_arithmetic.py", "losses.py"),
+    "f2676ad": F2676AD_MODEL_CODE_FILES,
+}
 
 EARLIER_CHILD = """
 import sys
@@ -199,15 +211,17 @@ torch.save({"module": type(model).__module__, "logits": logits}, sys.argv[3])
 """
 
 
-def test_a_checkpoint_carrying_the_earlier_code_loads_to_the_same_logits(tmp_path):
-    """A checkpoint saved before the code files changed (it carries the 10 files of 68c410c) loads, with its own
-    code where roformer_hf is missing and with roformer_hf's classes where it is installed, to the same logits."""
+@pytest.mark.parametrize("commit", sorted(EARLIER_LAYOUTS))
+def test_a_checkpoint_carrying_the_earlier_code_loads_to_the_same_logits(tmp_path, commit):
+    """A checkpoint saved before the code files changed (it carries the 10 files of 68c410c, or the 9 of f2676ad)
+    loads, with its own code where roformer_hf is missing and with roformer_hf's classes where it is installed, to the
+    same logits."""
     sources = {}
-    for name in EARLIER_MODEL_CODE_FILES:
-        command = ["git", "show", f"{EARLIER_CODE_COMMIT}:roformer_hf/{name}"]
+    for name in EARLIER_LAYOUTS[commit]:
+        command = ["git", "show", f"{commit}:roformer_hf/{name}"]
         completed = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
         if completed.returncode != 0:
-            pytest.skip(f"commit {EARLIER_CODE_COMMIT} is not in this clone's history (a shallow clone?)")
+            pytest.skip(f"commit {commit} is not in this clone's history (a shallow clone?)")
         sources[name] = completed.stdout
     torch.manual_seed(0)
     model = roformer_hf.RoFormerForMaskedLM(tiny_config("RoFormerForMaskedLM")).eval()
