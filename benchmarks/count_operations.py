@@ -33,7 +33,7 @@ import transformers
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import roformer_hf
-from roformer_hf import attention_kernels, dropout, modeling
+from roformer_hf import attention_kernels, modeling
 
 BASE_SIZE = {
     "vocab_size": 50000,
@@ -66,16 +66,16 @@ def gpu_path():
     """roformer_hf's CPU-only kernels switched off: SDPA attention and `nn.Dropout`, as on a GPU."""
     modules = [module for module in (attention_kernels, modeling) if hasattr(module, "prefers_blockwise_attention")]
     saved = [module.prefers_blockwise_attention for module in modules]
-    dropout_forward = dropout.RoFormerDropout.forward
+    dropout_forward = modeling.RoFormerDropout.forward
     for module in modules:
         module.prefers_blockwise_attention = lambda *args, **kwargs: False
-    dropout.RoFormerDropout.forward = torch.nn.Dropout.forward
+    modeling.RoFormerDropout.forward = torch.nn.Dropout.forward
     try:
         yield
     finally:
         for module, function in zip(modules, saved, strict=True):
             module.prefers_blockwise_attention = function
-        dropout.RoFormerDropout.forward = dropout_forward
+        modeling.RoFormerDropout.forward = dropout_forward
 
 
 def build(library: str, max_length: int) -> torch.nn.Module:

@@ -14,6 +14,7 @@ from roformer_hf import (
     RoFormerForCausalLM,
     RoFormerForMaskedLM,
     RoFormerForSequenceClassification,
+    RoFormerForTokenClassification,
     RoFormerModel,
 )
 from roformer_hf.compat import cache_of
@@ -165,6 +166,51 @@ def test_value_checks_stay_in_eager_mode():
     # Shape checks run under compile too; fullgraph reports the ValueError inside its own exception.
     with pytest.raises((ValueError, torch._dynamo.exc.Unsupported), match="input_ids must have shape"):
         compiled(model)(input_ids=bad["input_ids"][0])
+
+
+def training_labels(head: str, batch: dict[str, torch.Tensor], seed: int) -> torch.Tensor:
+    """Labels of a training batch for `head`: other values for another seed, the same shape."""
+    generator = torch.Generator().manual_seed(seed)
+    if head == "classification":
+        return torch.randint(0, 3, (batch["input_ids"].shape[0],), generator=generator)
+    labels = torch.randint(
+        0, 3 if head == "token" else TINY["vocab_size"], batch["input_ids"].shape, generator=generator
+    )
+    ignored = torch.rand(labels.shape, generator=generator) < 0.5  # -100: left out of the loss (MLM: not masked)
+    ignored[:, 0] = seed % 2 == 0  # a different set of positions in each call
+    return labels.masked_fill(ignored | (batch["attention_mask"] == 0), -100)
+
+
+TRAINING_HEADS = {
+    "classification": RoFormerForSequenceClassification,
+    "mlm": RoFormerForMaskedLM,
+    "token": RoFormerForTokenClassification,
+}
+
+
+@pytest.mark.parametrize("head", sorted(TRAINING_HEADS))
+def test_a_training_forward_with_its_loss_is_one_graph_compiled_once(head):
+    """Forward and loss with labels in train mode (dropout on): one graph (fullgraph=True raises on a graph break:
+    a `.item()`, a data-dependent branch, a check that reads values), and a second call with other labels of the same
+    shape runs it again without recompiling (dynamo's counters; `error_on_recompile` raises on one). The
+    classification head infers `problem_type` from the labels in each compiled call rather than store it in the
+    config, which would change what the graph was compiled for."""
+    torch.manual_seed(0)
+    config = RoFormerConfig(**{**TINY, "attention_probs_dropout_prob": 0.1, "hidden_dropout_prob": 0.1}, num_labels=3)
+    model = TRAINING_HEADS[head](config).train()
+    step = compiled(model)
+    batch = padded_batch()
+    torch._dynamo.utils.counters.clear()
+    first = step(**batch, labels=training_labels(head, batch, seed=0)).loss
+    first.backward()
+    compiled_once = {name: dict(counts) for name, counts in torch._dynamo.utils.counters.items()}
+    assert compiled_once["stats"]["unique_graphs"] == 1, compiled_once
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        second = step(**batch, labels=training_labels(head, batch, seed=1)).loss
+    second.backward()
+    assert {name: dict(counts) for name, counts in torch._dynamo.utils.counters.items()} == compiled_once
+    assert torch.isfinite(first) and torch.isfinite(second) and not torch.equal(first, second)
+    assert model.config.problem_type is None
 
 
 @pytest.mark.slow
