@@ -117,6 +117,7 @@ class RoFormerAttentionFunctions(AttentionInterface):
 
 
 ROFORMER_ATTENTION_FUNCTIONS = RoFormerAttentionFunctions()
+LOGGED_ATTENTION_CHOICES: set[str] = set()  # `attention_function` logs each choice once per process
 
 
 class RoFormerSelfAttention(nn.Module):
@@ -175,10 +176,10 @@ class RoFormerSelfAttention(nn.Module):
             implementation = "roformer_linear"
         elif prefers_blockwise_attention(self.config, query, dropout):
             implementation = "roformer_blockwise"
-        if not torch.compiler.is_compiling():
-            logger.info_once(
-                f"RoFormer attention runs {implementation!r} (config: {self.config._attn_implementation})."
-            )
+        message = f"RoFormer attention runs {implementation!r} (config: {self.config._attn_implementation})."
+        if not torch.compiler.is_compiling() and message not in LOGGED_ATTENTION_CHOICES:
+            LOGGED_ATTENTION_CHOICES.add(message)
+            logger.info(message)
         return ROFORMER_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
 
     def projections(

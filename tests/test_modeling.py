@@ -771,3 +771,41 @@ def test_masked_lm_loss_is_normalised_by_the_items_of_the_whole_batch():
     mean_loss = model(**batch, labels=labels).loss
     summed_over_twice_the_items = model(**batch, labels=labels, num_items_in_batch=2 * 6).loss
     torch.testing.assert_close(summed_over_twice_the_items, mean_loss / 2)
+
+
+def test_query_key_and_value_in_one_product_give_the_three_projections():
+    """The fused projection (one product of the concatenated weights) gives the three `nn.Linear`s' numbers; a
+    projection replaced by another module (PEFT's adapters, quantised layers) or hooked turns the fusion off."""
+    torch.manual_seed(0)
+    attention = RoFormerModel(tiny_config()).encoder.layer[0].attention.self
+    hidden_states = torch.randn(2, 7, attention.config.hidden_size)
+    fused = attention.fused_projection(hidden_states)  # (B, T, 3, nh, hs)
+    separate = [projection(hidden_states) for projection in (attention.query, attention.key, attention.value)]
+    for index, expected in enumerate(separate):
+        torch.testing.assert_close(fused[:, :, index].flatten(-2), expected, atol=1e-6, rtol=0)
+    assert attention.fuses_projections()
+    handle = attention.key.register_forward_hook(lambda module, inputs, output: output)
+    assert not attention.fuses_projections()
+    handle.remove()
+    attention.value = torch.nn.Sequential(attention.value)
+    assert not attention.fuses_projections()
+
+
+def test_the_attention_function_is_chosen_in_one_place_and_logged_once(caplog, monkeypatch):
+    """`attention_function` names what runs: blockwise attention for CPU training with dropout, SDPA in evaluation,
+    linear attention for `attention_type="linear"`; each is logged once, however many layers and calls run it."""
+    monkeypatch.setattr("roformer_hf.modeling.LOGGED_ATTENTION_CHOICES", set())  # as in a fresh process
+    model = RoFormerModel(tiny_config(attention_probs_dropout_prob=0.1))
+    inputs = batch_with_padding()
+    linear = RoFormerModel(tiny_config(attention_type="linear")).eval()
+    with caplog.at_level(logging.INFO, logger="roformer_hf.modeling"):
+        for _ in range(2):
+            model.train()(**inputs)
+            with torch.no_grad():
+                model.eval()(**inputs)
+                linear(**inputs)
+    chosen = [record.getMessage() for record in caplog.records if "attention runs" in record.getMessage()]
+    assert sorted(chosen) == sorted(
+        f"RoFormer attention runs {name!r} (config: sdpa)."
+        for name in ("roformer_blockwise", "sdpa", "roformer_linear")
+    )

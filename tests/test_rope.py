@@ -14,6 +14,8 @@ from roformer_hf.rope import (
     default_inverse_frequencies,
     inverse_frequencies,
     ntk_inverse_frequencies,
+    rotate,
+    rotation_of,
 )
 
 HEAD_DIM = 16
@@ -325,3 +327,18 @@ def test_bad_rope_parameters_raise(rope_parameters, message):
 def test_unknown_attention_type_raises():
     with pytest.raises(ValueError, match="Unknown attention_type"):
         tiny_config(attention_type="performer")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rotating_queries_and_keys_together_gives_apply_rotary_bit_for_bit(dtype):
+    """`rotate` on queries and keys stacked `(B, T, 2, nh, hs)`, with the rotation made once (`rotation_of`), and its
+    real form (what runs under torch.compile), give exactly what `apply_rotary` gives each `(B, nh, T, hs)` alone."""
+    torch.manual_seed(0)
+    cos, sin = cos_sin(tiny_config(), positions(11))
+    stacked = torch.randn(1, 11, 3, 2, HEAD_DIM).to(dtype)[:, :, :2]  # a slice of query, key, value: strided
+    expected = [apply_rotary(stacked[:, :, index].transpose(1, 2), cos, sin).transpose(1, 2) for index in (0, 1)]
+    for rotation in (rotation_of(cos, sin), (cos, sin)):
+        rotated = rotate(stacked, rotation)
+        assert rotated.dtype == dtype
+        for index in (0, 1):
+            torch.testing.assert_close(rotated[:, :, index], expected[index], atol=0, rtol=0)
