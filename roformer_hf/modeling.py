@@ -3,7 +3,7 @@
 What differs from BERT: no position embeddings (queries and keys are rotated by angles proportional to their
 positions, computed once per forward by `rope.py`, so scores depend only on relative positions and no table caps the
 length); pairs (2i, 2i + 1) rotate together, as in bert4keras and transformers' RoFormer, so checkpoints load without
-permutation; optionally rotated values (`rotary_value`) and linear attention (`rope.py`). RoFormer-V2 is
+permutation; optionally rotated values (`rotary_value`) and linear attention (`attention_kernels.py`). RoFormer-V2 is
 `norm_type="rms_norm"`, `use_bias=False`, ReLU and an MLM head reduced to the tied decoder; RoFormer-Sim a
 `RoFormerForCausalLM` with UniLM attention over token types (`decoder_mask="unilm"`) whose pooler gives sentence
 vectors; IDEA's Zhouwenwang a pre-norm stack (`norm_position="pre"`, `final_layer_norm`, no embedding norm) that
