@@ -214,3 +214,52 @@ def test_run_classification_compiles_once_per_length_bucket(tmp_path, monkeypatc
     before, after_first_epoch = recorder.graphs
     assert before == 0 and 2 <= after_first_epoch <= 4  # training and evaluation at lengths 64 and 128
     assert counters["stats"]["unique_graphs"] == after_first_epoch  # nothing new in the second epoch
+
+
+@pytest.mark.slow
+def test_reduce_overhead_on_the_cpu_trains_and_evaluates(tmp_path, caplog):
+    """`--torch_compile_mode reduce-overhead` with inductor on a CPU (a few minutes on 2 busy cores): torch compiles it
+    as its default mode (no CUDA graphs there); the run is the eager run's, to float tolerance."""
+    rows = documents_of_mixed_lengths(12)
+    train, validation = tmp_path / "train.jsonl", tmp_path / "validation.jsonl"
+    train.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows[:7]), encoding="utf-8")
+    validation.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows[7:]), encoding="utf-8")
+
+    def run(name: str, *extra: str) -> dict:
+        return run_classification.main(
+            [
+                *("--tokenizer_name", str(ROFORMER_VOCAB), "--train_file", str(train)),
+                *("--validation_file", str(validation), "--do_train", "--do_eval", "--max_seq_length", "64"),
+                *(
+                    "--config_overrides",
+                    "hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64",
+                ),
+                *(
+                    "--num_train_epochs",
+                    "1",
+                    "--per_device_train_batch_size",
+                    "4",
+                    "--per_device_eval_batch_size",
+                    "4",
+                ),
+                *(
+                    "--save_strategy",
+                    "no",
+                    "--output_dir",
+                    str(tmp_path / name),
+                    "--use_cpu",
+                    "true",
+                    "--bf16",
+                    "false",
+                ),
+                *("--report_to", "none", "--disable_tqdm", "true", "--seed", "3", "--static_shapes", "true"),
+                *extra,
+            ]
+        )
+
+    eager = run("eager")
+    with caplog.at_level("WARNING", logger="roformer_hf.training.static_shapes"):
+        compiled = run("compiled", "--torch_compile", "true", "--torch_compile_mode", "reduce-overhead")
+    assert any("CUDA graphs exist on CUDA only" in record.getMessage() for record in caplog.records)
+    assert counters["stats"]["unique_graphs"] == 2  # training and evaluation at 64 tokens
+    assert compiled["eval_loss"] == pytest.approx(eager["eval_loss"], abs=1e-4)

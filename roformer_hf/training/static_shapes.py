@@ -22,7 +22,7 @@ import torch
 from torch.nn import functional as F
 from transformers import Trainer, TrainingArguments
 
-from .launch import DYNAMIC_COMPILE_VARIABLE
+from .launch import DYNAMIC_COMPILE_VARIABLE, trains_on_cpu
 
 logger = logging.getLogger(__name__)
 
@@ -178,6 +178,8 @@ def announce_static_shapes(training_args: TrainingArguments, description: str) -
     if not uses_static_shapes(training_args) or int(os.environ.get("RANK", "0")) != 0:
         return
     why = "--static_shapes true" if training_args.static_shapes else "on with --torch_compile"
-    mode = training_args.torch_compile_mode
-    compiled = f"compiled once per shape{' and captured as CUDA graphs' if mode == 'reduce-overhead' else ''}"
+    compiled = "compiled once per shape" if training_args.torch_compile else "ready for --torch_compile"
+    if training_args.torch_compile and training_args.torch_compile_mode == "reduce-overhead":
+        on_cpu = trains_on_cpu(training_args.use_cpu)
+        compiled += " (reduce-overhead: CUDA graphs exist on CUDA only)" if on_cpu else " and captured as CUDA graphs"
     logger.warning(f"static shapes ({why}; --static_shapes false: off): {description}; {compiled}.")
