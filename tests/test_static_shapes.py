@@ -19,6 +19,7 @@ from roformer_hf.training.static_shapes import StaticShapes, length_buckets
 from roformer_hf.training.whole_word_masking import WholeWordMaskCollator, predicted_token_ids
 
 ATOL = 1e-6
+TINY_MODEL = "hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64"
 NO_DROPOUT = {**TINY, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 
 
@@ -156,7 +157,7 @@ def mlm_arguments(tmp_path) -> list[str]:
     text.write_text("".join(PEOPLES_DAILY_SAMPLE.open(encoding="utf-8").readlines()[:150]), encoding="utf-8")
     return [
         *("--train_file", str(text), "--tokenizer_name", str(ROFORMER_VOCAB.parent / "demo_vocab.txt")),
-        *("--config_overrides", "hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64"),
+        *("--config_overrides", TINY_MODEL),
         *("--max_seq_length", "32", "--max_train_samples", "13", "--max_eval_samples", "6", "--num_train_epochs", "2"),
         *("--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "4", "--eval_strategy", "epoch"),
         *("--save_strategy", "no", "--output_dir", str(tmp_path / "out"), "--cache_dir", str(tmp_path / "cache")),
@@ -201,7 +202,7 @@ def test_run_classification_compiles_once_per_length_bucket(tmp_path, monkeypatc
     validation.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows[11:]), encoding="utf-8")
     arguments = [
         *("--tokenizer_name", str(ROFORMER_VOCAB), "--train_file", str(train), "--validation_file", str(validation)),
-        *("--config_overrides", "hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64"),
+        *("--config_overrides", TINY_MODEL),
         *("--do_train", "--do_eval", "--max_seq_length", "128", "--num_train_epochs", "2", "--eval_strategy", "epoch"),
         *("--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "4", "--save_strategy", "no"),
         *("--output_dir", str(tmp_path / "out"), "--use_cpu", "true", "--bf16", "false", "--disable_tqdm", "true"),
@@ -226,34 +227,15 @@ def test_reduce_overhead_on_the_cpu_trains_and_evaluates(tmp_path, caplog):
     validation.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows[7:]), encoding="utf-8")
 
     def run(name: str, *extra: str) -> dict:
+        model = f"{TINY_MODEL},hidden_dropout_prob=0,attention_probs_dropout_prob=0"
         return run_classification.main(
             [
                 *("--tokenizer_name", str(ROFORMER_VOCAB), "--train_file", str(train)),
                 *("--validation_file", str(validation), "--do_train", "--do_eval", "--max_seq_length", "64"),
-                *(
-                    "--config_overrides",
-                    "hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64",
-                ),
-                *(
-                    "--num_train_epochs",
-                    "1",
-                    "--per_device_train_batch_size",
-                    "4",
-                    "--per_device_eval_batch_size",
-                    "4",
-                ),
-                *(
-                    "--save_strategy",
-                    "no",
-                    "--output_dir",
-                    str(tmp_path / name),
-                    "--use_cpu",
-                    "true",
-                    "--bf16",
-                    "false",
-                ),
-                *("--report_to", "none", "--disable_tqdm", "true", "--seed", "3", "--static_shapes", "true"),
-                *extra,
+                *("--config_overrides", model, "--num_train_epochs", "1", "--per_device_train_batch_size", "4"),
+                *("--per_device_eval_batch_size", "4", "--save_strategy", "no", "--output_dir", str(tmp_path / name)),
+                *("--use_cpu", "true", "--bf16", "false", "--report_to", "none", "--disable_tqdm", "true"),
+                *("--seed", "3", "--static_shapes", "true", *extra),
             ]
         )
 
