@@ -245,3 +245,15 @@ def test_reduce_overhead_on_the_cpu_trains_and_evaluates(tmp_path, caplog):
     assert any("CUDA graphs exist on CUDA only" in record.getMessage() for record in caplog.records)
     assert counters["stats"]["unique_graphs"] == 2  # training and evaluation at 64 tokens
     assert compiled["eval_loss"] == pytest.approx(eager["eval_loss"], abs=1e-4)
+
+
+def test_sparse_prediction_in_slots_compiles_into_one_graph():
+    """Without slots the labelled count breaks the graph (test_compile.py); with them fullgraph=True holds."""
+    torch.manual_seed(0)
+    model = RoFormerForMaskedLM(RoFormerConfig(**NO_DROPOUT, sparse_prediction=True, prediction_slot_rate=0.15))
+    batch = partial_batch()
+    labels = torch.full_like(batch["input_ids"], -100)
+    labels[0, 2], labels[1, 4] = 7, 9
+    expected = model(**batch, labels=labels).loss
+    actual = torch.compile(model, fullgraph=True, backend="aot_eager")(**batch, labels=labels).loss
+    torch.testing.assert_close(actual, expected, atol=ATOL, rtol=0)
