@@ -50,7 +50,7 @@ VOCAB = REPO_ROOT / "data" / "roformer_chinese_base_vocab.txt"
 TINY_SETTINGS = {
     "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "pretrain_steps": 3,
     "pretrain_seq_length": 64, "pretrain_batch_size": 4, "finetune_max_steps": 2, "batch_size": 4,
-    "settings": "64,128,chunk64", "seeds": "0", "max_documents_per_class": 4, "max_pretraining_paragraphs": 200,
+    "settings": "64,128,chunk64", "chunk_stride": 16, "seeds": "0", "max_documents_per_class": 4, "max_pretraining_paragraphs": 200,
 }  # fmt: skip
 # Written beside a checkpoint this script pretrained: the Fudan documents it never saw, checked with --pretrained.
 HELD_OUT_IDS_FILE = "longdoc_validation_ids.json"
