@@ -93,6 +93,14 @@ from roformer_hf.training.run_outputs import (
     save_state,
 )
 from roformer_hf.training.script_runner import guard_run, run_script
+from roformer_hf.training.static_shapes import (
+    StaticShapes,
+    StaticShapeTrainer,
+    announce_static_shapes,
+    compiled_once_per_shape,
+    length_buckets,
+    uses_static_shapes,
+)
 from roformer_hf.training.threads import choose_threads
 from roformer_hf.training.written_files import check_inputs_are_not_outputs, run_inputs
 
@@ -399,7 +407,7 @@ def encode_documents(
     return tokenized
 
 
-class InputOrderTrainer(Trainer):
+class InputOrderTrainer(StaticShapeTrainer):
     """
     A `Trainer` that evaluates and predicts in input order. Under `--train_sampling_strategy group_by_length`,
     transformers groups evaluation batches by length as well; window logits must stay in input order to be pooled
@@ -420,6 +428,22 @@ class InputOrderTrainer(Trainer):
         return SequentialSampler(eval_dataset)
 
 
+def classification_shapes(
+    tokenizer: PreTrainedTokenizerBase,
+    label_info: LabelInfo,
+    data_args: DataArguments,
+    training_args: TrainingArguments,
+) -> StaticShapes | None:
+    """The static shapes of the run's batches, said in one line (None where static shapes are off): lengths in
+    buckets up to `--max_seq_length`; a partial batch padded where the loss ignores rows (single-label classes)."""
+    if not uses_static_shapes(training_args):
+        return None
+    pads_rows = label_info.problem_type == SINGLE_LABEL
+    shapes = StaticShapes(length_buckets(data_args.max_seq_length), tokenizer.pad_token_id, pads_rows=pads_rows)
+    announce_static_shapes(training_args, shapes.describe(training_args.per_device_train_batch_size))
+    return shapes
+
+
 def build_classification_trainer(
     model: RoFormerForSequenceClassification,
     tokenizer: PreTrainedTokenizerBase,
@@ -436,7 +460,10 @@ def build_classification_trainer(
     callbacks = []
     if data_args.early_stopping_patience is not None:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=data_args.early_stopping_patience))
-    with compiled_for_every_length(training_args, "batches padded to their longest text"):
+    shapes = classification_shapes(tokenizer, label_info, data_args, training_args)
+    varying = None if shapes else "batches padded to their longest text"
+    shape_count = 2 * len(shapes.lengths) + 2 if shapes else 0  # + 2: last batches kept short (float labels)
+    with compiled_for_every_length(training_args, varying), compiled_once_per_shape(training_args, shape_count):
         trainer = InputOrderTrainer(
             model=model,
             args=trainer_arguments(training_args),  # the script pushes once, at the end (publish_run)
@@ -446,6 +473,7 @@ def build_classification_trainer(
             data_collator=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8 if mixed_precision else None),
             compute_metrics=make_compute_metrics(label_info, document_ids, data_args.chunk_pooling),
             callbacks=[*callbacks, StopAtStepBoundary()],
+            static_shapes=shapes,
         )
     # added last, after the progress bar's: no callback asks for a save after it, and it stops once the bar is closed
     trainer.add_callback(StopOnNonFiniteWeights())

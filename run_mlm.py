@@ -29,6 +29,7 @@ from transformers import PreTrainedTokenizerBase, TrainingArguments, set_seed
 
 from roformer_hf import RoFormerForMaskedLM
 from roformer_hf.model_card import TrainingSummary
+from roformer_hf.prediction_slots import slot_count
 from roformer_hf.training.building import build_config, build_model, build_tokenizer
 from roformer_hf.training.cli import ModelArguments, ScriptTrainingArguments, parse_arguments
 from roformer_hf.training.console import loading_instructions, setup_logging
@@ -55,6 +56,13 @@ from roformer_hf.training.stages import (
     plot_loss_curve,
     read_stage_results,
     walk_stages,
+)
+from roformer_hf.training.static_shapes import (
+    StaticShapes,
+    announce_static_shapes,
+    compiled_once_per_shape,
+    length_buckets,
+    uses_static_shapes,
 )
 from roformer_hf.training.text_corpus import (
     cut_long_texts,
@@ -317,11 +325,19 @@ def build_stage_trainer(
     masking_args: MaskingArguments,
     schedule_steps: int | None = None,
     start_state: dict | None = None,
+    static_shapes: StaticShapes | None = None,
 ) -> StagedTrainer:
-    """The Trainer of one stage, with the masking collator, masked-token accuracy and stage-end checkpoints."""
+    """
+    The Trainer of one stage, with the masking collator, masked-token accuracy and stage-end checkpoints; batches
+    padded to `static_shapes` where given.
+    """
     evaluate = args.do_eval and "validation" in examples
     collator = WholeWordMaskCollator(
-        tokenizer, masking_args.mlm_probability, masking_args.whole_word_mask, seed=args.seed
+        tokenizer,
+        masking_args.mlm_probability,
+        masking_args.whole_word_mask,
+        seed=args.seed,
+        prediction_slot_rate=model.config.prediction_slot_rate,
     )
     trainer = StagedTrainer(
         model=model,
@@ -334,6 +350,7 @@ def build_stage_trainer(
         preprocess_logits_for_metrics=predicted_token_ids if evaluate else None,
         schedule_steps=schedule_steps,
         start_state=start_state,
+        static_shapes=static_shapes,
     )
     trainer.add_callback(EpochCallback(collator))
     trainer.add_callback(SaveAtEndCallback())
@@ -368,6 +385,46 @@ def varying_shapes(stages: list[Stage], sparse_prediction: bool) -> str | None:
     return None
 
 
+def stage_shapes(
+    model: RoFormerForMaskedLM,
+    tokenizer: PreTrainedTokenizerBase,
+    stage: Stage,
+    data_args: DataArguments,
+    training_args: TrainingArguments,
+) -> StaticShapes | None:
+    """The static shapes of a stage's batches (None where static shapes are off): packed blocks have the stage's
+    length, `--line_by_line` lines are padded to its buckets."""
+    if not uses_static_shapes(training_args):
+        return None
+    lengths = length_buckets(stage.max_seq_length) if data_args.line_by_line else (stage.max_seq_length,)
+    row_logits = model.config.prediction_slot_rate is None or not model.config.sparse_prediction
+    return StaticShapes(lengths, tokenizer.pad_token_id, pads_rows=True, row_logits=row_logits)
+
+
+def prepare_static_shapes(
+    model: RoFormerForMaskedLM,
+    stages: list[Stage],
+    data_args: DataArguments,
+    masking_args: MaskingArguments,
+    training_args: TrainingArguments,
+) -> int:
+    """
+    Where static shapes are on: fixed prediction slots for sparse prediction, and the run's shapes in one line.
+    Returns the number of shapes the run compiles for (training and evaluation, every stage's lengths).
+    """
+    if not uses_static_shapes(training_args):
+        return 0
+    if masking_args.sparse_prediction:
+        model.config.prediction_slot_rate = masking_args.mlm_probability
+    lengths = sorted({stage.max_seq_length for stage in stages})
+    buckets = sorted({bucket for length in lengths for bucket in length_buckets(length)})
+    rows = training_args.per_device_train_batch_size
+    slots = slot_count(rows * lengths[-1], masking_args.mlm_probability) if masking_args.sparse_prediction else None
+    shapes = StaticShapes(tuple(buckets if data_args.line_by_line else lengths), 0)
+    announce_static_shapes(training_args, shapes.describe(rows, slots))
+    return 2 * len(shapes.lengths)
+
+
 def pretrain(
     model: RoFormerForMaskedLM,
     tokenizer: PreTrainedTokenizerBase,
@@ -390,7 +447,10 @@ def pretrain(
 
     def trainer_for_stage(index: int, args: TrainingArguments, schedule_steps: int | None, start_state: dict | None):
         examples = tokenize_to_length(stages[index].max_seq_length)
-        trainer = build_stage_trainer(model, tokenizer, examples, args, masking_args, schedule_steps, start_state)
+        shapes = stage_shapes(model, tokenizer, stages[index], data_args, args)
+        trainer = build_stage_trainer(
+            model, tokenizer, examples, args, masking_args, schedule_steps, start_state, shapes
+        )
         # added last, after the progress bar's: no callback asks for a save after it, and it stops once the bar is closed
         trainer.add_callback(divergence_check)
         record_run_settings(trainer, settings)
@@ -517,7 +577,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             tokenize_corpus, raw_datasets, tokenizer, data_args=data_args, training_args=training_args
         )
         prepare_output_dir(training_args, model, [stage.steps or training_args.max_steps for stage in stages])
-        with compiled_for_every_length(training_args, varying_shapes(stages, masking_args.sparse_prediction)):
+        static_shape_count = prepare_static_shapes(model, stages, data_args, masking_args, training_args)
+        varying = None if static_shape_count else varying_shapes(stages, masking_args.sparse_prediction)
+        with (
+            compiled_for_every_length(training_args, varying),
+            compiled_once_per_shape(training_args, static_shape_count),
+        ):
             trainer = pretrain(model, tokenizer, tokenize_to_length, stages, data_args, masking_args, training_args)
         table = save_outputs(trainer, stages, model_args, data_args, masking_args, training_args, argv)
     if trainer.is_world_process_zero():

@@ -12,9 +12,19 @@ ends (a part that fails or runs out of time is recorded and the next one runs):
    precision: training (classifier, dropout 0.1) at 4 x 512 and 1 x 2,048, inference at 1 x 8,192 and 1 x 16,384;
 4. how long the whole-word-masking collator takes for one batch of 32 x 512 on the host CPU;
 5. `run_mlm.py` pretraining the base-shape model on People's Daily with the 50k vocabulary (bf16 on a GPU): tokens/s,
-   the step time against the collator's, and the GPU's utilisation sampled by nvidia-smi while it trains.
+   the step time against the collator's, and the GPU's utilisation sampled by nvidia-smi while it trains;
+6. "steps": `bench_compile.py`, one bf16 training step of the base classifier, transformers' RoFormer against ours,
+   eager / `torch.compile` / CUDA graphs at 1 x 2,048 and 4 x 512, with the first step (compilation) and peak memory;
+7. "mlm_graphs": `run_mlm.py` at 32 x 512, eager and with `--torch_compile true --torch_compile_mode
+   reduce-overhead` (static shapes, CUDA graphs), run in-process: steady tokens/s, share of the measured bf16 roof,
+   GPU utilisation, the first step's time (compilation) and the graphs compiled after it (recompilations);
+8. "longdoc": `longdoc_experiment.py` within its share (RoFormer's long-document claim: pretrain, fine-tune at 512,
+   1,024 and chunks with 3 seeds, naive Bayes on the same split).
 
-    python benchmarks/gpu_check.py --out outputs/gpu_check                       # on a GPU machine, ~7 minutes
+The default parts (`--parts`) are the issue-45 set, sized to 9 minutes (`--budget_s 540`): versions, tests, steps,
+mlm_graphs, longdoc; bench, collator and mlm (parts 3-5) run when named.
+
+    python benchmarks/gpu_check.py --out outputs/gpu_check                       # on a GPU machine, ~9 minutes
     python benchmarks/gpu_check.py --tiny --device cpu --out outputs/gpu_dry_run # the same parts, tiny, on a CPU
 
 On a machine without the package registry, `benchmarks/gpu_wheels.sh` prepares the missing packages beforehand
@@ -22,6 +32,7 @@ On a machine without the package registry, `benchmarks/gpu_wheels.sh` prepares t
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -36,6 +47,10 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = Path(os.environ.get("ROFORMER_HF_DATA", REPO_ROOT.parent / "shared" / "data"))
 BENCH_ROWS = {"full": "train:4x512,train:1x2048,infer:1x8192,infer:1x16384", "tiny": "train:2x64,infer:1x128"}
 MLM_BATCH, MLM_LENGTH = 32, 512
+MLM_EAGER_STEPS, MLM_GRAPH_STEPS = 100, 300
+DEVICE_TESTS_S = 40  # 17 s on the H100
+# Seconds of the 540-second budget: the step table, and the long-document experiment (the issue allows it 5 minutes).
+STEP_TABLE_S, LONGDOC_S = 90, 240
 DEVICE_TEST_FILES = ("tests/test_modeling.py", "tests/test_reference.py", "tests/test_precision.py")
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors", "accelerate", "datasets", "evaluate", "jieba")
 LIBRARIES += ("rjieba", "numpy")
@@ -46,7 +61,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--out", type=Path, required=True, help="Folder of the report and the logs.")
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu for a dry run.")
     parser.add_argument("--tiny", action="store_true", help="Tiny sizes everywhere: the dry run of the command.")
-    parser.add_argument("--budget_s", type=float, default=450, help="Seconds for all parts together (default 450).")
+    parser.add_argument("--budget_s", type=float, default=540, help="Seconds for all parts together (default 540).")
     parser.add_argument("--mlm_steps", type=int, default=300, help="Optimizer steps of the run_mlm.py part.")
     parser.add_argument(
         "--mlm_workers",
@@ -54,16 +69,28 @@ def parse_args() -> argparse.Namespace:
         help="--dataloader_num_workers of the run_mlm.py runs, one run each (default 0,4: the collator in the "
         "training process, then in 4 worker processes).",
     )
-    parser.add_argument("--parts", default="versions,tests,bench,collator,mlm", help="Parts to run, in this order.")
+    parser.add_argument(
+        "--parts", default="versions,tests,steps,mlm_graphs,longdoc", help="Parts to run, in this order."
+    )
+    parser.add_argument(
+        "--compile_backend",
+        default=None,
+        help="torch.compile backend instead of the modes; --tiny on a CPU: aot_eager (traces as inductor does, without "
+        "generating kernels: the dry run takes minutes, not an hour on 2 cores).",
+    )
     parser.add_argument("--collator_worker", help=argparse.SUPPRESS)  # internal: time the collator with this vocab
-    return parser.parse_args()
+    parser.add_argument("--mlm_worker", type=Path, help=argparse.SUPPRESS)  # internal: one timed run_mlm run
+    args = parser.parse_args()
+    if args.tiny and args.device == "cpu" and args.compile_backend is None:
+        args.compile_backend = "aot_eager"
+    return args
 
 
 class Report:
     """The markdown report, appended and flushed part by part, and the deadline the parts share."""
 
-    def __init__(self, out: Path, budget_s: float):
-        self.out, self.deadline = out, time.monotonic() + budget_s
+    def __init__(self, out: Path, budget_s: float, capped: bool = True):
+        self.out, self.deadline, self.capped = out, time.monotonic() + budget_s, capped
         self.path = out / "gpu_check.md"
         self.path.write_text("")
 
@@ -74,7 +101,8 @@ class Report:
             report.write(text + "\n")
 
     def seconds_left(self, cap: float) -> float:
-        return max(1.0, min(cap, self.deadline - time.monotonic()))
+        """Seconds a part may run: its cap (sized for the GPU; none in a dry run), within the budget left."""
+        return max(1.0, min(cap if self.capped else float("inf"), self.deadline - time.monotonic()))
 
 
 def child_environment(device: str) -> dict[str, str]:
@@ -146,7 +174,7 @@ def device_tests(report: Report, args: argparse.Namespace) -> None:
     command = [sys.executable, "-m", "pytest", *DEVICE_TEST_FILES, "-m", "device", "-q", "-rfE"]
     command += ["-p", "no:cacheprovider"]
     command += ["-o", "junit_family=legacy", f"--junitxml={xml_path}", "--durations=5"]
-    status, seconds = run_logged(command, log, report.seconds_left(240), args.device)
+    status, seconds = run_logged(command, log, report.seconds_left(DEVICE_TESTS_S), args.device)
     lines = [f"`ROFORMER_HF_TEST_DEVICE={args.device} python -m pytest -m device`: exit {status}, {seconds:.0f} s"]
     if xml_path.exists():
         lines += test_counts(xml_path)
@@ -244,9 +272,8 @@ def measure_collator(vocab: str) -> float:
 
 
 def vocab_file(args: argparse.Namespace) -> Path:
-    if args.tiny:
-        return REPO_ROOT / "data" / "demo_vocab.txt"
-    return DATA_DIR / "vocab" / "roformer_chinese_base_vocab.txt"
+    """The demo's vocabulary with --tiny, else the original 50k one (shipped in data/)."""
+    return REPO_ROOT / "data" / ("demo_vocab.txt" if args.tiny else "roformer_chinese_base_vocab.txt")
 
 
 # --- 5. run_mlm.py ----------------------------------------------------------------------------------------------
@@ -338,12 +365,176 @@ def utilisation_summary(path: Path) -> list[str]:
     ]
 
 
+# --- 6. the step table: bench_compile.py ------------------------------------------------------------------------
+
+
+def step_table(report: Report, args: argparse.Namespace) -> None:
+    """Both libraries' training step, eager / compile / CUDA graphs; rows measured before a time-out still count."""
+    rows_json = args.out / "bench_compile.json"
+    command = [sys.executable, "benchmarks/bench_compile.py", "--device", args.device, "--json", str(rows_json)]
+    command += ["--tiny", "--steps", "2"] if args.tiny else ["--steps", "20"]
+    command += ["--backend", args.compile_backend] if args.compile_backend else []
+    command += ["--variants", "eager,cudagraphs,compile"]
+    log = args.out / "bench_compile.log"
+    status, seconds = run_logged(command, log, report.seconds_left(STEP_TABLE_S), args.device)
+    output = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    kept = [line for line in output if line.startswith(("|", "machine:", "bf16 roof"))]
+    if not kept and rows_json.exists():  # stopped before its table: the rows it wrote so far
+        kept = bench_compile_table(json.loads(rows_json.read_text())["rows"])
+    report.add("## Training step: transformers and ours, eager / torch.compile / CUDA graphs", "",
+               f"exit {status}, {seconds:.0f} s", "", *kept)  # fmt: skip
+    if status != 0:
+        report.add("```", *tail(log, 15), "```")
+
+
+def bench_compile_table(rows: list[dict]) -> list[str]:
+    spec = importlib.util.spec_from_file_location("bench_compile", REPO_ROOT / "benchmarks" / "bench_compile.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.table(rows, None)
+
+
+# --- 7. run_mlm.py eager and with CUDA graphs, in-process -------------------------------------------------------
+
+
+def graph_arguments(args: argparse.Namespace, output_dir: Path, variant: str, steps: int) -> list[str]:
+    arguments = [*mlm_arguments(args, output_dir), "--dataloader_num_workers", "0" if args.tiny else "4"]
+    arguments[arguments.index("--max_steps") + 1] = str(steps)
+    arguments += ["--logging_steps", "1000", "--report_to", "none", "--disable_tqdm", "true", "--do_eval", "false"]
+    if variant == "cudagraphs" and args.compile_backend:
+        arguments += ["--torch_compile", "true", "--torch_compile_backend", args.compile_backend]
+    elif variant == "cudagraphs":
+        arguments += ["--torch_compile", "true", "--torch_compile_mode", "reduce-overhead"]
+    return arguments
+
+
+def mlm_graphs(report: Report, args: argparse.Namespace) -> None:
+    for variant, steps, cap in (("eager", MLM_EAGER_STEPS, 60), ("cudagraphs", MLM_GRAPH_STEPS, 110)):
+        steps = 6 if args.tiny else steps
+        output_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"gpu_check_mlm_{variant}"
+        spec = args.out / f"mlm_{variant}.json"
+        spec.write_text(json.dumps({"arguments": graph_arguments(args, output_dir, variant, steps)}))
+        samples = args.out / f"gpu_utilisation_{variant}.csv"
+        sampler = start_utilisation_sampler(samples) if args.device == "cuda" else None
+        command = [sys.executable, __file__, "--out", str(args.out), "--mlm_worker", str(spec)]
+        status, seconds = run_logged(command, args.out / f"mlm_{variant}.log", report.seconds_left(cap), args.device)
+        if sampler:
+            sampler.terminate()
+        result = json.loads(spec.read_text()).get("result")
+        lines = [f"exit {status}, {seconds:.0f} s"]
+        lines += (
+            mlm_graph_lines(result, args) if result else ["```", *tail(args.out / f"mlm_{variant}.log", 20), "```"]
+        )
+        lines += utilisation_summary(samples) if sampler else []
+        report.add(f"## run_mlm.py {'32 x 512' if not args.tiny else 'tiny'}, {variant}", "", *lines)
+
+
+def mlm_graph_lines(result: dict, args: argparse.Namespace) -> list[str]:
+    batch, length = (8, 64) if args.tiny else (MLM_BATCH, MLM_LENGTH)
+    steady = statistics.median(result["step_seconds"][len(result["step_seconds"]) // 3 :])
+    tokens_per_second = batch * length / steady
+    roof = result.get("roof")
+    share = f", {tokens_per_second * mlm_flops_per_token(args) / roof:.0%} of the measured bf16 roof" if roof else ""
+    after_first = result["graphs_per_step"][-1] - result["graphs_per_step"][0]
+    return [
+        f"- steady step {steady * 1000:.1f} ms (median of the last two thirds of {len(result['step_seconds'])} "
+        f"steps): {tokens_per_second:,.0f} tokens/s{share}",
+        f"- first step {result['first_step_s']:.1f} s (compilation included); graphs compiled: "
+        f"{result['graphs_per_step'][-1]}, of which {after_first} after the first step (recompilations)",
+        f"- training loss {result.get('train_loss') or float('nan'):.3f}",
+    ]
+
+
+def mlm_flops_per_token(args: argparse.Namespace) -> float:
+    """The base shape's training FLOPs a token: 6 x the layers' weights, attention at 512, the sparse head (15%)."""
+    hidden, layers, vocab = 768, 12, 50000
+    return 6 * layers * 12 * hidden * hidden + 12 * layers * MLM_LENGTH * hidden + 6 * 0.15 * hidden * vocab
+
+
+def mlm_worker(spec_path: Path) -> None:
+    """Runs run_mlm.py in this process with a callback timing every step and counting dynamo's graphs."""
+    import torch
+    from torch._dynamo.utils import counters
+    from transformers import TrainerCallback
+
+    import run_mlm
+
+    class StepTimes(TrainerCallback):
+        def __init__(self):
+            self.started, self.ends, self.graphs = None, [], []
+
+        def on_train_begin(self, *args, **kwargs):
+            self.started = time.perf_counter()
+
+        def on_step_end(self, *args, **kwargs):
+            self.ends.append(time.perf_counter())
+            self.graphs.append(counters["stats"]["unique_graphs"])
+
+    recorder, build = StepTimes(), run_mlm.build_stage_trainer
+
+    def build_and_record(*arguments, **options):
+        trainer = build(*arguments, **options)
+        trainer.add_callback(recorder)
+        return trainer
+
+    run_mlm.build_stage_trainer = build_and_record
+    spec = json.loads(spec_path.read_text())
+    table = run_mlm.main(spec["arguments"])
+    steps = [later - earlier for earlier, later in zip(recorder.ends, recorder.ends[1:], strict=False)]
+    spec["result"] = {
+        "first_step_s": recorder.ends[0] - recorder.started,
+        "step_seconds": steps,
+        "graphs_per_step": recorder.graphs,
+        "train_loss": table[-1].get("train_loss"),
+        "roof": measured_bf16_roof() if torch.cuda.is_available() else None,
+    }
+    spec_path.write_text(json.dumps(spec))
+
+
+def measured_bf16_roof() -> float:
+    spec = importlib.util.spec_from_file_location("bench_compile", REPO_ROOT / "benchmarks" / "bench_compile.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.bf16_roof("cuda")
+
+
+# --- 8. the long-document experiment ----------------------------------------------------------------------------
+
+
+def longdoc_arguments(args: argparse.Namespace) -> list[str]:
+    """Sized for LONGDOC_S on an H100/H200 (6 layers, 512 wide); tiny on a CPU for the dry run."""
+    output = ["--output_dir", str(args.out.parent / f"{args.out.name}_longdoc")]
+    if args.tiny:
+        return [*output, "--tiny", "--device", args.device]
+    return [
+        *output,
+        *("--device", "cuda", "--hidden_size", "512", "--num_hidden_layers", "6", "--num_attention_heads", "8"),
+        *("--pretrain_steps", "2500", "--pretrain_batch_size", "32", "--pretrain_learning_rate", "1e-3"),
+        *("--finetune_max_steps", "200", "--batch_size", "16", "--learning_rate", "1e-4", "--seeds", "0,1,2"),
+    ]
+
+
+def long_documents(report: Report, args: argparse.Namespace) -> None:
+    command = [sys.executable, "benchmarks/longdoc_experiment.py", *longdoc_arguments(args)]
+    log = args.out / "longdoc.log"
+    status, seconds = run_logged(command, log, report.seconds_left(LONGDOC_S), args.device)
+    lines = [f"`python {' '.join(command[1:])}`: exit {status}, {seconds:.0f} s", ""]
+    output = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    lines += [line for line in output if line.startswith(("Fudan split", "pretrained"))]
+    results = args.out.parent / f"{args.out.name}_longdoc" / "results.md"  # written after every run
+    lines += ["", *results.read_text(encoding="utf-8").splitlines()] if results.exists() else tail(log, 20)
+    report.add("## Long documents: 512 and 1,024 tokens, chunks, naive Bayes", "", *lines)
+
+
 PARTS = {
     "versions": versions,
     "tests": device_tests,
     "bench": model_benchmark,
     "collator": collator_time,
     "mlm": pretraining,
+    "steps": step_table,
+    "mlm_graphs": mlm_graphs,
+    "longdoc": long_documents,
 }
 
 
@@ -352,8 +543,11 @@ def main() -> None:
     if args.collator_worker:
         print(measure_collator(args.collator_worker))
         return
+    if args.mlm_worker:
+        mlm_worker(args.mlm_worker)
+        return
     args.out.mkdir(parents=True, exist_ok=True)
-    report = Report(args.out, args.budget_s)
+    report = Report(args.out, args.budget_s, capped=not args.tiny)
     report.add(f"# GPU check ({'tiny dry run, ' if args.tiny else ''}device {args.device})", "",
                f"command: python benchmarks/gpu_check.py {' '.join(sys.argv[1:])}")  # fmt: skip
     for name in args.parts.split(","):

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Long-document classification: does reading more of each document help a RoFormer?
 
-1. Split the Fudan long documents (7 topics, median about 5,600 characters) into train and validation (stratified,
-   `--split_seed`); the split is fixed for everything below.
+1. Split the Fudan long documents (7 topics, median about 5,600 characters; both files, the second's 1,050 documents
+   too) into train and validation (stratified, `--split_seed`); the split is fixed for everything below.
 2. Pretrain a RoFormer with run_mlm.py on People's Daily (January 1998) and the texts of the Fudan training split
    (never the validation documents), written together to `pretraining_corpus_train.jsonl` in the output folder; the
    last 5% of each source is held out to measure the masked-token accuracy.
@@ -19,6 +19,7 @@ the precision (bf16 mixed precision where the CPU has bf16 instructions) unless 
 run in docs/scripts.md (hours on a 2-core CPU); a quick check of the pipeline, and a GPU:
 
 ```bash
+python benchmarks/longdoc_experiment.py --tiny --output_dir outputs/longdoc_dry_run         # the dry run, CPU
 python benchmarks/longdoc_experiment.py --pretrain_steps 20 --finetune_max_steps 5 --seeds 0  # minutes
 python benchmarks/longdoc_experiment.py --device cuda --hidden_size 384 --num_hidden_layers 6 \
     --pretrain_steps 20000 --finetune_max_steps 1000 --batch_size 16                          # GPU
@@ -41,8 +42,16 @@ from typing import NamedTuple
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = Path(os.environ.get("ROFORMER_HF_DATA", REPO_ROOT.parent / "shared" / "data"))
 FUDAN = DATA_DIR / "cls" / "fudan_longdoc_7cls.jsonl"
+# 1,050 more Fudan documents of the same 7 topics: read with the first file where present (--no_more_documents: not)
+FUDAN_MORE = DATA_DIR / "cls" / "fudan_longdoc_7cls_more.jsonl"
 PEOPLES_DAILY = DATA_DIR / "pretrain" / "peoples_daily_199801.txt"
-VOCAB = DATA_DIR / "vocab" / "roformer_chinese_base_vocab.txt"
+VOCAB = REPO_ROOT / "data" / "roformer_chinese_base_vocab.txt"
+# --tiny: the dry run of the whole pipeline on a CPU in a minute or two (its numbers mean nothing)
+TINY_SETTINGS = {
+    "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "pretrain_steps": 3,
+    "pretrain_seq_length": 64, "pretrain_batch_size": 4, "finetune_max_steps": 2, "batch_size": 4,
+    "settings": "64,128,chunk64", "chunk_stride": 16, "seeds": "0", "max_documents_per_class": 4, "max_pretraining_paragraphs": 200,
+}  # fmt: skip
 # Written beside a checkpoint this script pretrained: the Fudan documents it never saw, checked with --pretrained.
 HELD_OUT_IDS_FILE = "longdoc_validation_ids.json"
 PRETRAINING_HELD_OUT_FRACTION = 0.05
@@ -67,7 +76,7 @@ class FinetuneRun(NamedTuple):
     precision: str
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output_dir", default="outputs/longdoc_experiment")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
@@ -96,7 +105,15 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--settings", default="512,1024,chunk512", help="Comma-separated fine-tuning settings.")
     parser.add_argument("--split_seed", type=int, default=0, help="Seed of the Fudan split and of pretraining.")
     parser.add_argument("--seeds", default="0,1,2", help="Comma-separated fine-tuning seeds, one run each.")
-    return parser.parse_args()
+    parser.add_argument("--no_more_documents", action="store_true", help=f"Leave out {FUDAN_MORE.name}.")
+    parser.add_argument("--max_documents_per_class", type=int, default=None, help="Keep this many of each topic.")
+    parser.add_argument("--max_pretraining_paragraphs", type=int, default=None, help="Of People's Daily.")
+    parser.add_argument("--tiny", action="store_true", help="The dry run: tiny model, few documents and steps.")
+    args = parser.parse_args(argv)
+    if args.tiny:
+        for name, value in TINY_SETTINGS.items():
+            setattr(args, name, value)
+    return args
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -108,16 +125,27 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def split_fudan(output_dir: Path, validation_fraction: float, seed: int) -> tuple[Path, Path]:
-    """Stratified train/validation split of the Fudan documents, written as two JSON-lines files."""
+def fudan_documents(with_more: bool) -> list[dict]:
+    """The Fudan documents (both files unless `with_more` is False), each id once."""
+    files = [FUDAN, *([FUDAN_MORE] if with_more and FUDAN_MORE.exists() else [])]
+    rows = {row["id"]: row for path in files for row in read_jsonl(path)}
+    return [{"id": row["id"], "label": row["label"], "text": row["text"]} for row in rows.values()]
+
+
+def split_fudan(
+    output_dir: Path, validation_fraction: float, seed: int, with_more: bool = True, per_class: int | None = None
+) -> tuple[Path, Path]:
+    """Stratified train/validation split of the Fudan documents (at most `per_class` of each topic), written as two
+    JSON-lines files."""
     by_label = defaultdict(list)
-    for row in read_jsonl(FUDAN):
-        by_label[row["label"]].append({"id": row["id"], "label": row["label"], "text": row["text"]})
+    for row in fudan_documents(with_more):
+        by_label[row["label"]].append(row)
     rng = random.Random(seed)
     train, validation = [], []
     for label in sorted(by_label):
         rows = by_label[label]
         rng.shuffle(rows)
+        rows = rows[:per_class]
         cut = round(len(rows) * validation_fraction)
         validation += rows[:cut]
         train += rows[cut:]
@@ -127,13 +155,16 @@ def split_fudan(output_dir: Path, validation_fraction: float, seed: int) -> tupl
     )
 
 
-def write_pretraining_corpus(output_dir: Path, fudan_train_file: Path) -> tuple[Path, Path]:
+def write_pretraining_corpus(
+    output_dir: Path, fudan_train_file: Path, max_paragraphs: int | None = None
+) -> tuple[Path, Path]:
     """
     The pretraining text: People's Daily (one paragraph a row) and the texts of the Fudan training split (one
     document a row, as fine-tuning reads it), as JSON lines with a `source`; the last 5% of each source is written
     to the validation file instead (its masked-token accuracy).
     """
     paragraphs = [line for line in PEOPLES_DAILY.read_text(encoding="utf-8").splitlines() if line.strip()]
+    paragraphs = paragraphs[:max_paragraphs]
     sources = {
         "peoples_daily": paragraphs,
         "fudan_train": [row["text"] for row in read_jsonl(fudan_train_file)],
@@ -191,9 +222,11 @@ def run_script(arguments: list[str], log_file: Path) -> tuple[float, float]:
 
 
 def device_arguments(device: str, bf16: str) -> list[str]:
-    """The device and precision options of a run: on a CPU, `--bf16 auto` passes nothing (the scripts decide)."""
+    """The device and precision options of a run: on a CPU, `--bf16 auto` passes nothing (the scripts decide); on a
+    GPU, tokenizing in 8 processes and loading batches in 4 (the host, not the GPU, limits these short runs)."""
     if device == "cuda":
-        return ["--bf16", "false" if bf16 == "false" else "true"]
+        workers = ["--preprocessing_num_workers", "8", "--dataloader_num_workers", "4"]
+        return ["--bf16", "false" if bf16 == "false" else "true", *workers]
     return ["--use_cpu", "true"] + ([] if bf16 == "auto" else ["--bf16", bf16])
 
 
@@ -345,7 +378,7 @@ def pretrained_checkpoint(args, output_dir: Path, fudan_files: tuple[Path, Path]
     if args.pretrained is not None:
         check_pretrained_split(Path(args.pretrained), fudan_files[1])
         return Path(args.pretrained), None
-    corpus = write_pretraining_corpus(output_dir, fudan_files[0])
+    corpus = write_pretraining_corpus(output_dir, fudan_files[0], args.max_pretraining_paragraphs)
     pretraining = pretrain(args, output_dir, corpus)
     (pretraining.checkpoint / HELD_OUT_IDS_FILE).write_text(json.dumps(validation_ids(fudan_files[1])) + "\n")
     print(
@@ -356,11 +389,13 @@ def pretrained_checkpoint(args, output_dir: Path, fudan_files: tuple[Path, Path]
     return pretraining.checkpoint, pretraining
 
 
-def main() -> None:
-    args = parse_args()
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     output_dir = Path(args.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    fudan_files = split_fudan(output_dir, args.validation_fraction, args.split_seed)
+    fudan_files = split_fudan(
+        output_dir, args.validation_fraction, args.split_seed, not args.no_more_documents, args.max_documents_per_class
+    )
     print(f"Fudan split: {len(read_jsonl(fudan_files[0]))} train, {len(read_jsonl(fudan_files[1]))} validation")
     naive_bayes = naive_bayes_scores(*fudan_files)
     checkpoint, pretraining = pretrained_checkpoint(args, output_dir, fudan_files)

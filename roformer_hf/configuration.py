@@ -48,7 +48,7 @@ ENCODER_MASKS = ("bidirectional", "unilm")
 NORM_POSITIONS = ("post", "pre")
 # Settings of a training run rather than of the model: never written to config.json, never read back from a saved
 # config (older checkpoints of run_mlm.py say "sparse_prediction": true), so a loaded model answers every caller alike.
-RUN_ONLY_FIELDS = ("sparse_prediction",)
+RUN_ONLY_FIELDS = ("sparse_prediction", "prediction_slot_rate")
 
 
 class RoFormerConfig(PreTrainedConfig):
@@ -116,6 +116,12 @@ class RoFormerConfig(PreTrainedConfig):
             largest matrix product of small models, so pretraining gets faster. Without labels, logits are dense.
             A setting of the training run: not saved, and ignored in a saved config (give it to `from_pretrained` or
             set `model.config.sparse_prediction` to train sparse again), so a loaded model's logits are dense.
+        prediction_slot_rate (`float`, *optional*):
+            With `sparse_prediction`, score a fixed number of slots instead of the labelled tokens: the worst case of
+            the batch's shape masked at this rate (`prediction_slots.slot_count`), the labelled tokens first, then
+            ignored positions, so the head's shape never changes (`torch.compile`, CUDA graphs). Logits are then
+            `(slots, vocab_size)`. The caller keeps the labelled tokens within the slots (run_mlm.py's collator does,
+            under static shapes). A setting of the training run, like `sparse_prediction`.
         add_pooling_layer (`bool`, defaults to `False`):
             Whether `RoFormerModel` (and every head built on it) has a pooler, `roformer.pooler.dense`, whose
             `pooler_output` is activation(dense(first hidden state)). `RoFormerForCausalLM` with
@@ -189,6 +195,7 @@ class RoFormerConfig(PreTrainedConfig):
     rope_parameters: dict | None = None
     attention_type: str = "softmax"
     sparse_prediction: bool = False
+    prediction_slot_rate: float | None = None
     norm_type: str = "layer_norm"
     norm_position: str = "post"
     final_layer_norm: bool = False

@@ -51,6 +51,7 @@ from .input_checks import (
 from .losses import multiple_choice_loss, sequence_classification_loss, span_loss, token_classification_loss
 from .masks import layer_attention_mask
 from .norms import embedding_norm, final_norm, post_norm, pre_norm
+from .prediction_slots import labelled_tokens
 from .pretrained import RoFormerPretrainedMixin
 from .rope import RoFormerRotaryEmbedding, rotate, rotation_at, rotation_of
 
@@ -619,8 +620,7 @@ class RoFormerForMaskedLM(RoFormerLMHeadMixin, RoFormerHeadModel):
     def head_output(self, outputs: ModelOutput, labels: torch.Tensor | None, **kwargs) -> MaskedLMOutput:
         hidden_states = outputs.last_hidden_state  # (B, T, H)
         if labels is not None and self.config.sparse_prediction:
-            labelled = labels != -100
-            hidden_states, labels = hidden_states[labelled], labels[labelled]  # (N, H), (N,): the labelled tokens
+            hidden_states, labels = labelled_tokens(hidden_states, labels, self.config.prediction_slot_rate)
         logits = self.cls(hidden_states)  # (B, T, vocab_size), or (N, vocab_size) with sparse prediction
         loss = self.lm_loss(logits, labels, **kwargs) if labels is not None else None
         return MaskedLMOutput(loss=loss, logits=logits, **recorded_outputs(outputs))

@@ -87,3 +87,33 @@ def test_the_cpu_dry_run_writes_its_report(tmp_path):
     assert "- torch " in report and "no CUDA device; device cpu" in report
     assert "32 x 512: " in report and "ms a batch" in report
     assert "failed" not in report
+
+
+@pytest.mark.slow
+def test_the_cpu_dry_run_of_the_prepared_command_runs_every_new_part(tmp_path):
+    """The issue-45 parts of the prepared GPU command, tiny on the CPU (compiled with aot_eager): the step table of
+    both libraries and three variants, run_mlm.py eager and compiled (in-process: its step times and graphs) and the
+    long-document experiment with its table (a few minutes on 2 busy cores). The device tests part is the pytest run
+    test_the_device_test_files_hold_every_device_test collects."""
+    out = tmp_path / "dry_run"
+    completed = subprocess.run(
+        [
+            *(sys.executable, str(SCRIPT), "--tiny", "--device", "cpu", "--out", str(out), "--budget_s", "3000"),
+            *("--parts", "versions,steps,mlm_graphs,longdoc"),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    report = (out / "gpu_check.md").read_text()
+    assert "failed" not in report and "timed out" not in report, report
+    for library in ("transformers", "ours"):
+        for variant in ("eager", "compile", "cudagraphs"):
+            assert f"| {library} | {variant} | 1 x 128 |" in report and f"| {library} | {variant} | 2 x 64 |" in report
+    assert report.count("steady step") == 2
+    assert "of which 0 after the first step (recompilations)" in report  # the compiled run: static shapes
+    assert "| naive Bayes, character 1-2-grams" in report
+    for setting in ("max_seq_length 64 (head)", "max_seq_length 128 (head)", "chunks of 64 tokens, mean-pooled"):
+        assert f"| RoFormer, {setting}" in report

@@ -5,7 +5,7 @@ import itertools
 
 import numpy as np
 import pytest
-from conftest import TINY
+from conftest import REPO_ROOT, TINY
 
 from roformer_hf.document_inputs import (
     INPUT_SETTINGS,
@@ -180,3 +180,47 @@ def test_resolve_input_settings_order():
     given.chunk_stride = 150  # not less than half of 300: DataArguments' own check, now that the length is known
     with pytest.raises(ScriptError, match="chunk_stride"):
         resolve_input_settings(given, model, "fine-tuned", training=False)
+
+
+# --- benchmarks/longdoc_experiment.py: the split pretraining never sees ---
+
+
+def longdoc_experiment():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("longdoc", REPO_ROOT / "benchmarks" / "longdoc_experiment.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_long_document_split_is_stratified_and_never_pretrained_on(tmp_path):
+    experiment = longdoc_experiment()
+    if not experiment.FUDAN.exists():
+        pytest.skip(f"{experiment.FUDAN} is not here")
+    documents = experiment.fudan_documents(with_more=True)
+    assert len(documents) > len(experiment.read_jsonl(experiment.FUDAN))  # the second file's documents too
+    train_file, validation_file = experiment.split_fudan(tmp_path, 0.2, seed=0, per_class=10)
+    train, validation = experiment.read_jsonl(train_file), experiment.read_jsonl(validation_file)
+    labels = {row["label"] for row in documents}
+    assert len(train) == 8 * len(labels) and len(validation) == 2 * len(labels)
+    assert {row["label"] for row in validation} == labels
+    corpus_files = experiment.write_pretraining_corpus(tmp_path, train_file, max_paragraphs=50)
+    pretrained_texts = {row["text"] for path in corpus_files for row in experiment.read_jsonl(path)}
+    assert {row["text"] for row in train} <= pretrained_texts
+    assert not {row["text"] for row in validation} & pretrained_texts
+
+
+@pytest.mark.slow
+def test_the_long_document_experiment_dry_run_writes_its_table(tmp_path):
+    """The whole pipeline, tiny, on the CPU (about 2 minutes on 2 busy cores): pretraining, three settings, naive
+    Bayes, the markdown table with every setting."""
+    experiment = longdoc_experiment()
+    if not experiment.FUDAN.exists():
+        pytest.skip(f"{experiment.FUDAN} is not here")
+    experiment.main(["--tiny", "--output_dir", str(tmp_path)])
+    table = (tmp_path / "results.md").read_text(encoding="utf-8")
+    assert "| naive Bayes, character 1-2-grams of the first 3,000 characters | 1 |" in table
+    for setting in ("max_seq_length 64 (head)", "max_seq_length 128 (head)", "chunks of 64 tokens, mean-pooled"):
+        assert f"| RoFormer, {setting}" in table
+    assert "| pretraining (eval loss" in table

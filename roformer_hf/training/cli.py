@@ -213,6 +213,18 @@ class ScriptTrainingArguments(TrainingArguments):
             "less those other processes keep busy when it starts (said in one line)."
         },
     )
+    static_shapes: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Give the model batches of a few fixed shapes: the last partial batch padded to full size (its "
+            "extra rows ignored by the loss), lengths padded to powers of two up to max_seq_length, sparse MLM "
+            "prediction in a fixed number of slots; --torch_compile then compiles once per shape, and "
+            "--torch_compile_mode reduce-overhead captures CUDA graphs. Default: on with --torch_compile, off "
+            "otherwise (said in one line).",
+            "nargs": "?",
+            "const": True,
+        },
+    )
     log_level: str = field(
         default="warning",
         metadata={

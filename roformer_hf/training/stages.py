@@ -18,13 +18,14 @@ from typing import Any
 
 import torch
 from safetensors.torch import load_file
-from transformers import PreTrainedModel, Trainer, TrainerCallback, TrainingArguments
+from transformers import PreTrainedModel, TrainerCallback, TrainingArguments
 
 from .checkpoints import atomic_path, check_given_checkpoint, last_complete_checkpoint
 from .errors import ScriptError
 from .interrupts import raise_if_stopped
 from .resume import RESTART_ADVICE, find_resume_checkpoint
 from .run_outputs import save_metrics, save_model_atomically, save_state
+from .static_shapes import StaticShapeTrainer
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +130,7 @@ def stage_dir(training_args: TrainingArguments, stages: list[Stage], index: int)
     return Path(training_args.output_dir) / f"stage-{index + 1}"
 
 
-class StagedTrainer(Trainer):
+class StagedTrainer(StaticShapeTrainer):
     """
     A Trainer whose learning-rate schedule spans every stage of the run, and which can start from the optimizer and
     scheduler state the previous stage ended with (`create_optimizer` / `create_scheduler` are the overriding points

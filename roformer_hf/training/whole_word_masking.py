@@ -11,6 +11,7 @@ import torch
 from transformers import EvalPrediction, PreTrainedTokenizerBase, TrainerCallback
 
 from ..metrics import load as load_metric
+from ..prediction_slots import slot_count
 
 
 @dataclass
@@ -34,6 +35,9 @@ class WholeWordMaskCollator:
         random_replace_probability (`float`): share of chosen tokens replaced by a random token.
         seed (`int`): seed of the training masks (the Trainer's seed).
         epoch (`int`): the current epoch, set by `EpochCallback`.
+        prediction_slot_rate (`float`, *optional*): keep the chosen tokens of a batch within the model's fixed
+            prediction slots for this rate (`prediction_slots.slot_count`): beyond them (rarely: they hold 6 standard
+            deviations more than the expected number), the tokens of the highest draws are left unchosen.
     """
 
     tokenizer: PreTrainedTokenizerBase
@@ -43,6 +47,7 @@ class WholeWordMaskCollator:
     random_replace_probability: float = 0.1
     seed: int = 0
     epoch: int = 0
+    prediction_slot_rate: float | None = None
 
     def __call__(self, examples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         length = max(len(example["input_ids"]) for example in examples)
@@ -55,7 +60,7 @@ class WholeWordMaskCollator:
             word_ids[row, :size] = torch.as_tensor(example["word_ids"])
             attention_mask[row, :size] = 1
         draws = torch.stack([self._draws(length, self._example_seed(example)) for example in examples], dim=1)
-        labels = self._choose(word_ids, draws[0], input_ids)
+        labels = self._keep_within_slots(self._choose(word_ids, draws[0], input_ids), draws[0])
         input_ids = self._replace(input_ids, labels != -100, draws[1:])
         return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
 
@@ -79,6 +84,20 @@ class WholeWordMaskCollator:
                 choice_draws[row] = choice_draws[row][rank]
         chosen = (choice_draws < self.mlm_probability) & (word_ids >= 0)
         return torch.where(chosen, input_ids, -100)
+
+    def _keep_within_slots(self, labels: torch.Tensor, choice_draws: torch.Tensor) -> torch.Tensor:
+        if self.prediction_slot_rate is None:
+            return labels
+        slots = slot_count(labels.numel(), self.prediction_slot_rate)
+        chosen = labels != -100
+        if int(chosen.sum()) <= slots:
+            return labels
+        # the chosen tokens of the lowest draws stay chosen (a word's tokens share a draw, so words stay whole but
+        # perhaps the last one)
+        keys = torch.where(chosen, choice_draws, 2.0).flatten()
+        kept = torch.zeros(labels.numel(), dtype=torch.bool)
+        kept[keys.argsort(stable=True)[:slots]] = True
+        return torch.where(kept.view_as(labels), labels, -100)
 
     def _replace(self, input_ids: torch.Tensor, chosen: torch.Tensor, draws: torch.Tensor) -> torch.Tensor:
         to_mask = chosen & (draws[0] < self.mask_replace_probability)
@@ -110,10 +129,13 @@ def masked_token_accuracy(eval_prediction: EvalPrediction) -> dict[str, float]:
 def predicted_token_ids(logits: torch.Tensor | tuple, labels: torch.Tensor) -> torch.Tensor:
     """Keep only the arg-max token ids of the logits, so that evaluation does not gather whole vocabularies.
 
-    With `sparse_prediction` the logits hold the labelled positions only, `(N, vocab_size)`: their ids go back to
-    those positions of a `labels`-shaped tensor (-100 elsewhere), so the metrics read both kinds alike.
+    With `sparse_prediction` the logits hold the labelled positions only, `(N, vocab_size)` (or the fixed prediction
+    slots, the labelled positions first): their ids go back to those positions of a `labels`-shaped tensor (-100 elsewhere), so the metrics read both kinds alike.
     """
     predictions = (logits[0] if isinstance(logits, tuple) else logits).argmax(dim=-1)
     if predictions.shape == labels.shape:
         return predictions
-    return torch.full_like(labels, -100).masked_scatter_(labels != -100, predictions)
+    labelled = labels != -100
+    # with fixed prediction slots, the labelled tokens fill the first ones, and ignored positions the rest
+    predictions = predictions[: int(labelled.sum())]
+    return torch.full_like(labels, -100).masked_scatter_(labelled, predictions)
