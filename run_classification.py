@@ -72,6 +72,8 @@ from roformer_hf.training.labels import (
     build_label_maps,
     check_label_change,
     check_label_column,
+    class_label_names,
+    labels_as_names,
     read_csv_numbers,
 )
 from roformer_hf.training.launch import check_distributed_launch, compiled_for_every_length
@@ -263,6 +265,9 @@ def load_labelled_documents(
     """
     wanted = wanted_splits(data_args, training_args)
     raw_datasets, sources = read_splits(model_args, data_args, wanted)
+    column = data_args.label_column_name
+    declared_names = class_label_names(raw_datasets["train"].features.get(column)) if "train" in raw_datasets else None
+    raw_datasets = datasets.DatasetDict({split: labels_as_names(rows, column) for split, rows in raw_datasets.items()})
     check_raw_datasets(raw_datasets, data_args, sources)  # before any shuffling: row numbers are those of the files
     if training_args.do_eval and "validation" not in raw_datasets and "train" in raw_datasets:
         if data_args.validation_split_percentage == 0:
@@ -282,9 +287,7 @@ def load_labelled_documents(
         "test": data_args.max_predict_samples,
     }
     raw_datasets = limit_examples(raw_datasets, limits, streaming=False)
-    label_info = build_label_maps(
-        raw_datasets, data_args.label_column_name, data_args.problem_type, model_args, sources
-    )
+    label_info = build_label_maps(raw_datasets, column, data_args.problem_type, model_args, sources, declared_names)
     return raw_datasets, label_info
 
 
