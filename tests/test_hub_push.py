@@ -4,7 +4,6 @@ tokenizer, card and metrics and nothing private to the run; its card is one the 
 the captured folder loads where roformer_hf is not installed, with `trust_remote_code=True`, to the same logits."""
 
 import json
-import shutil
 import subprocess
 import sys
 from fnmatch import fnmatchcase
@@ -13,7 +12,7 @@ from types import SimpleNamespace
 import huggingface_hub
 import pytest
 import torch
-from conftest import TINY_WORD_VOCAB
+from conftest import TINY_WORD_VOCAB, fake_upload_folder
 from huggingface_hub import ModelCard
 from test_run_classification import tiny_run, write_jsonl
 
@@ -27,6 +26,10 @@ SHARED_FILES = {
     *("config.json", "vocab.txt", "tokenizer_config.json", "README.md"),
     *("all_results.json", "train_results.json", "eval_results.json", "test_results.json"),
 }
+# Files of the user's left in the output folder before the run, which an upload never sends (and one left after it,
+# named as the results are, SWEEP_RESULTS).
+STRAY_FILES = {"notes.py": "# what to try next\n", "my_notes_with_token.py": 'HF_TOKEN = "hf_not_a_real_token"\n'}
+SWEEP_RESULTS = "sweep_results.json"
 
 
 @pytest.fixture(scope="module")
@@ -44,25 +47,22 @@ def pushed_run(tmp_path_factory, tokenizer, roformer_vocab, cail_rows):
     rows = [{"text": row["text"], "label": row["label"]} for row in cail_rows]
     train = write_jsonl(root / "train.jsonl", rows[:8] + rows[30:38])
     test = write_jsonl(root / "test.jsonl", rows[10:14] + rows[40:44])
-    captured, commits = root / "captured", []
+    uploads = []
 
     def create_repo(api, repo_id, **kwargs):
         return huggingface_hub.RepoUrl(f"https://huggingface.co/someone/{repo_id.split('/')[-1]}")
 
-    def create_commit(api, *, repo_id, operations, **kwargs):
-        commits.append((repo_id, kwargs["commit_message"]))
-        captured.mkdir()
-        for operation in operations:
-            shutil.copyfile(operation.path_or_fileobj, captured / operation.path_in_repo)
+    def create_commit(api, **kwargs):
+        raise AssertionError(f"create_commit called with {kwargs}: an upload is upload_folder's one commit")
 
-    def upload_folder(api, **kwargs):
-        raise AssertionError(f"upload_folder called with {kwargs}: the Trainer pushed the output folder itself")
-
+    output_dir = root / "cail-classifier"
+    output_dir.mkdir()
+    for name, content in STRAY_FILES.items():  # the user's, beside the model: they stay here
+        (output_dir / name).write_text(content, encoding="utf-8")
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(huggingface_hub.HfApi, "create_repo", create_repo)
         patch.setattr(huggingface_hub.HfApi, "create_commit", create_commit)
-        patch.setattr(huggingface_hub.HfApi, "upload_folder", upload_folder)
-        output_dir = root / "cail-classifier"
+        patch.setattr(huggingface_hub.HfApi, "upload_folder", fake_upload_folder(uploads, root / "hub"))
         metrics = tiny_run(
             roformer_vocab,
             output_dir,
@@ -71,6 +71,8 @@ def pushed_run(tmp_path_factory, tokenizer, roformer_vocab, cail_rows):
             *("--do_train", "--do_eval", "--do_predict", "--push_to_hub", "--save_strategy", "steps"),
             *("--save_steps", "2", "--max_steps", "3"),
         )
+    commits = [(upload.repo_id, upload.options["commit_message"]) for upload in uploads]
+    captured = uploads[0].copied
     return SimpleNamespace(output_dir=output_dir, captured=captured, commits=commits, metrics=metrics)
 
 
@@ -83,30 +85,36 @@ def test_the_upload_is_the_model_and_its_results_without_the_run_private_files(p
     left_behind = {path.name for path in pushed_run.output_dir.iterdir()} - uploaded
     assert {"predictions.jsonl", "confusion_matrix_eval.png", "confusion_matrix_test.png"} <= left_behind
     assert {"checkpoint-2", "checkpoint-3"} <= left_behind
+    assert set(STRAY_FILES) <= left_behind  # the user's notes (one with a token) stay on the machine
+    assert all(
+        (pushed_run.output_dir / name).read_text(encoding="utf-8") == text for name, text in STRAY_FILES.items()
+    )
 
 
-def test_push_folder_to_hub_sends_a_saved_folder_as_the_script_does(pushed_run, monkeypatch):
+def test_push_folder_to_hub_sends_a_saved_folder_as_the_script_does(pushed_run, monkeypatch, tmp_path):
     from roformer_hf.hub_upload import RUN_FILES, push_folder_to_hub
 
-    commits = []
+    uploads = []
     monkeypatch.setattr(
         huggingface_hub.HfApi,
         "create_repo",
         lambda api, repo_id, **kwargs: huggingface_hub.RepoUrl(f"https://huggingface.co/{repo_id}"),
     )
-    monkeypatch.setattr(huggingface_hub.HfApi, "create_commit", lambda api, **kwargs: commits.append(kwargs))
+    monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", fake_upload_folder(uploads, tmp_path))
+    (pushed_run.output_dir / SWEEP_RESULTS).write_text('{"lr_1e-3": 0.5}')
     push_folder_to_hub(pushed_run.output_dir, "someone/again")
     push_folder_to_hub(pushed_run.output_dir, "someone/again", include_run_files=True)
-    assert [commit["repo_id"] for commit in commits] == ["someone/again"] * 2
-    sent, with_run_files = ({op.path_in_repo for op in commit["operations"]} for commit in commits)
+    assert [upload.repo_id for upload in uploads] == ["someone/again"] * 2
+    sent, with_run_files = (set(upload.sent) for upload in uploads)
     assert sent == {path.name for path in pushed_run.captured.iterdir()}
     assert with_run_files - sent == {"predictions.jsonl", "confusion_matrix_eval.png", "confusion_matrix_test.png"} | {
         "trainer_state.json"
     }
     assert all(any(fnmatchcase(name, pattern) for pattern in RUN_FILES) for name in with_run_files - sent)
+    assert not (set(STRAY_FILES) | {SWEEP_RESULTS}) & with_run_files
     with pytest.raises(ValueError, match=r"holds no config\.json, so it is not a saved model"):
         push_folder_to_hub(pushed_run.output_dir.parent, "someone/again")  # the folder above it, by mistake
-    assert len(commits) == 2
+    assert len(uploads) == 2
 
 
 def test_the_card_is_one_the_hub_reads(pushed_run):

@@ -4,6 +4,7 @@ from types import SimpleNamespace
 
 import huggingface_hub
 import pytest
+from conftest import fake_upload_folder
 
 from roformer_hf import RoFormerConfig
 from roformer_hf.model_card import TrainingSummary
@@ -11,18 +12,15 @@ from roformer_hf.training.publishing import publish_run
 
 
 @pytest.fixture
-def fake_hub(monkeypatch):
+def fake_hub(monkeypatch, tmp_path):
     hub = {"repos": [], "uploads": []}
 
     def create_repo(api, repo_id, **kwargs):
         hub["repos"].append((repo_id, kwargs))
         return huggingface_hub.RepoUrl(f"https://huggingface.co/someone/{repo_id.split('/')[-1]}")
 
-    def create_commit(api, *, repo_id, operations, **kwargs):
-        hub["uploads"].append((repo_id, sorted(operation.path_in_repo for operation in operations), kwargs))
-
     monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", create_repo)
-    monkeypatch.setattr(huggingface_hub.HfApi, "create_commit", create_commit)
+    monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", fake_upload_folder(hub["uploads"], tmp_path / "hub"))
     return hub
 
 
@@ -49,13 +47,16 @@ def test_card_written_and_nothing_uploaded_without_push_to_hub(tmp_path, fake_hu
 def test_push_uploads_the_output_folder_without_checkpoints_and_names_the_repo_in_the_card(tmp_path, fake_hub):
     output_dir = tmp_path / "my-classifier"
     (output_dir / "checkpoint-2").mkdir(parents=True)
-    for name in ("config.json", "model.safetensors", "modeling.py", "vocab.txt", "all_results.json"):
+    for name in ("model.safetensors", "modeling.py", "vocab.txt", "all_results.json"):
         (output_dir / name).write_text("{}")
+    (output_dir / "config.json").write_text('{"auto_map": {"AutoModel": "modeling.RoFormerModel"}}')
     for name in (
         "predictions.jsonl",
         "confusion_matrix_test.png",
         ".roformer_hf.lock",
         "notes.txt",
+        "notes.py",
+        "sweep_results.json",
         "run_settings.json",
     ):
         (output_dir / name).write_text("private")
@@ -64,14 +65,14 @@ def test_push_uploads_the_output_folder_without_checkpoints_and_names_the_repo_i
     repo_id = publish_run(run, run.args, SUMMARY, None)
     assert repo_id == "someone/my-classifier"
     assert fake_hub["repos"] == [("my-classifier", {"private": True, "exist_ok": True})]
-    [(uploaded_to, names, options)] = fake_hub["uploads"]
-    assert uploaded_to == repo_id and options["commit_message"] == "End of training"
+    [upload] = fake_hub["uploads"]
+    assert upload.repo_id == repo_id and upload.options["commit_message"] == "End of training"
     shared = ["README.md", "all_results.json", "config.json", "model.safetensors", "modeling.py", "vocab.txt"]
-    assert names == shared  # no checkpoint, lock, predictions, picture, run settings or file of the user's
+    assert upload.sent == shared  # no checkpoint, lock, predictions, picture, run settings or file of the user's
     run.args.hub_include_run_files = True
     publish_run(run, run.args, SUMMARY, None)
     run_files = ["confusion_matrix_test.png", "predictions.jsonl", "run_settings.json"]
-    assert fake_hub["uploads"][-1][1] == sorted(shared + run_files)
+    assert fake_hub["uploads"][-1].sent == sorted(shared + run_files)
     assert f'from_pretrained("{repo_id}"' in (output_dir / "README.md").read_text(encoding="utf-8")
 
 
