@@ -23,7 +23,13 @@ from transformers.dynamic_module_utils import get_relative_import_files
 # What save_pretrained writes for a model and a tokenizer besides the code and the shards of a sharded model, what
 # roformer_hf adds for sentence-transformers (a pooled encoder), and the card.
 MODEL_FILES = ("config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json")
-TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "tokenizer.json")
+TOKENIZER_FILES = (
+    "vocab.txt",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "tokenizer.json",
+)
 SENTENCE_TRANSFORMERS_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")
 CARD_FILE = "README.md"
 # The metrics the scripts write (Trainer's save_metrics, and run_mlm.py's table of its stages): by name, so that a

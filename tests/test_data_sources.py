@@ -166,7 +166,7 @@ def test_every_layout_reads_the_rows_of_the_file_it_was_made_from(layout, rows, 
     model_args, data_args, training_args = run_classification.parse_classification_arguments(
         [*arguments, "--do_train", "--do_eval", "--do_predict"]
     )
-    raw_datasets, label_info = run_classification.load_labelled_documents(model_args, data_args, training_args)
+    raw_datasets, label_info, _ = run_classification.load_labelled_documents(model_args, data_args, training_args)
     for split, expected in rows.items():
         read = raw_datasets[split].select_columns(["id", "text", "label"]).to_list()
         assert read == expected, f"{layout}: the {split} rows differ from those written"
@@ -179,13 +179,13 @@ def test_a_dataset_configuration_and_split_names_choose_the_rows(rows, tmp_path)
     model_args, data_args, training_args = run_classification.parse_classification_arguments(
         classification_arguments(tmp_path, *options)
     )
-    raw_datasets, _ = run_classification.load_labelled_documents(model_args, data_args, training_args)
+    raw_datasets, _, _ = run_classification.load_labelled_documents(model_args, data_args, training_args)
     assert raw_datasets["train"]["id"] == [row["id"] for row in rows["train"][:6] + rows["train"][12:18]]
     options = ["--dataset_name", folder, "--train_split_name", "test", "--validation_split_name", "train"]
     model_args, data_args, training_args = run_classification.parse_classification_arguments(
         classification_arguments(tmp_path, *options, "--do_train", "--do_eval")
     )
-    raw_datasets, _ = run_classification.load_labelled_documents(model_args, data_args, training_args)
+    raw_datasets, _, _ = run_classification.load_labelled_documents(model_args, data_args, training_args)
     assert raw_datasets["train"]["id"] == [row["id"] for row in rows["test"]]
     assert raw_datasets["validation"]["id"] == [row["id"] for row in rows["train"]]
 
@@ -197,7 +197,7 @@ def test_a_file_replaces_the_split_of_the_named_dataset(rows, tmp_path):
     model_args, data_args, training_args = run_classification.parse_classification_arguments(
         classification_arguments(tmp_path, *options)
     )
-    raw_datasets, _ = run_classification.load_labelled_documents(model_args, data_args, training_args)
+    raw_datasets, _, _ = run_classification.load_labelled_documents(model_args, data_args, training_args)
     assert raw_datasets["test"]["id"] == [row["id"] for row in rows["validation"][:3]]
     assert len(raw_datasets["train"]) == len(rows["train"])
 
@@ -210,7 +210,7 @@ def test_nested_fields_are_named_with_dots(rows, tmp_path):
     model_args, data_args, training_args = run_classification.parse_classification_arguments(
         classification_arguments(tmp_path, *options, "--label_column_name", "meta.label", "--do_train", "--do_predict")
     )
-    raw_datasets, label_info = run_classification.load_labelled_documents(model_args, data_args, training_args)
+    raw_datasets, label_info, _ = run_classification.load_labelled_documents(model_args, data_args, training_args)
     assert raw_datasets["train"]["meta.label"] == [row["label"] for row in rows["train"]]
     assert raw_datasets["test"]["meta.id"] == [row["id"] for row in rows["test"]]
     assert label_info.label_names == ["civil", "criminal"]
@@ -303,7 +303,7 @@ def test_run_mlm_pretrains_on_a_hub_folder_and_a_saved_dataset(layout, news, tmp
         *("--report_to", "none", "--disable_tqdm", "true", "--bf16", "false", "--save_steps", "2"),
     ]
     model_args, data_args, _, _ = run_mlm.parse_mlm_arguments(arguments)
-    corpus = run_mlm.load_corpus(data_args, model_args)
+    corpus, _ = run_mlm.load_corpus(data_args, model_args)
     assert [*corpus["train"]["text"], *corpus["validation"]["text"]] == lines  # the last 10% held out, in order
     table = run_mlm.main(arguments)
     assert table[-1]["steps"] == 2 and "eval_accuracy" in table[-1] and "train_loss" in table[-1]

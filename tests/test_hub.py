@@ -355,7 +355,9 @@ def test_model_card_without_training_says_so(tmp_path):
         folder.mkdir()
     local_card = write_model_card(tmp_path / "new", config=config, base_model=str(base_folder)).read_text()
     assert "base_model:" not in local_card  # the Hub's metadata wants model ids
-    assert "Base model: `base`" in local_card and str(tmp_path) not in local_card  # no local folders
+    assert (
+        "Started from `base`, a local checkpoint" in local_card and str(tmp_path) not in local_card
+    )  # no local folders
     # a local checkpoint whose card names its Hub model: the new card names that one
     from_card = write_model_card(tmp_path / "newer", config=config, base_model=str(tmp_path)).read_text()
     assert "base_model: junnyu/roformer_chinese_base" in from_card

@@ -14,10 +14,11 @@ import pytest
 import torch
 from conftest import TINY_WORD_VOCAB, fake_upload_folder
 from huggingface_hub import ModelCard
+from huggingface_hub.repocard_data import model_index_to_eval_results
 from test_run_classification import tiny_run, write_jsonl
 
 import roformer_hf
-from roformer_hf.model_card import TrainingSummary, model_card, write_model_card
+from roformer_hf.model_card import TrainingSummary, model_card, without_local_path, write_model_card
 from roformer_hf.training.cpu_precision import evaluation_precision
 
 TEXTS = ["原告与被告签订借款合同，约定借款十万元。", "被告人盗窃财物，数额较大。"]
@@ -123,30 +124,30 @@ def test_the_card_is_one_the_hub_reads(pushed_run):
     assert data.license == "apache-2.0"  # from the card of the MLM the run started from
     assert data.base_model == "junnyu/roformer_chinese_base"  # the Hub model that card names
     assert data.language == "zh" and data.pipeline_tag == "text-classification"
-    assert data.metrics == ["accuracy", "f1"]
-    results = {(result.dataset_split, result.metric_name): result for result in data.eval_results}
+    # local data files: no model-index (its dataset ids would read as Hub ids); the results are in the text
+    assert data.metrics is None and data.eval_results is None and data.datasets is None
     test_results = json.loads((pushed_run.captured / "test_results.json").read_text())
-    for split, prefix in (("validation", "eval"), ("test", "test")):
-        for metric in ("accuracy", "f1_macro"):
-            result = results[split, metric]
-            assert result.metric_value == pytest.approx(pushed_run.metrics[f"{prefix}_{metric}"])
-            assert result.task_type == "text-classification" and result.dataset_name == "train.jsonl, test.jsonl"
-    assert results["test", "accuracy"].metric_value == pytest.approx(test_results["test_accuracy"])
-    assert data.model_name == "cail-classifier"
     body = card.text
+    assert (
+        body.startswith("\n# cail-classifier\n") or "# cail-classifier\n" in body
+    )  # the model's name, not "RoFormer"
+    assert "- `eval_` (validation): `test.jsonl`" in body and "- `test_` (test): `test.jsonl`" in body
     assert f"| test_accuracy | {test_results['test_accuracy']:.4f} |" in body  # the test metrics, in the text too
     assert "Results (computed in float32):" in body and test_results["test_precision"] == "float32"
     assert 'from_pretrained("someone/cail-classifier", trust_remote_code=True)' in body
 
 
 def test_a_card_reads_back_every_field(tmp_path):
+    """Results of a Hub dataset's splits `dev` and `test` in configuration `court`, read back as the Hub reads them."""
     config = roformer_hf.RoFormerConfig(**TINY_WORD_VOCAB, id2label={0: "civil", 1: "criminal"})
     config.architectures = ["RoFormerForSequenceClassification"]
     summary = TrainingSummary(
         script="run_classification.py",
         task="text classification",
-        datasets=["data/cail_sample.jsonl"],
+        datasets=["someone/cail2019"],
         dataset_name="someone/cail2019",
+        dataset_config="court",
+        split_names={"eval": "dev", "test": "test"},
         precision="bf16 autocast",
         results={"eval_accuracy": 0.75, "eval_loss": 0.5, "test_accuracy": 0.625, "test_f1_macro": 0.6},
     )
@@ -165,31 +166,72 @@ def test_a_card_reads_back_every_field(tmp_path):
         ["someone/cail2019"],
     )
     assert data.language == "zh" and data.metrics == ["accuracy", "f1"]
-    read_back = [(r.dataset_type, r.dataset_split, r.metric_name, r.metric_value) for r in data.eval_results]
-    assert read_back == [
-        ("someone/cail2019", "validation", "accuracy", 0.75),  # the loss is not a metric of the task
-        ("someone/cail2019", "test", "accuracy", 0.625),
-        ("someone/cail2019", "test", "f1_macro", 0.6),
+    model_name, results = model_index_to_eval_results(data.to_dict()["model-index"])
+    read_back = [(r.dataset_type, r.dataset_config, r.dataset_split, r.metric_name, r.metric_value) for r in results]
+    assert model_name == "cail" and read_back == [
+        ("someone/cail2019", "court", "dev", "accuracy", 0.75),  # the split's own name; the loss is no task metric
+        ("someone/cail2019", "court", "test", "accuracy", 0.625),
+        ("someone/cail2019", "court", "test", "f1_macro", 0.6),
     ]
     assert "Results (computed in bf16 autocast):" in card.text
+    assert "- `eval_` (validation): the split `dev` of `someone/cail2019` (configuration `court`)" in card.text
 
 
 def test_a_local_dataset_folder_stays_out_of_the_metadata(tmp_path):
-    """--dataset_name may be a local folder: the Hub's metadata names no folder of this machine."""
+    """--dataset_name may be a local folder: the Hub's metadata names no folder of this machine, as a Hub id or
+    otherwise; the text says what the data is, and what the held-out validation text is."""
     config = roformer_hf.RoFormerConfig(**TINY_WORD_VOCAB)
     config.architectures = ["RoFormerForMaskedLM"]
     folder = tmp_path / "news_corpus"
     folder.mkdir()
     summary = TrainingSummary(
-        script="run_mlm.py", task="masked language modelling", datasets=[str(folder)], dataset_name=str(folder)
+        script="run_mlm.py",
+        task="masked language modelling",
+        datasets=[str(folder)],
+        dataset_name=str(folder),
+        evaluation_data={"eval": "the last 5% of the training text (in file order), held out: not trained on"},
     )
     summary.results = {"eval_accuracy": 0.25, "perplexity": 40.0}
-    card = model_card(config, training_summary=summary)
-    data = card.data
-    assert data.datasets is None and str(tmp_path) not in str(card)
-    names = {(result.dataset_name, result.metric_name, result.metric_value) for result in data.eval_results}
-    assert names == {("news_corpus", "accuracy", 0.25), ("news_corpus", "perplexity", 40.0)}
+    card = model_card(config, training_summary=summary, base_model=str(folder), model_name="news-mlm")
+    card.save(tmp_path / "README.md")
+    data = ModelCard.load(tmp_path / "README.md").data
+    assert data.datasets is None and data.eval_results is None and str(tmp_path) not in str(card)
     assert data.pipeline_tag == "fill-mask" and data.license is None and data.base_model is None
+    assert "# news-mlm\n" in card.text and "- news_corpus" in card.text
+    assert "- `eval_` (validation): the last 5% of the training text (in file order), held out" in card.text
+    assert "Started from `news_corpus`, a local checkpoint" in card.text and "Base model:" not in card.text
+
+
+def test_a_description_stays_whole_and_loses_only_its_folders():
+    described = (
+        "CAIL2019 court fact descriptions (/home/me/data/cail_sample.jsonl), 96 for training, 32 for evaluation"
+    )
+    assert without_local_path(described) == (
+        "CAIL2019 court fact descriptions (cail_sample.jsonl), 96 for training, 32 for evaluation"
+    )
+    assert without_local_path("someone/cail2019") == "someone/cail2019"
+    assert without_local_path("/home/me/corpus.txt") == "corpus.txt"
+
+
+def test_non_finite_results_are_left_out_with_a_line(caplog):
+    config = roformer_hf.RoFormerConfig(**TINY_WORD_VOCAB)
+    config.architectures = ["RoFormerForSequenceClassification"]
+    summary = TrainingSummary(
+        script="run_classification.py",
+        task="text classification",
+        datasets=["someone/cail2019"],
+        dataset_name="someone/cail2019",
+        split_names={"eval": "validation"},
+        results={"eval_accuracy": 0.5, "eval_f1_macro": float("nan"), "eval_loss": float("inf")},
+    )
+    with caplog.at_level("WARNING", logger="roformer_hf.model_card"):
+        card = model_card(config, training_summary=summary)
+    assert [record.getMessage() for record in caplog.records] == [
+        "the model card leaves out eval_f1_macro, eval_loss: not finite numbers"
+    ]
+    assert [result.metric_name for result in card.data.eval_results] == ["accuracy"]
+    assert "nan" not in card.text.lower() and "| inf" not in card.text
+    assert "Left out of the results: `eval_f1_macro`, `eval_loss` (not finite numbers)." in card.text
 
 
 # Loads the captured upload where roformer_hf cannot be imported and prints the logits of the texts.

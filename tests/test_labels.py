@@ -4,6 +4,7 @@ test_run_classification.py and test_bad_inputs.py."""
 
 import datasets
 import pytest
+from huggingface_hub import ModelCard
 
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.labels import (
@@ -194,3 +195,7 @@ def test_a_class_label_dataset_fine_tunes_with_its_names(kind, tmp_path, roforme
     assert all(record["prediction"] in DECLARED and set(record["scores"]) == set(DECLARED) for record in predictions)
     card = (output_dir / "README.md").read_text(encoding="utf-8")
     assert "0 = `criminal`, 1 = `civil`, 2 = `administrative`" in card
+    if kind in ("hub_layout", "save_to_disk"):  # results named by the dataset's split, the folder by its name only
+        assert "- `eval_` (validation): the split `dev` of the local dataset `" in card
+    assert ModelCard.load(output_dir / "README.md").data.eval_results is None  # no local folder as a dataset id
+    assert str(tmp_path) not in card

@@ -99,3 +99,26 @@ def test_other_processes_write_and_upload_nothing(tmp_path, fake_hub):
     run = finished_run(tmp_path, main_process=False, push_to_hub=True)
     assert publish_run(run, run.args, SUMMARY, None) is None
     assert not (tmp_path / "README.md").exists() and fake_hub["uploads"] == []
+
+
+def test_a_card_without_license_is_said_at_the_end(tmp_path, fake_hub, capsys):
+    run = finished_run(tmp_path)
+    publish_run(run, run.args, SUMMARY, None)
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"{tmp_path / 'README.md'} names no license (nor does the checkpoint the run started from): pass --license "
+        "with the Hub's id of yours (apache-2.0, mit, cc-by-4.0, ...; 'other' for one the Hub does not list)."
+    )
+    run = finished_run(tmp_path, license="mit")
+    publish_run(run, run.args, SUMMARY, None)
+    assert "names no license" not in capsys.readouterr().out
+
+
+def test_the_card_is_named_after_the_hub_model_id_or_the_output_folder(tmp_path, fake_hub):
+    output_dir = tmp_path / "my-run"
+    output_dir.mkdir()
+    run = finished_run(output_dir)
+    publish_run(run, run.args, SUMMARY, None)
+    assert "\n# my-run\n" in (output_dir / "README.md").read_text(encoding="utf-8")
+    run = finished_run(output_dir, hub_model_id="someone/cail-roformer")
+    publish_run(run, run.args, SUMMARY, None)
+    assert "\n# cail-roformer\n" in (output_dir / "README.md").read_text(encoding="utf-8")

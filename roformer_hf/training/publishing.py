@@ -9,7 +9,9 @@ upload the whole output folder as it lies.
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+from huggingface_hub import ModelCard
 from transformers import Trainer, TrainingArguments
 
 from ..hub_upload import commit_folder
@@ -19,6 +21,29 @@ from ..model_card import TrainingSummary, write_model_card
 def trainer_arguments(training_args: TrainingArguments) -> TrainingArguments:
     """The arguments to build a script's Trainer with: the run's, without the Trainer's own pushes to the Hub."""
     return replace(training_args, push_to_hub=False) if training_args.push_to_hub else training_args
+
+
+def evaluation_origins(data_args: Any, held_out: str | None) -> tuple[dict[str, str], dict[str, str]]:
+    """
+    Where a run's validation (`eval_`) and test (`test_`) results come from, for its card: the split of
+    `--dataset_name` of each prefix (`{"eval": "dev"}`), and for the others where their rows came from, in words (a
+    file, or `held_out`: the words for a part of train held out, `None` when nothing was).
+
+    Args:
+        data_args: the script's data arguments (`--validation_file`, `--validation_split_name`, ...).
+        held_out (`str`, *optional*): what the validation rows are when held out of train, e.g. "the last 5% of the
+            training text, not trained on".
+    """
+    split_names, described = {}, {}
+    for prefix, split in (("eval", "validation"), ("test", "test")):
+        file = getattr(data_args, f"{split}_file", None)
+        if file:
+            described[prefix] = f"`{file}`"
+        elif held_out and split == "validation":
+            described[prefix] = held_out
+        elif data_args.dataset_name:
+            split_names[prefix] = getattr(data_args, f"{split}_split_name", split)
+    return split_names, described
 
 
 def publish_run(
@@ -42,15 +67,15 @@ def publish_run(
     """
     if not trainer.is_world_process_zero():
         return None
-    repo_id = None
+    repo_name = args.hub_model_id or Path(args.output_dir).resolve().name
+    model_name, repo_id = repo_name.split("/")[-1], None
     if args.push_to_hub:
         from huggingface_hub import HfApi
 
         api = HfApi(token=args.hub_token)
-        name = args.hub_model_id or Path(args.output_dir).resolve().name
-        repo_id = api.create_repo(name, private=args.hub_private_repo, exist_ok=True).repo_id
+        repo_id = api.create_repo(repo_name, private=args.hub_private_repo, exist_ok=True).repo_id
     card_options = {"training_summary": summary, "base_model": base_model, "repo_id": repo_id, "license": args.license}
-    write_model_card(args.output_dir, config=trainer.model.config, **card_options)
+    card = write_model_card(args.output_dir, config=trainer.model.config, model_name=model_name, **card_options)
     if repo_id is not None:
         commit_folder(
             api,
@@ -58,5 +83,10 @@ def publish_run(
             args.output_dir,
             include_run_files=args.hub_include_run_files,
             commit_message="End of training",
+        )
+    if ModelCard.load(card).data.license is None:
+        print(
+            f"{card} names no license (nor does the checkpoint the run started from): pass --license with the "
+            "Hub's id of yours (apache-2.0, mit, cc-by-4.0, ...; 'other' for one the Hub does not list)."
         )
     return repo_id
