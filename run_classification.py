@@ -78,7 +78,7 @@ from roformer_hf.training.labels import (
 )
 from roformer_hf.training.launch import check_distributed_launch, compiled_for_every_length
 from roformer_hf.training.long_documents import encode_batch, resolve_input_settings
-from roformer_hf.training.publishing import evaluation_origins, publish_run, trainer_arguments
+from roformer_hf.training.publishing import check_publishing, evaluation_origins, publish_run, trainer_arguments
 from roformer_hf.training.resume import (
     absolute_path,
     check_resume,
@@ -604,6 +604,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     with guard_run(
         training_args, "run_classification.py", demo_or_given_arguments(argv, DEMO_ARGUMENTS, announce=False)
     ):
+        check_publishing(training_args)
         if training_args.do_train:
             check_output_dir(training_args)
         check_caches_writable(model_args.cache_dir, evaluates=training_args.do_eval or training_args.do_predict)

@@ -40,7 +40,7 @@ from roformer_hf.training.divergence import StopOnNonFiniteWeights
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.interrupts import StopAtStepBoundary
 from roformer_hf.training.launch import check_distributed_launch, compiled_for_every_length
-from roformer_hf.training.publishing import evaluation_origins, publish_run
+from roformer_hf.training.publishing import check_publishing, evaluation_origins, publish_run
 from roformer_hf.training.resume import absolute_path, check_resume, record_run_settings, run_settings
 from roformer_hf.training.run_outputs import check_output_dir, prepare_output_dir, write_json_atomically
 from roformer_hf.training.script_runner import guard_run, run_script
@@ -516,6 +516,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     choose_threads(training_args.threads)
     check_distributed_launch(training_args)
     with guard_run(training_args, "run_mlm.py", demo_or_given_arguments(argv, DEMO_ARGUMENTS, announce=False)):
+        check_publishing(training_args)
         check_output_dir(training_args)
         check_caches_writable(model_args.cache_dir, evaluates=training_args.do_eval)
         bound_streamed_evaluation(data_args)

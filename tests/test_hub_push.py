@@ -61,6 +61,8 @@ def pushed_run(tmp_path_factory, tokenizer, roformer_vocab, cail_rows):
     for name, content in STRAY_FILES.items():  # the user's, beside the model: they stay here
         (output_dir / name).write_text(content, encoding="utf-8")
     with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)  # the Hub stood in for, as in reach
+        patch.setattr(huggingface_hub.HfApi, "whoami", lambda api, **kwargs: {"name": "someone"})
         patch.setattr(huggingface_hub.HfApi, "create_repo", create_repo)
         patch.setattr(huggingface_hub.HfApi, "create_commit", create_commit)
         patch.setattr(huggingface_hub.HfApi, "upload_folder", fake_upload_folder(uploads, root / "hub"))

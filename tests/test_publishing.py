@@ -4,7 +4,8 @@ from types import SimpleNamespace
 
 import huggingface_hub
 import pytest
-from conftest import fake_upload_folder
+from conftest import BEFORE_CLASSES, bad_input_rows, fake_upload_folder
+from test_bad_inputs import ROWS, run_in_process, template_pattern, tiny_run, write_jsonl
 
 from roformer_hf import RoFormerConfig
 from roformer_hf.model_card import TrainingSummary
@@ -122,3 +123,81 @@ def test_the_card_is_named_after_the_hub_model_id_or_the_output_folder(tmp_path,
     run = finished_run(output_dir, hub_model_id="someone/cail-roformer")
     publish_run(run, run.args, SUMMARY, None)
     assert "\n# cail-roformer\n" in (output_dir / "README.md").read_text(encoding="utf-8")
+
+
+# --- Pushes and licenses checked before training: the table "Pushes, licenses and dataset splits" of bad_inputs.md ---
+
+SECTION = "## Pushes, licenses and dataset splits"
+
+
+def hub_in_reach(monkeypatch, whoami=lambda api, **kwargs: {"name": "someone"}) -> None:
+    """The Hub as if online (the tests never reach it): offline mode off, `whoami` answered by `whoami`."""
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.HfApi, "whoami", whoami)
+
+
+def unreachable(api, **kwargs):
+    raise ConnectionError("Failed to connect to huggingface.co")
+
+
+def upload_gone(api, **kwargs):
+    raise ConnectionError("Connection reset by peer")
+
+
+def push_offline(monkeypatch) -> list[str]:
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    return ["--push_to_hub"]
+
+
+def push_hub_unreachable(monkeypatch) -> list[str]:
+    hub_in_reach(monkeypatch, whoami=unreachable)
+    return ["--push_to_hub"]
+
+
+def push_upload_fails(monkeypatch) -> list[str]:
+    hub_in_reach(monkeypatch)
+    repo_url = huggingface_hub.RepoUrl("https://huggingface.co/someone/out")
+    monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", lambda api, repo_id, **kwargs: repo_url)
+    monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", upload_gone)
+    return ["--push_to_hub"]
+
+
+PUSH_CASES = {
+    "push_offline": ("both scripts", push_offline),
+    "push_repo_id_malformed": (
+        "run_classification.py",
+        lambda patch: ["--push_to_hub", "--hub_model_id", "my model!"],
+    ),
+    "push_hub_unreachable": ("run_mlm.py", push_hub_unreachable),
+    "push_upload_fails": ("run_classification.py", push_upload_fails),
+    "license_not_a_hub_id": ("both scripts", lambda patch: ["--license", "Apache 2.0"]),
+    "license_empty": ("run_classification.py", lambda patch: ["--license", ""]),
+}
+
+
+def test_the_table_and_the_push_cases_name_the_same_bad_inputs():
+    table = bad_input_rows(SECTION)
+    assert {case: where for case, (where, _, _) in table.items()} == {case: w for case, (w, _) in PUSH_CASES.items()}
+    assert all(before.startswith(BEFORE_CLASSES) for _, before, _ in table.values())
+
+
+def push_parameters() -> list:
+    return [
+        pytest.param(case, script, id=f"{case}-{script.removesuffix('.py')}")
+        for case, (where, _) in PUSH_CASES.items()
+        for script in (["run_mlm.py", "run_classification.py"] if where == "both scripts" else [where])
+    ]
+
+
+@pytest.mark.parametrize(("case", "script"), push_parameters())
+def test_a_push_or_license_that_would_fail_is_refused_before_training(case, script, tmp_path, capsys, monkeypatch):
+    extra = PUSH_CASES[case][1](monkeypatch)
+    arguments = tiny_run(script, tmp_path, write_jsonl(tmp_path / "train.jsonl", ROWS), *extra)
+    message = run_in_process(script, arguments, capsys)
+    pattern = template_pattern(bad_input_rows(SECTION)[case][2])
+    assert pattern.fullmatch(message), f"{script} {case}:\n  got      {message}\n  expected {pattern.pattern}"
+    output_dir = tmp_path / "out"
+    if case == "push_upload_fails":  # trained and saved, the card written, before the upload failed
+        assert (output_dir / "model.safetensors").is_file() and (output_dir / "README.md").is_file()
+    else:  # refused before any step: nothing trained or saved
+        assert not (output_dir / "model.safetensors").exists() and not list(output_dir.glob("checkpoint-*"))
