@@ -144,17 +144,17 @@ def upload_gone(api, **kwargs):
     raise ConnectionError("Connection reset by peer")
 
 
-def push_offline(monkeypatch) -> list[str]:
+def push_offline(monkeypatch, tmp) -> list[str]:
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     return ["--push_to_hub"]
 
 
-def push_hub_unreachable(monkeypatch) -> list[str]:
+def push_hub_unreachable(monkeypatch, tmp) -> list[str]:
     hub_in_reach(monkeypatch, whoami=unreachable)
     return ["--push_to_hub"]
 
 
-def push_upload_fails(monkeypatch) -> list[str]:
+def push_upload_fails(monkeypatch, tmp) -> list[str]:
     hub_in_reach(monkeypatch)
     repo_url = huggingface_hub.RepoUrl("https://huggingface.co/someone/out")
     monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", lambda api, repo_id, **kwargs: repo_url)
@@ -162,16 +162,25 @@ def push_upload_fails(monkeypatch) -> list[str]:
     return ["--push_to_hub"]
 
 
+def dataset_configurations_in_cache(monkeypatch, tmp) -> list[str]:
+    from test_data_sources import cache_of_two_configurations
+
+    rows = [{"id": str(index), **row} for index, row in enumerate(ROWS * 2)]
+    cache = cache_of_two_configurations(tmp, {"train": rows, "validation": rows[:4], "test": rows[:4]})
+    return ["--dataset_name", "someone/cail_small", "--cache_dir", str(cache)]
+
+
 PUSH_CASES = {
     "push_offline": ("both scripts", push_offline),
     "push_repo_id_malformed": (
         "run_classification.py",
-        lambda patch: ["--push_to_hub", "--hub_model_id", "my model!"],
+        lambda *_: ["--push_to_hub", "--hub_model_id", "my model!"],
     ),
     "push_hub_unreachable": ("run_mlm.py", push_hub_unreachable),
     "push_upload_fails": ("run_classification.py", push_upload_fails),
-    "license_not_a_hub_id": ("both scripts", lambda patch: ["--license", "Apache 2.0"]),
-    "license_empty": ("run_classification.py", lambda patch: ["--license", ""]),
+    "license_not_a_hub_id": ("both scripts", lambda *_: ["--license", "Apache 2.0"]),
+    "license_empty": ("run_classification.py", lambda *_: ["--license", ""]),
+    "dataset_configurations_in_cache": ("run_classification.py", dataset_configurations_in_cache),
 }
 
 
@@ -191,7 +200,7 @@ def push_parameters() -> list:
 
 @pytest.mark.parametrize(("case", "script"), push_parameters())
 def test_a_push_or_license_that_would_fail_is_refused_before_training(case, script, tmp_path, capsys, monkeypatch):
-    extra = PUSH_CASES[case][1](monkeypatch)
+    extra = PUSH_CASES[case][1](monkeypatch, tmp_path)
     arguments = tiny_run(script, tmp_path, write_jsonl(tmp_path / "train.jsonl", ROWS), *extra)
     message = run_in_process(script, arguments, capsys)
     pattern = template_pattern(bad_input_rows(SECTION)[case][2])
