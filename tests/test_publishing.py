@@ -1,5 +1,6 @@
 """The model card and Hub upload of a script's run (`roformer_hf.training.publishing`), the same for both scripts."""
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import huggingface_hub
@@ -184,9 +185,35 @@ PUSH_CASES = {
 }
 
 
+def save_int8_quantized_in_memory(tmp: Path) -> None:
+    """quantize_int8 (torchao's in-place route, or without torchao torch's deprecated one), then save_pretrained."""
+    import warnings
+
+    from roformer_hf import RoFormerForSequenceClassification
+    from roformer_hf.int8_serving import quantize_int8
+
+    config = RoFormerConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fallback's warning where torchao is not installed (test_int8_serving)
+        model = quantize_int8(RoFormerForSequenceClassification(config).eval())
+    model.save_pretrained(tmp / "int8")
+
+
+LIBRARY_CASES = {"save_int8_quantized_in_memory": ("library", save_int8_quantized_in_memory)}
+
+
+@pytest.mark.parametrize("case", list(LIBRARY_CASES))
+def test_a_library_refusal_is_one_value_error(case, tmp_path):
+    with pytest.raises(ValueError) as error:
+        LIBRARY_CASES[case][1](tmp_path)
+    pattern = template_pattern(bad_input_rows(SECTION)[case][2])
+    assert pattern.fullmatch(f"ValueError: {error.value}") and not (tmp_path / "int8").exists()
+
+
 def test_the_table_and_the_push_cases_name_the_same_bad_inputs():
     table = bad_input_rows(SECTION)
-    assert {case: where for case, (where, _, _) in table.items()} == {case: w for case, (w, _) in PUSH_CASES.items()}
+    cases = {case: where for case, (where, _) in {**PUSH_CASES, **LIBRARY_CASES}.items()}
+    assert {case: where for case, (where, _, _) in table.items()} == cases
     assert all(before.startswith(BEFORE_CLASSES) for _, before, _ in table.values())
 
 
