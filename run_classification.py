@@ -96,6 +96,7 @@ from roformer_hf.training.run_outputs import (
 )
 from roformer_hf.training.script_runner import guard_run, run_script
 from roformer_hf.training.threads import choose_threads
+from roformer_hf.training.vocabulary_coverage import tokenizer_source, warn_if_many_unknown
 from roformer_hf.training.written_files import check_inputs_are_not_outputs, run_inputs
 
 logger = logging.getLogger(__name__)
@@ -611,6 +612,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
         set_seed(training_args.seed)
         raw_datasets, label_info, sources = load_labelled_documents(model_args, data_args, training_args)
         tokenizer, model = build_tokenizer_and_classifier(model_args, label_info)
+        if training_args.do_train:
+            train_rows, text_column = raw_datasets["train"], data_args.text_column_name
+            warn_if_many_unknown(tokenizer, train_rows, text_column, tokenizer_source(model_args))
         data_args = resolve_input_settings(data_args, model, model_args.model_name_or_path, training_args.do_train)
         settle_cpu_precision(training_args, model, data_args.max_seq_length)
         if training_args.do_train:  # the saved tokenizer's truncation=True cuts to the length fine-tuned with

@@ -65,6 +65,7 @@ from roformer_hf.training.text_corpus import (
     tokenize_with_word_ids,
 )
 from roformer_hf.training.threads import choose_threads
+from roformer_hf.training.vocabulary_coverage import tokenizer_source, warn_if_many_unknown
 from roformer_hf.training.whole_word_masking import (
     EpochCallback,
     WholeWordMaskCollator,
@@ -525,6 +526,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         raw_datasets, held_out = load_corpus(data_args, model_args)
         longest = max(stage.max_seq_length for stage in stages) if training_args.do_train else None
         tokenizer, model = build_tokenizer_and_masked_lm(model_args, masking_args.sparse_prediction, longest)
+        if training_args.do_train:
+            warn_if_many_unknown(tokenizer, raw_datasets["train"], "text", tokenizer_source(model_args))
         settle_cpu_precision(training_args, model, main_stage(stages).max_seq_length)
         # each stage tokenizes the text to its own length when it starts
         tokenize_to_length = partial(
