@@ -149,16 +149,26 @@ def publish_run(
             )
         except Exception as error:  # the model and its card stay saved: said in one line below
             failure = error
+    say_missing_license(card)
+    if failure is not None:
+        raise upload_failure(failure, repo_id or repo_name, args.output_dir) from failure
+    return repo_id
+
+
+def say_missing_license(card: Path) -> None:
+    """The run's closing line when its card names no license (given, or of the checkpoint it started from)."""
     if ModelCard.load(card).data.license is None:
         print(
             f"{card} names no license (nor does the checkpoint the run started from): pass --license with the "
             "Hub's id of yours (apache-2.0, mit, cc-by-4.0, ...; 'other' for one the Hub does not list)."
         )
-    if failure is not None:
-        first_line = (str(failure).strip().splitlines() or [type(failure).__name__])[0]
-        raise ScriptError(
-            f"--push_to_hub: the upload to {repo_id or repo_name} failed ({first_line}); the model and its card are "
-            f"saved in {args.output_dir}: upload them later with "
-            f"roformer_hf.hub_upload.push_folder_to_hub({str(args.output_dir)!r}, {repo_name!r})."
-        ) from failure
-    return repo_id
+
+
+def upload_failure(error: Exception, repo: str, output_dir: str) -> ScriptError:
+    """The one line for an upload that failed at the end of a run: the model and card are saved, how to send them."""
+    first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return ScriptError(
+        f"--push_to_hub: the upload to {repo} failed ({first_line}); the model and its card are saved in "
+        f"{output_dir}: upload them later with roformer_hf.hub_upload.push_folder_to_hub({str(output_dir)!r}, "
+        f"{repo!r})."
+    )
