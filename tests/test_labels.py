@@ -199,3 +199,16 @@ def test_a_class_label_dataset_fine_tunes_with_its_names(kind, tmp_path, roforme
         assert "- `eval_` (validation): the split `dev` of the local dataset `" in card
     assert ModelCard.load(output_dir / "README.md").data.eval_results is None  # no local folder as a dataset id
     assert str(tmp_path) not in card
+
+
+def test_a_declared_class_absent_from_train_is_no_unseen_label():
+    """The validation data may hold a class the ClassLabel declares though no training row has it."""
+    train = class_label_rows([{"text": "一", "label": "civil"}, {"text": "二", "label": "criminal"}])
+    validation = class_label_rows([{"text": "三", "label": "administrative"}])
+    raw = datasets.DatasetDict(
+        {"train": labels_as_names(train, "label"), "validation": labels_as_names(validation, "label")}
+    )
+    info = build_label_maps(raw, "label", "auto", None, declared_names=class_label_names(train.features["label"]))
+    assert info.label_names == DECLARED
+    with pytest.raises(ScriptError, match=r"labels never seen in training: 'administrative'"):
+        build_label_maps(raw, "label", "auto", None)  # without the schema's names, as on main
