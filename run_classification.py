@@ -72,11 +72,13 @@ from roformer_hf.training.labels import (
     build_label_maps,
     check_label_change,
     check_label_column,
+    class_label_names,
+    labels_as_names,
     read_csv_numbers,
 )
 from roformer_hf.training.launch import check_distributed_launch, compiled_for_every_length
 from roformer_hf.training.long_documents import encode_batch, resolve_input_settings
-from roformer_hf.training.publishing import publish_run, trainer_arguments
+from roformer_hf.training.publishing import check_publishing, evaluation_origins, publish_run, trainer_arguments
 from roformer_hf.training.resume import (
     absolute_path,
     check_resume,
@@ -102,6 +104,7 @@ from roformer_hf.training.static_shapes import (
     uses_static_shapes,
 )
 from roformer_hf.training.threads import choose_threads
+from roformer_hf.training.vocabulary_coverage import tokenizer_source, warn_if_many_unknown
 from roformer_hf.training.written_files import check_inputs_are_not_outputs, run_inputs
 
 logger = logging.getLogger(__name__)
@@ -262,15 +265,23 @@ def parse_classification_arguments(
     return model_args, data_args, training_args
 
 
+# How load_labelled_documents names a validation split held out of train, in `sources`.
+HELD_OUT = "held out of"
+
+
 def load_labelled_documents(
     model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments
-) -> tuple[datasets.DatasetDict, LabelInfo]:
+) -> tuple[datasets.DatasetDict, LabelInfo, dict[str, str]]:
     """
-    The splits the run needs: train, validation (a file or a held-out fraction of train) and test; and the task and
-    its labels (`build_label_maps`: from the training data, else from the fine-tuned checkpoint).
+    The splits the run needs: train, validation (a file or a held-out fraction of train) and test; the task and its
+    labels (`build_label_maps`: from the training data, else from the fine-tuned checkpoint); and where each split
+    came from (`load_splits`' words, `"held out of ..."` for a validation split held out of train).
     """
     wanted = wanted_splits(data_args, training_args)
     raw_datasets, sources = read_splits(model_args, data_args, wanted)
+    column = data_args.label_column_name
+    declared_names = class_label_names(raw_datasets["train"].features.get(column)) if "train" in raw_datasets else None
+    raw_datasets = datasets.DatasetDict({split: labels_as_names(rows, column) for split, rows in raw_datasets.items()})
     check_raw_datasets(raw_datasets, data_args, sources)  # before any shuffling: row numbers are those of the files
     if training_args.do_eval and "validation" not in raw_datasets and "train" in raw_datasets:
         if data_args.validation_split_percentage == 0:
@@ -279,7 +290,7 @@ def load_labelled_documents(
         raw_datasets["train"], raw_datasets["validation"] = hold_out_validation(
             raw_datasets["train"], data_args.validation_split_percentage, seed=training_args.seed
         )
-        sources["validation"] = f"held out of {sources['train']}"
+        sources["validation"] = f"{HELD_OUT} {sources['train']}"
     for split, option, _, needed in wanted:
         if needed and split not in raw_datasets:
             dataset_split = f" or a --dataset_name with a {split!r} split" if split == "test" else ""
@@ -290,10 +301,8 @@ def load_labelled_documents(
         "test": data_args.max_predict_samples,
     }
     raw_datasets = limit_examples(raw_datasets, limits, streaming=False)
-    label_info = build_label_maps(
-        raw_datasets, data_args.label_column_name, data_args.problem_type, model_args, sources
-    )
-    return raw_datasets, label_info
+    label_info = build_label_maps(raw_datasets, column, data_args.problem_type, model_args, sources, declared_names)
+    return raw_datasets, label_info, sources
 
 
 def read_splits(
@@ -561,11 +570,21 @@ def classification_training_summary(
     data_args: DataArguments,
     metrics: dict[str, float],
     argv: Sequence[str] | None = None,
+    sources: dict[str, str] | None = None,
 ) -> TrainingSummary:
     """
     How this run fine-tuned the model, for its model card: with the validation and test results, the precision
-    they were computed in, and `--dataset_name` (the card's metadata names it where it is a Hub id).
+    they were computed in, where they were computed (the splits of `--dataset_name` and its configuration, files, or
+    the part of train held out: `sources`, from `load_labelled_documents`), and `--dataset_name` (the card's
+    metadata names it where it is a Hub id).
     """
+    held_out = None
+    if (sources or {}).get("validation", "").startswith(HELD_OUT):
+        held_out = (
+            f"{data_args.validation_split_percentage}% of the training data held out at random (seed "
+            f"{trainer.args.seed}), not trained on"
+        )
+    split_names, evaluation_data = evaluation_origins(data_args, held_out)
     results = {name: value for name, value in metrics.items() if name.startswith(("eval_", "test_"))}
     precisions = {results.pop(f"{split}_precision", None) for split in ("eval", "test")} - {None}
     return TrainingSummary.from_trainer(
@@ -581,6 +600,9 @@ def classification_training_summary(
             )
         ),
         dataset_name=data_args.dataset_name,
+        dataset_config=data_args.dataset_config_name,
+        split_names=split_names,
+        evaluation_data=evaluation_data,
         precision=" and ".join(sorted(precisions)) or None,
         results=results,
         trained_lengths=[data_args.max_seq_length],
@@ -611,12 +633,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     with guard_run(
         training_args, "run_classification.py", demo_or_given_arguments(argv, DEMO_ARGUMENTS, announce=False)
     ):
+        check_publishing(training_args)
         if training_args.do_train:
             check_output_dir(training_args)
         check_caches_writable(model_args.cache_dir, evaluates=training_args.do_eval or training_args.do_predict)
         set_seed(training_args.seed)
-        raw_datasets, label_info = load_labelled_documents(model_args, data_args, training_args)
+        raw_datasets, label_info, sources = load_labelled_documents(model_args, data_args, training_args)
         tokenizer, model = build_tokenizer_and_classifier(model_args, label_info)
+        if training_args.do_train:
+            train_rows, text_column = raw_datasets["train"], data_args.text_column_name
+            warn_if_many_unknown(tokenizer, train_rows, text_column, tokenizer_source(model_args))
         data_args = resolve_input_settings(data_args, model, model_args.model_name_or_path, training_args.do_train)
         settle_cpu_precision(training_args, model, data_args.max_seq_length)
         if training_args.do_train:  # the saved tokenizer's truncation=True cuts to the length fine-tuned with
@@ -625,7 +651,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
         trainer = build_classification_trainer(model, tokenizer, tokenized, label_info, data_args, training_args)
         metrics = fine_tune_evaluate_and_predict(trainer, tokenized, raw_datasets, label_info, data_args)
         if training_args.do_train:
-            summary = classification_training_summary(trainer, data_args, metrics, argv)
+            summary = classification_training_summary(trainer, data_args, metrics, argv, sources)
             publish_run(trainer, training_args, summary, base_model=model_args.model_name_or_path)
     print_where_outputs_are(trainer)
     return metrics

@@ -41,7 +41,7 @@ from roformer_hf.training.divergence import StopOnNonFiniteWeights
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.interrupts import StopAtStepBoundary
 from roformer_hf.training.launch import check_distributed_launch, compiled_for_every_length
-from roformer_hf.training.publishing import publish_run
+from roformer_hf.training.publishing import check_publishing, evaluation_origins, publish_run
 from roformer_hf.training.resume import absolute_path, check_resume, record_run_settings, run_settings
 from roformer_hf.training.run_outputs import check_output_dir, prepare_output_dir, write_json_atomically
 from roformer_hf.training.script_runner import guard_run, run_script
@@ -73,6 +73,7 @@ from roformer_hf.training.text_corpus import (
     tokenize_with_word_ids,
 )
 from roformer_hf.training.threads import choose_threads
+from roformer_hf.training.vocabulary_coverage import tokenizer_source, warn_if_many_unknown
 from roformer_hf.training.whole_word_masking import (
     EpochCallback,
     WholeWordMaskCollator,
@@ -212,10 +213,11 @@ def bound_streamed_evaluation(data_args: DataArguments) -> None:
         )
 
 
-def load_corpus(data_args: DataArguments, model_args: ModelArguments) -> datasets.DatasetDict:
+def load_corpus(data_args: DataArguments, model_args: ModelArguments) -> tuple[datasets.DatasetDict, str | None]:
     """
     Load the text as a `DatasetDict` (or `IterableDatasetDict` when streaming) with `train` and, when there is
-    validation text, `validation` splits holding one column, `text`, without blank texts.
+    validation text, `validation` splits holding one column, `text`, without blank texts; and, when the validation
+    text is held out of the training text, what it is in words (for the card), else `None`.
     """
     files = {"train": data_args.train_file, "validation": data_args.validation_file}
     raw_datasets, sources = load_splits(
@@ -232,7 +234,11 @@ def load_corpus(data_args: DataArguments, model_args: ModelArguments) -> dataset
         # the last rows, in file order: validation text is not a neighbour of training text (see hold_out_validation)
         train, validation = hold_out_validation(raw_datasets["train"], data_args.validation_split_percentage)
         raw_datasets = type(raw_datasets)(train=train, validation=validation)
-    return raw_datasets
+        percentage = data_args.validation_split_percentage
+        part = f"the first {percentage} rows of every 100" if data_args.streaming else f"the last {percentage}%"
+        held_out = f"{part} of the training text (in file order), held out: not trained on"
+        return raw_datasets, held_out
+    return raw_datasets, None
 
 
 def main_stage(stages: list[Stage]) -> Stage:
@@ -467,8 +473,10 @@ def save_outputs(
     masking_args: MaskingArguments,
     training_args: TrainingArguments,
     argv: list[str] | None,
+    held_out: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Save the results, loss curve and model card of the run beside its final model in output_dir."""
+    """Save the results, loss curve and model card of the run beside its final model in output_dir (`held_out`: the
+    validation text in words when held out of train, `load_corpus`)."""
     output_dir = Path(training_args.output_dir)  # the final model is in place already (`run_stage`)
     if not trainer.is_world_process_zero():
         return []
@@ -487,7 +495,7 @@ def save_outputs(
     summary = None  # evaluated only: the card claims no training (the results are in eval_results.json)
     if training_args.do_train:
         plot_loss_curve(training_args, stages, output_dir / "loss_curve.png")
-        summary = mlm_training_summary(trainer, stages, final, data_args, masking_args, argv)
+        summary = mlm_training_summary(trainer, stages, final, data_args, masking_args, argv, held_out)
     publish_run(trainer, training_args, summary, base_model=model_args.model_name_or_path)
     return table
 
@@ -499,8 +507,11 @@ def mlm_training_summary(
     data_args: DataArguments,
     masking_args: MaskingArguments,
     argv: list[str] | None,
+    held_out: str | None = None,
 ) -> TrainingSummary:
-    """How this run trained the model, for its model card."""
+    """How this run trained the model, for its model card; `held_out` says what the validation text is when held
+    out of train."""
+    split_names, evaluation_data = evaluation_origins(data_args, held_out)
     masking = "whole-word masking over jieba words" if masking_args.whole_word_mask else "token masking"
     hyperparameters = {"seed": trainer.args.seed - (len(stages) - 1), "max_seq_length": data_args.max_seq_length}
     if masking_args.stages:  # batch size, accumulation and steps vary by stage
@@ -513,6 +524,9 @@ def mlm_training_summary(
         task=f"masked language modelling with {masking} (mlm_probability {masking_args.mlm_probability})",
         datasets=[data_args.dataset_name or data_args.train_file],
         dataset_name=data_args.dataset_name,
+        dataset_config=data_args.dataset_config_name,
+        split_names=split_names,
+        evaluation_data=evaluation_data,
         precision=results.get("eval_precision"),
         hyperparameters=hyperparameters,
         results={key: results[key] for key in ("eval_loss", "perplexity", "eval_accuracy") if key in results},
@@ -563,14 +577,17 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     choose_threads(training_args.threads)
     check_distributed_launch(training_args)
     with guard_run(training_args, "run_mlm.py", demo_or_given_arguments(argv, DEMO_ARGUMENTS, announce=False)):
+        check_publishing(training_args)
         check_output_dir(training_args)
         check_caches_writable(model_args.cache_dir, evaluates=training_args.do_eval)
         bound_streamed_evaluation(data_args)
         set_seed(training_args.seed)
         stages = plan_stages(masking_args.stages, data_args.max_seq_length, training_args)
-        raw_datasets = load_corpus(data_args, model_args)
+        raw_datasets, held_out = load_corpus(data_args, model_args)
         longest = max(stage.max_seq_length for stage in stages) if training_args.do_train else None
         tokenizer, model = build_tokenizer_and_masked_lm(model_args, masking_args.sparse_prediction, longest)
+        if training_args.do_train:
+            warn_if_many_unknown(tokenizer, raw_datasets["train"], "text", tokenizer_source(model_args))
         settle_cpu_precision(training_args, model, main_stage(stages).max_seq_length)
         # each stage tokenizes the text to its own length when it starts
         tokenize_to_length = partial(
@@ -584,7 +601,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             compiled_once_per_shape(training_args, static_shape_count),
         ):
             trainer = pretrain(model, tokenizer, tokenize_to_length, stages, data_args, masking_args, training_args)
-        table = save_outputs(trainer, stages, model_args, data_args, masking_args, training_args, argv)
+        table = save_outputs(trainer, stages, model_args, data_args, masking_args, training_args, argv, held_out)
     if trainer.is_world_process_zero():
         report(table, model, tokenizer)
         print(loading_instructions(training_args.output_dir, RoFormerForMaskedLM))

@@ -8,8 +8,10 @@ is a local folder, the Hub model its card names as its base (a converted or fine
 link to where its weights came from).
 """
 
+import math
 import re
 from pathlib import Path
+from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData, hf_hub_download
 
@@ -27,7 +29,23 @@ TASK_METRICS = {
     "pearson": ("pearsonr", None),
     "perplexity": ("perplexity", None),
 }
-SPLIT_PREFIXES = {"eval": "validation", "test": "test"}
+# The license ids the Hub knows (https://huggingface.co/docs/hub/repositories-licenses); huggingface_hub has no list
+# of them. "other" is for a license not among them (named in the card's text).
+# fmt: off
+HUB_LICENSES = frozenset({
+    "apache-2.0", "mit", "openrail", "bigscience-openrail-m", "creativeml-openrail-m", "bigscience-bloom-rail-1.0",
+    "bigcode-openrail-m", "afl-3.0", "artistic-2.0", "bsl-1.0", "bsd", "bsd-2-clause", "bsd-3-clause",
+    "bsd-3-clause-clear", "c-uda", "cc", "cc0-1.0", "cc-by-2.0", "cc-by-2.5", "cc-by-3.0", "cc-by-4.0",
+    "cc-by-sa-3.0", "cc-by-sa-4.0", "cc-by-nc-2.0", "cc-by-nc-3.0", "cc-by-nc-4.0", "cc-by-nd-4.0",
+    "cc-by-nc-nd-3.0", "cc-by-nc-nd-4.0", "cc-by-nc-sa-2.0", "cc-by-nc-sa-3.0", "cc-by-nc-sa-4.0",
+    "cdla-sharing-1.0", "cdla-permissive-1.0", "cdla-permissive-2.0", "wtfpl", "ecl-2.0", "epl-1.0", "epl-2.0",
+    "etalab-2.0", "eupl-1.1", "eupl-1.2", "agpl-3.0", "gfdl", "gpl", "gpl-2.0", "gpl-3.0", "lgpl", "lgpl-2.1",
+    "lgpl-3.0", "isc", "h-research", "intel-research", "lppl-1.3c", "ms-pl", "apple-ascl", "apple-amlr", "mpl-2.0",
+    "odc-by", "odbl", "openrail++", "osl-3.0", "postgresql", "ofl-1.1", "ncsa", "unlicense", "zlib", "pddl",
+    "lgpl-lr", "deepfloyd-if-license", "fair-noncommercial-research-license", "llama2", "llama3", "llama3.1",
+    "llama3.2", "llama3.3", "llama4", "gemma", "unknown", "other",
+})
+# fmt: on
 
 
 def is_hub_model_id(name: str | None) -> bool:
@@ -65,23 +83,40 @@ def hub_base_model(base_model: str | None, starting_card: ModelCardData | None) 
     return named if isinstance(named, str) and is_hub_model_id(named) else None
 
 
-def eval_results(results: dict[str, float], *, task_type: str, dataset_id: str, dataset_name: str) -> list[EvalResult]:
+def finite_results(results: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The results a card shows (text and numbers that are finite) and the names of those left out (NaN or
+    infinite: a number the Hub would index as a score though it is none)."""
+    left_out = [name for name, value in results.items() if isinstance(value, float) and not math.isfinite(value)]
+    return {name: value for name, value in results.items() if name not in left_out}, left_out
+
+
+def eval_results(
+    results: dict[str, float],
+    *,
+    task_type: str,
+    dataset_id: str,
+    split_names: dict[str, str],
+    dataset_config: str | None = None,
+) -> list[EvalResult]:
     """
-    The model-index entries of a run's results: one per task metric of the validation (`eval_`) and test (`test_`)
-    splits; the loss, run times and counts are left out.
+    The model-index entries of a run's results: one per task metric of the splits of the dataset that the results
+    were computed on; the loss, run times and counts are left out, and so are results of rows that are no split of
+    the dataset (a held-out part of train, a file given besides the dataset).
 
     Args:
         results (`dict[str, float]`): the run's metrics, e.g. `{"eval_accuracy": 0.9, "test_f1_macro": 0.8}`.
         task_type (`str`): the Hub's task id, e.g. `"text-classification"`.
-        dataset_id (`str`): the dataset's Hub id, or the data file's name for local data.
-        dataset_name (`str`): how the dataset is named on the model page.
+        dataset_id (`str`): the dataset's Hub id.
+        split_names (`dict[str, str]`): the dataset's split each prefix's results are of, e.g.
+            `{"eval": "dev", "test": "test"}` (run_mlm.py's `perplexity` is of its `eval` split).
+        dataset_config (`str`, *optional*): the dataset's configuration (`--dataset_config_name`).
     """
     entries = []
     for key, value in results.items():
         prefix, _, name = key.partition("_")
-        split = SPLIT_PREFIXES.get(prefix)
-        if key == "perplexity":  # run_mlm.py's, of its validation split
-            split, name = "validation", key
+        if key == "perplexity":
+            prefix, name = "eval", key
+        split = split_names.get(prefix)
         if split is None or name not in TASK_METRICS or not isinstance(value, int | float):
             continue
         metric_type, metric_config = TASK_METRICS[name]
@@ -89,7 +124,8 @@ def eval_results(results: dict[str, float], *, task_type: str, dataset_id: str, 
             EvalResult(
                 task_type=task_type,
                 dataset_type=dataset_id,
-                dataset_name=dataset_name,
+                dataset_name=dataset_id,
+                dataset_config=dataset_config,
                 dataset_split=split,
                 metric_type=metric_type,
                 metric_config=metric_config,
@@ -100,13 +136,9 @@ def eval_results(results: dict[str, float], *, task_type: str, dataset_id: str, 
     return entries
 
 
-def dataset_identity(dataset_name: str | None, data_files: list[str]) -> tuple[str, str]:
-    """The dataset's id and name for the model-index: the Hub id (`--dataset_name`), else the names of the data files
-    without their folders (the Hub knows nothing of the folders of the machine that trained the model)."""
-    if is_hub_dataset_id(dataset_name):
-        return dataset_name, dataset_name
-    names = ", ".join(dict.fromkeys(Path(file).name for file in data_files)) or "local data"
-    return names, names
+def is_hub_license(license: str | None) -> bool:
+    """Whether `license` is one of the Hub's license ids (`HUB_LICENSES`)."""
+    return license in HUB_LICENSES
 
 
 def hub_card_data(
@@ -117,11 +149,13 @@ def hub_card_data(
     base_model: str | None = None,
     license: str | None = None,
     dataset_name: str | None = None,
-    data_files: list[str] | None = None,
+    dataset_config: str | None = None,
+    split_names: dict[str, str] | None = None,
     results: dict[str, float] | None = None,
 ) -> ModelCardData:
     """
-    The front matter of a RoFormer card.
+    The front matter of a RoFormer card. Every id in it is a Hub id: a local checkpoint or dataset is named in the
+    card's text only.
 
     Args:
         pipeline_tag (`str`, *optional*): the task the head serves, also the model-index's task.
@@ -129,18 +163,23 @@ def hub_card_data(
         model_name (`str`): the model's name in the model-index.
         base_model (`str`, *optional*): the checkpoint the model started from (a Hub id or a local folder).
         license (`str`, *optional*): the license's Hub id (`"apache-2.0"`, ...); by default the starting checkpoint's.
-        dataset_name (`str`, *optional*): the Hub id of the data, for `datasets` and the model-index (a local
-            dataset folder is named by `data_files` instead).
-        data_files (`list[str]`, *optional*): the local data files, named in the model-index without a Hub id.
-        results (`dict[str, float]`, *optional*): the run's metrics (`eval_...`, `test_...`).
+        dataset_name (`str`, *optional*): `--dataset_name`; in `datasets` and the model-index where it is a Hub id.
+        dataset_config (`str`, *optional*): its configuration (`--dataset_config_name`).
+        split_names (`dict[str, str]`, *optional*): the dataset's split each prefix's results are of (`eval_results`).
+        results (`dict[str, float]`, *optional*): the run's metrics (`eval_...`, `test_...`), finite ones.
     """
     starting_card = starting_card_data(base_model)
     if license is None and starting_card is not None:
         license = starting_card.license
     entries = []
-    if pipeline_tag and results:
-        dataset_id, shown_name = dataset_identity(dataset_name, data_files or [])
-        entries = eval_results(results, task_type=pipeline_tag, dataset_id=dataset_id, dataset_name=shown_name)
+    if pipeline_tag and results and is_hub_dataset_id(dataset_name):
+        entries = eval_results(
+            results,
+            task_type=pipeline_tag,
+            dataset_id=dataset_name,
+            split_names=split_names or {},
+            dataset_config=dataset_config,
+        )
     return ModelCardData(
         language="zh",
         license=license,
@@ -156,11 +195,13 @@ def hub_card_data(
 
 
 __all__ = [
-    "dataset_identity",
+    "HUB_LICENSES",
     "eval_results",
+    "finite_results",
     "hub_base_model",
     "hub_card_data",
     "is_hub_dataset_id",
+    "is_hub_license",
     "is_hub_model_id",
     "starting_card_data",
 ]

@@ -2,13 +2,17 @@
 activations quantized to int8 per call (one scale per token), so the matrix products run on int8 instructions
 (`avx512_vnni`, `amx_int8`).
 
-The supported route is torchao's `quantize_` with `Int8DynamicActivationInt8WeightConfig` (`pip install
-"roformer_hf[int8]"`). torch's own `torch.ao.quantization.quantize_dynamic` is deprecated ("will be removed") and is
-kept only as the fallback where torchao is not installed: `quantize_int8` then says so in one warning, instead of
-torch's several lines. docs/serving.md compares both with float32.
+The supported route is torchao's `Int8DynamicActivationInt8WeightConfig` (`pip install "roformer_hf[int8]"`), in
+two forms: `load_int8(path)` loads a checkpoint through transformers' `TorchAoConfig`, whose model `save_pretrained`
+saves and `from_pretrained` reloads to the same logits; `quantize_int8(model)` quantizes a model in memory with
+torchao's `quantize_` (the same int8 layers, the same logits), which transformers cannot save (`save_pretrained`
+refuses it in one line, naming `load_int8`). torch's own `torch.ao.quantization.quantize_dynamic` is deprecated ("will
+be removed") and is kept only as the fallback where torchao is not installed: both functions then say so in one
+warning, instead of torch's several lines. docs/serving.md compares both with float32.
 """
 
 import logging
+import os
 import warnings
 
 import torch
@@ -41,6 +45,40 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     return model
 
 
+def load_int8(
+    pretrained_model_name_or_path: str | os.PathLike, model_class: type | None = None, **kwargs
+) -> nn.Module:
+    """Load a checkpoint with int8 Linear layers for serving on the CPU, in a form that saves: through transformers'
+    `TorchAoConfig(Int8DynamicActivationInt8WeightConfig())` where torchao is installed (`save_pretrained` writes it,
+    `from_pretrained` reads it back to the same logits); without torchao, the float32 model through `quantize_int8`'s
+    fallback, which does not save.
+
+    Args:
+        pretrained_model_name_or_path (`str` or `os.PathLike`):
+            A checkpoint (a folder or a Hub id) in float32.
+        model_class (`type`, *optional*):
+            The class to load it as (`RoFormerForSequenceClassification`, `AutoModelForMaskedLM`, ...); by default
+            transformers' `AutoModelForSequenceClassification`.
+        kwargs:
+            Passed to `from_pretrained` (`trust_remote_code`, `revision`, ...).
+
+    Returns:
+        `nn.Module`: the model in eval mode, its Linear layers int8.
+    """
+    if model_class is None:
+        from transformers import AutoModelForSequenceClassification as model_class
+    quantize, int8_config = torchao_int8()
+    if quantize is None:
+        model = model_class.from_pretrained(pretrained_model_name_or_path, **kwargs).eval()
+        return quantize_int8(model)
+    from transformers import TorchAoConfig
+
+    quantization = TorchAoConfig(int8_config())
+    return model_class.from_pretrained(
+        pretrained_model_name_or_path, quantization_config=quantization, **kwargs
+    ).eval()
+
+
 def torchao_int8():
     """torchao's `quantize_` and `Int8DynamicActivationInt8WeightConfig`, or `(None, None)` without torchao.
 
@@ -59,4 +97,4 @@ def torchao_int8():
     return quantize_, Int8DynamicActivationInt8WeightConfig
 
 
-__all__ = ["FALLBACK_WARNING", "quantize_int8"]
+__all__ = ["FALLBACK_WARNING", "load_int8", "quantize_int8"]

@@ -8,10 +8,12 @@ calls `push_to_hub_with_model_card` instead: save, write this card, upload the f
 `huggingface_hub` API.
 """
 
+import logging
 import os
+import re
 import shlex
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +21,10 @@ from huggingface_hub import HfApi, ModelCard
 from huggingface_hub.hf_api import CommitInfo
 from transformers import PreTrainedConfig
 
-from .card_metadata import hub_card_data
+from .card_metadata import finite_results, hub_card_data, is_hub_dataset_id, is_hub_model_id
 from .hub_upload import commit_folder
+
+logger = logging.getLogger(__name__)
 
 # What each head does, and the pipeline that serves it.
 HEAD_TASKS = {
@@ -74,8 +78,17 @@ class TrainingSummary:
             Final metrics of the validation (`eval_`) and test (`test_`) splits, e.g. `{"eval_accuracy": 0.93}`: in
             the card's text, and those of the task (accuracy, F1, ...) in its model-index.
         dataset_name (`str`, *optional*):
-            The Hub id of the data (`--dataset_name`), for the card's `datasets` and model-index; `None` for local
-            files, which the model-index names by the file names of `datasets`.
+            `--dataset_name`: where it is a Hub id, the card's `datasets` and model-index name it; a local folder is
+            named in the text only.
+        dataset_config (`str`, *optional*):
+            Its configuration (`--dataset_config_name`), recorded with each result of the model-index.
+        split_names (`dict[str, str]`, *optional*):
+            The split of `dataset_name` the results of each prefix were computed on, e.g. `{"eval": "dev", "test":
+            "test"}`; results of rows that are no split of the dataset (held out of train, a file) have none, and no
+            model-index entry.
+        evaluation_data (`dict[str, str]`, *optional*):
+            Where the rows of a prefix without a split came from, in words, e.g. `{"eval": "5% of the training text
+            held out (not trained on)"}`.
         precision (`str`, *optional*):
             The precision the results were computed in, e.g. `"float32"` or `"bf16 autocast"`.
         command (`str`, *optional*):
@@ -92,6 +105,9 @@ class TrainingSummary:
     trained_steps: int | None = None
     dataset_name: str | None = None
     precision: str | None = None
+    dataset_config: str | None = None
+    split_names: dict[str, str] = field(default_factory=dict)
+    evaluation_data: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_trainer(cls, trainer, *, script: str, task: str, datasets: list[str], **kwargs) -> "TrainingSummary":
@@ -129,6 +145,7 @@ def model_card(
     converted_from: str | None = None,
     tags: list[str] | None = None,
     license: str | None = None,
+    model_name: str | None = None,
 ) -> ModelCard:
     """Builds the model card of a RoFormer checkpoint.
 
@@ -148,28 +165,37 @@ def model_card(
             More Hub tags.
         license (`str`, *optional*):
             The license's Hub id (`"apache-2.0"`, `"mit"`, ...); by default the one of `base_model`'s card.
+        model_name (`str`, *optional*):
+            The model's name in the title and model-index; by default the name of `repo_id`, else "RoFormer".
 
     Returns:
         A `huggingface_hub.ModelCard`; `card.save(path)` writes it.
     """
     architecture = (config.architectures or ["RoFormerModel"])[0]
     description, pipeline_tag = HEAD_TASKS.get(architecture, ("model", None))
-    summary = training_summary
+    name = model_name or (repo_id.rstrip("/").split("/")[-1] if repo_id else "RoFormer")
+    summary, left_out = training_summary, []
+    if summary is not None:
+        shown, left_out = finite_results(summary.results)
+        summary = replace(summary, results=shown)
+    if left_out:
+        logger.warning(f"the model card leaves out {', '.join(left_out)}: not finite numbers")
     card_data = hub_card_data(
         pipeline_tag=pipeline_tag,
         tags=["roformer", "roformer_hf", "rope", "custom_code", *(tags or [])],
-        model_name=repo_id.rstrip("/").split("/")[-1] if repo_id else "RoFormer",
+        model_name=name,
         base_model=base_model,
         license=license,
         dataset_name=summary.dataset_name if summary is not None else None,
-        data_files=summary.datasets if summary is not None else None,
+        dataset_config=summary.dataset_config if summary is not None else None,
+        split_names=summary.split_names if summary is not None else None,
         results=summary.results if summary is not None else None,
     )
     sections = [
-        _title_section(config, architecture, description, repo_id),
-        _architecture_section(config, architecture, training_summary),
+        _title_section(config, architecture, description, name),
+        _architecture_section(config, architecture, summary),
         _loading_section(architecture, pipeline_tag, repo_id or "path/to/checkpoint"),
-        _training_section(training_summary, base_model, converted_from),
+        _training_section(summary, base_model, converted_from, left_out),
     ]
     return ModelCard(f"---\n{card_data.to_yaml()}\n---\n\n" + "\n\n".join(sections) + "\n")
 
@@ -184,7 +210,7 @@ def write_model_card(output_dir: str | Path, *, config: PreTrainedConfig, **card
             The model's config.
         card_options:
             The keyword arguments of `model_card`: `repo_id`, `training_summary`, `base_model`, `converted_from`,
-            `tags`, `license`.
+            `tags`, `license`, `model_name`.
     """
     path = Path(output_dir) / "README.md"
     # Written beside and renamed: a process killed while writing leaves the old card, not half a new one. (Not
@@ -235,22 +261,26 @@ def push_to_hub_with_model_card(
         )
 
 
+# An absolute path inside a description: no space, up to a closing bracket, a comma or a semicolon.
+ABSOLUTE_PATH = re.compile(r"(?<![\w.~])/[^\s()\[\],;]+")
+
+
 def without_local_path(text: str) -> str:
     """
-    `text`, or its file name when it is a local path (absolute, or a file or folder that exists here): a card is
-    read on the Hub, where the folders of the machine that trained the model mean nothing. Hub ids stay as they are.
+    `text` with its local paths cut to their names: the whole text when it is a file or folder that exists here, or
+    each absolute path inside it (a description stays whole: `"CAIL2019 (/home/me/cail.jsonl), 96 for training"`
+    becomes `"CAIL2019 (cail.jsonl), 96 for training"`). A card is read on the Hub, where the folders of the machine
+    that trained the model mean nothing. Hub ids stay as they are.
 
     Args:
         text (`str`): a data source (`"data/train.jsonl"`, `"/home/me/corpus.txt"`, `"owner/dataset"`) or any text.
     """
-    path = Path(text)
-    if path.is_absolute() or (text and path.exists()):
-        return path.name
-    return text
+    if text and Path(text).exists():
+        return Path(text).name
+    return ABSOLUTE_PATH.sub(lambda match: Path(match.group()).name, text)
 
 
-def _title_section(config: PreTrainedConfig, architecture: str, description: str, repo_id: str | None) -> str:
-    name = repo_id.rstrip("/").split("/")[-1] if repo_id else "RoFormer"
+def _title_section(config: PreTrainedConfig, architecture: str, description: str, name: str) -> str:
     text = (
         f"# {name}\n\n"
         f"A Chinese RoFormer {description} (`{architecture}`, model type `roformer_hf`). RoFormer is BERT with rotary "
@@ -326,10 +356,47 @@ def _loading_section(architecture: str, pipeline_tag: str | None, location: str)
     return text
 
 
+def _base_model_text(base_model: str | None) -> str:
+    if not base_model:
+        return ""
+    if is_hub_model_id(base_model):
+        return f"\n\nBase model: [`{base_model}`](https://huggingface.co/{base_model})."
+    return (
+        f"\n\nStarted from `{without_local_path(base_model)}`, a local checkpoint of the machine that trained this "
+        "model (not on the Hub)."
+    )
+
+
+def _evaluation_lines(summary: TrainingSummary) -> list[str]:
+    """Where each split's results come from: a split of the dataset (and its configuration), or in words."""
+    lines = []
+    for prefix, role in (("eval", "validation"), ("test", "test")):
+        if not any(
+            name.startswith(f"{prefix}_") or (prefix, name) == ("eval", "perplexity") for name in summary.results
+        ):
+            continue
+        if prefix in summary.split_names:
+            dataset = f"`{without_local_path(summary.dataset_name or '')}`"
+            if not is_hub_dataset_id(summary.dataset_name):
+                dataset = f"the local dataset {dataset}"
+            where = f"the split `{summary.split_names[prefix]}` of {dataset}"
+            if summary.dataset_config:
+                where += f" (configuration `{summary.dataset_config}`)"
+        elif prefix in summary.evaluation_data:
+            where = without_local_path(summary.evaluation_data[prefix])
+        else:
+            continue
+        lines.append(f"- `{prefix}_` ({role}): {where}")
+    return lines
+
+
 def _training_section(
-    training_summary: TrainingSummary | None, base_model: str | None, converted_from: str | None
+    training_summary: TrainingSummary | None,
+    base_model: str | None,
+    converted_from: str | None,
+    left_out: list[str] | None = None,
 ) -> str:
-    origin = f"\n\nBase model: `{without_local_path(base_model)}`." if base_model else ""
+    origin = _base_model_text(base_model)
     if converted_from:
         origin += (
             f"\n\nConverted by `python -m roformer_hf.convert` from the original checkpoint `{converted_from}`: the "
@@ -350,6 +417,11 @@ def _training_section(
         precision = f" (computed in {summary.precision})" if summary.precision else ""
         lines += ["", f"Results{precision}:", "", "| result | value |", "| --- | --- |"]
         lines += [f"| {name} | {_format_number(value)} |" for name, value in summary.results.items()]
+        evaluated_on = _evaluation_lines(summary)
+        if evaluated_on:
+            lines += ["", "Evaluated on:", "", *evaluated_on]
+    if left_out:
+        lines += ["", f"Left out of the results: {', '.join(f'`{name}`' for name in left_out)} (not finite numbers)."]
     if summary.command:
         command, shortened = _command_without_local_paths(summary.command)
         lines += ["", "Command (run in the folder the training ran in):", "", "```bash", command, "```"]

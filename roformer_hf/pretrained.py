@@ -109,13 +109,32 @@ class RoFormerPretrainedMixin:
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
         """As transformers' `save_pretrained` (same arguments); with `config.add_pooling_layer`, also the files that
         make `SentenceTransformer(save_directory)` encode texts as `pooler_output` (see
-        `sentence_transformers_files`; not written by remote code where roformer_hf is not installed)."""
+        `sentence_transformers_files`; not written by remote code where roformer_hf is not installed). A model
+        quantized in memory (`int8_serving.quantize_int8`) is refused in one line before anything is written."""
+        refuse_int8_quantized_in_memory(self)
         super().save_pretrained(save_directory, *args, **kwargs)
         files = roformer_hf_module("sentence_transformers_files") if self.config.add_pooling_layer else None
         if files is not None:
             files.write_sentence_transformers_files(save_directory)
         if self.config.classification_inputs:
             copy_recipe_pipeline_code(save_directory, loaded_from=self.name_or_path)
+
+
+def refuse_int8_quantized_in_memory(model: PreTrainedModel) -> None:
+    """Raise `ValueError` for a model whose Linear layers were made int8 in memory (torchao's `quantize_`, or torch's
+    `quantize_dynamic`) rather than loaded so (transformers' `TorchAoConfig`, which records it in the config): its
+    weights are tensors safetensors cannot write, and it would die inside safetensors with half a folder written."""
+    if getattr(model, "hf_quantizer", None) is not None:
+        return
+    quantized = any(type(weight).__module__.startswith("torchao") for weight in model.parameters()) or any(
+        type(module).__module__.startswith("torch.ao.nn.quantized") for module in model.modules()
+    )
+    if quantized:
+        raise ValueError(
+            "this model's Linear layers were made int8 in memory (roformer_hf.int8_serving.quantize_int8), which "
+            "save_pretrained cannot write: save the float32 model, or load it with "
+            "roformer_hf.int8_serving.load_int8(path) (transformers' TorchAoConfig), whose int8 model saves and reloads."
+        )
 
 
 def copy_recipe_pipeline_code(save_directory: str | os.PathLike, loaded_from: str | os.PathLike = "") -> None:

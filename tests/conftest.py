@@ -6,11 +6,14 @@ import itertools
 import json
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
+from huggingface_hub.utils import filter_repo_objects
 
 from data.build_full_data import FILES as FULL_DATA_FILES
 
@@ -284,3 +287,24 @@ def cail_rows() -> list[dict]:
     rows = [json.loads(line) for line in lines]
     civil = [row for row in rows if row["label"] == "civil"][:30]
     return civil + [row for row in rows if row["label"] == "criminal"][:30]
+
+
+def fake_upload_folder(uploads: list, root: Path):
+    """
+    A stand-in for `HfApi.upload_folder` (no network): each call is appended to `uploads` as its `repo_id`, the
+    files it sends (those of the folder that its `allow_patterns` and `ignore_patterns` let through, filtered as
+    huggingface_hub filters them), a copy of them under `root` (`copied`), and its other arguments.
+    """
+
+    def upload_folder(api, *, repo_id, folder_path, allow_patterns=None, ignore_patterns=None, **options):
+        folder = Path(folder_path)
+        paths = [path.relative_to(folder).as_posix() for path in sorted(folder.rglob("*")) if path.is_file()]
+        sent = list(filter_repo_objects(paths, allow_patterns=allow_patterns, ignore_patterns=ignore_patterns))
+        copied = root / f"upload-{len(uploads)}"
+        for name in sent:
+            (copied / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(folder / name, copied / name)
+        uploads.append(SimpleNamespace(repo_id=repo_id, sent=sent, copied=copied, options=options))
+        return "commit"
+
+    return upload_folder

@@ -114,3 +114,33 @@ def test_training_and_saving_use_no_deprecated_api(tmp_path):
         masked_lm.save_pretrained(tmp_path)
         RoFormerForMaskedLM.from_pretrained(tmp_path)
     assert deprecation_notices(caught, records) == []
+
+
+def test_a_script_load_names_no_layer_as_not_sharded(tmp_path):
+    """The scripts keep transformers' load report off by raising modeling_utils' logger to ERROR, which turns on its
+    tensor-parallel check: without `load_report_at_info_only` quieting it too, every layer is named "not sharded"."""
+    from roformer_hf.compat import LOAD_REPORT_LOGGER, TENSOR_PARALLEL_LOGGERS
+    from roformer_hf.training.building import load_report_at_info_only
+
+    config = RoFormerConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2)
+    RoFormerForMaskedLM(config).save_pretrained(tmp_path)
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    loggers = [logging.getLogger(name) for name in (LOAD_REPORT_LOGGER, *TENSOR_PARALLEL_LOGGERS)]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers[1:]:
+        logger.addHandler(handler)
+    try:
+        loggers[0].setLevel(logging.WARNING)  # the scripts' default level, as setup_logging leaves it
+        with load_report_at_info_only():
+            RoFormerForMaskedLM.from_pretrained(tmp_path)
+        quiet = [record.getMessage() for record in records]
+        loggers[0].setLevel(logging.ERROR)  # the same load without quieting the check
+        RoFormerForMaskedLM.from_pretrained(tmp_path)
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+            logger.removeHandler(handler)
+    assert quiet == []
+    assert any("were not sharded" in record.getMessage() for record in records)  # the check ran, and is what we quiet

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import datasets
+import huggingface_hub
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -166,7 +167,7 @@ def test_every_layout_reads_the_rows_of_the_file_it_was_made_from(layout, rows, 
     model_args, data_args, training_args = run_classification.parse_classification_arguments(
         [*arguments, "--do_train", "--do_eval", "--do_predict"]
     )
-    raw_datasets, label_info = run_classification.load_labelled_documents(model_args, data_args, training_args)
+    raw_datasets, label_info, _ = run_classification.load_labelled_documents(model_args, data_args, training_args)
     for split, expected in rows.items():
         read = raw_datasets[split].select_columns(["id", "text", "label"]).to_list()
         assert read == expected, f"{layout}: the {split} rows differ from those written"
@@ -179,13 +180,13 @@ def test_a_dataset_configuration_and_split_names_choose_the_rows(rows, tmp_path)
     model_args, data_args, training_args = run_classification.parse_classification_arguments(
         classification_arguments(tmp_path, *options)
     )
-    raw_datasets, _ = run_classification.load_labelled_documents(model_args, data_args, training_args)
+    raw_datasets, _, _ = run_classification.load_labelled_documents(model_args, data_args, training_args)
     assert raw_datasets["train"]["id"] == [row["id"] for row in rows["train"][:6] + rows["train"][12:18]]
     options = ["--dataset_name", folder, "--train_split_name", "test", "--validation_split_name", "train"]
     model_args, data_args, training_args = run_classification.parse_classification_arguments(
         classification_arguments(tmp_path, *options, "--do_train", "--do_eval")
     )
-    raw_datasets, _ = run_classification.load_labelled_documents(model_args, data_args, training_args)
+    raw_datasets, _, _ = run_classification.load_labelled_documents(model_args, data_args, training_args)
     assert raw_datasets["train"]["id"] == [row["id"] for row in rows["test"]]
     assert raw_datasets["validation"]["id"] == [row["id"] for row in rows["train"]]
 
@@ -197,7 +198,7 @@ def test_a_file_replaces_the_split_of_the_named_dataset(rows, tmp_path):
     model_args, data_args, training_args = run_classification.parse_classification_arguments(
         classification_arguments(tmp_path, *options)
     )
-    raw_datasets, _ = run_classification.load_labelled_documents(model_args, data_args, training_args)
+    raw_datasets, _, _ = run_classification.load_labelled_documents(model_args, data_args, training_args)
     assert raw_datasets["test"]["id"] == [row["id"] for row in rows["validation"][:3]]
     assert len(raw_datasets["train"]) == len(rows["train"])
 
@@ -210,7 +211,7 @@ def test_nested_fields_are_named_with_dots(rows, tmp_path):
     model_args, data_args, training_args = run_classification.parse_classification_arguments(
         classification_arguments(tmp_path, *options, "--label_column_name", "meta.label", "--do_train", "--do_predict")
     )
-    raw_datasets, label_info = run_classification.load_labelled_documents(model_args, data_args, training_args)
+    raw_datasets, label_info, _ = run_classification.load_labelled_documents(model_args, data_args, training_args)
     assert raw_datasets["train"]["meta.label"] == [row["label"] for row in rows["train"]]
     assert raw_datasets["test"]["meta.id"] == [row["id"] for row in rows["test"]]
     assert label_info.label_names == ["civil", "criminal"]
@@ -303,7 +304,7 @@ def test_run_mlm_pretrains_on_a_hub_folder_and_a_saved_dataset(layout, news, tmp
         *("--report_to", "none", "--disable_tqdm", "true", "--bf16", "false", "--save_steps", "2"),
     ]
     model_args, data_args, _, _ = run_mlm.parse_mlm_arguments(arguments)
-    corpus = run_mlm.load_corpus(data_args, model_args)
+    corpus, _ = run_mlm.load_corpus(data_args, model_args)
     assert [*corpus["train"]["text"], *corpus["validation"]["text"]] == lines  # the last 10% held out, in order
     table = run_mlm.main(arguments)
     assert table[-1]["steps"] == 2 and "eval_accuracy" in table[-1] and "train_loss" in table[-1]
@@ -392,3 +393,59 @@ def test_a_bad_source_gets_one_line(options, message, rows, tmp_path):
         model_args, data_args, training_args = run_classification.parse_classification_arguments(arguments)
         run_classification.load_labelled_documents(model_args, data_args, training_args)
     assert "\n" not in str(refusal.value)
+
+
+# --- splits of other names, and the two offline cases: several configurations cached, a dataset `hf download` fetched ---
+
+
+def test_a_split_of_another_name_is_named_with_its_option(rows, tmp_path, caplog):
+    """A dataset with train/dev/test read where `validation` is looked for: one line names `dev` and the option."""
+    folder = tmp_path / "cail_dev"
+    for split, name in (("train", "train"), ("validation", "dev"), ("test", "test")):
+        write_parquet(folder / "data" / f"{name}-00000-of-00001.parquet", rows[split])
+    configs = "".join(f"  - split: {name}\n    path: data/{name}-*\n" for name in ("train", "dev", "test"))
+    (folder / "README.md").write_text(f"---\nconfigs:\n- config_name: default\n  data_files:\n{configs}---\n")
+    _, data_args, _, _ = run_mlm.parse_mlm_arguments(["--dataset_name", str(folder), "--max_steps", "1"])
+    with caplog.at_level("WARNING", logger="roformer_hf.training.data_sources"):
+        splits, _ = load_splits(data_args, {"train": None, "validation": None}, ["text"], str(tmp_path / "cache"))
+    assert list(splits) == ["train"]
+    assert [record.getMessage() for record in caplog.records] == [
+        f"--dataset_name {folder} has no split 'validation', but has 'dev', 'test': to read one as the validation "
+        "split, pass --validation_split_name dev."
+    ]
+    caplog.clear()
+    _, data_args, _, _ = run_mlm.parse_mlm_arguments(
+        ["--dataset_name", str(folder), "--validation_split_name", "dev", "--max_steps", "1"]
+    )
+    splits, _ = load_splits(data_args, {"train": None, "validation": None}, ["text"], str(tmp_path / "cache"))
+    assert splits["validation"]["text"] == [row["text"] for row in rows["validation"]] and not caplog.records
+
+
+def cache_of_two_configurations(tmp: Path, rows: dict[str, list[dict]]) -> Path:
+    """A datasets cache holding both configurations of the Hub dataset someone/cail_small (see cached_hub_dataset)."""
+    cache = tmp / "datasets_cache"
+    folder = str(hub_folder(tmp / "download" / "cail_small", rows))
+    for config in ("default", "first_half"):
+        datasets.load_dataset(folder, config, cache_dir=str(cache))
+    (cache / "cail_small").rename(cache / "someone___cail_small")
+    shutil.rmtree(tmp / "download")
+    return cache
+
+
+def test_a_hub_dataset_fetched_with_hf_download_is_read_offline(rows, tmp_path, monkeypatch, caplog):
+    """`hf download someone/cail_small --repo-type dataset` leaves the files in the Hub cache, not the datasets
+    cache: offline, --dataset_name someone/cail_small reads them there, with a line naming the folder."""
+    hub_cache = tmp_path / "hub"
+    repo = hub_cache / "datasets--someone--cail_small"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("0123abcd")
+    snapshot = hub_folder(repo / "snapshots" / "0123abcd", rows)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub_cache))
+    _, data_args, _, _ = run_mlm.parse_mlm_arguments(["--dataset_name", "someone/cail_small", "--max_steps", "1"])
+    with caplog.at_level("WARNING", logger="roformer_hf.training.data_sources"):
+        splits, _ = load_splits(data_args, {"train": None}, ["text"], str(tmp_path / "datasets_cache"))
+    assert splits["train"]["text"] == [row["text"] for row in rows["train"]]
+    assert [record.getMessage() for record in caplog.records] == [
+        f"--dataset_name someone/cail_small: not in the datasets cache, reading the copy `hf download` fetched, "
+        f"{snapshot} (pass that folder as --dataset_name to read it so directly)"
+    ]

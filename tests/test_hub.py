@@ -3,16 +3,16 @@
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import huggingface_hub
 import pytest
 import torch
 import transformers
-from conftest import REPO_ROOT, TINY_WORD_VOCAB
+from conftest import REPO_ROOT, TINY_WORD_VOCAB, fake_upload_folder
 
 import roformer_hf
 from roformer_hf.configuration import AUTO_MAP
@@ -317,21 +317,14 @@ def test_feature_extraction_pipeline_loads_a_saved_mlm_with_remote_code(remote_c
 @pytest.fixture
 def fake_hub(tmp_path, monkeypatch):
     """Stands in for the Hub (no network): `uploads` records every upload, `uploaded` holds a copy of the folder."""
-    hub = {"uploads": [], "uploaded": tmp_path / "uploaded"}
+    uploads = []
 
     def create_repo(api, repo_id, **kwargs):
         return huggingface_hub.RepoUrl(f"https://huggingface.co/{repo_id}")
 
-    def create_commit(api, *, repo_id, operations, **kwargs):
-        hub["uploads"].append((repo_id, kwargs))
-        hub["uploaded"].mkdir()
-        for operation in operations:
-            shutil.copyfile(operation.path_or_fileobj, hub["uploaded"] / operation.path_in_repo)
-        return "commit"
-
     monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", create_repo)
-    monkeypatch.setattr(huggingface_hub.HfApi, "create_commit", create_commit)
-    return hub
+    monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", fake_upload_folder(uploads, tmp_path / "hub"))
+    return SimpleNamespace(uploads=uploads, uploaded=tmp_path / "hub" / "upload-0")
 
 
 def test_push_to_hub_uploads_a_model_card(fake_hub):
@@ -347,7 +340,7 @@ def test_push_to_hub_uploads_a_model_card(fake_hub):
         command="python run_classification.py --num_train_epochs 1",
     )
     assert model.push_to_hub("someone/roformer-cail", training_summary=summary, commit_message="first") == "commit"
-    uploaded = fake_hub["uploaded"]
+    uploaded = fake_hub.uploaded
     card = (uploaded / "README.md").read_text(encoding="utf-8")
     assert card.startswith("---\n")
     assert "pipeline_tag: text-classification" in card
@@ -358,8 +351,8 @@ def test_push_to_hub_uploads_a_model_card(fake_hub):
     assert "`civil`" in card and "`criminal`" in card
     assert json.loads((uploaded / "config.json").read_text())["auto_map"]
     assert (uploaded / "model.safetensors").is_file() and (uploaded / "modeling.py").is_file()
-    [(repo_id, upload)] = fake_hub["uploads"]
-    assert repo_id == "someone/roformer-cail" and upload["commit_message"] == "first"
+    [upload] = fake_hub.uploads
+    assert upload.repo_id == "someone/roformer-cail" and upload.options["commit_message"] == "first"
 
 
 def test_model_card_without_training_says_so(tmp_path):
@@ -376,7 +369,9 @@ def test_model_card_without_training_says_so(tmp_path):
         folder.mkdir()
     local_card = write_model_card(tmp_path / "new", config=config, base_model=str(base_folder)).read_text()
     assert "base_model:" not in local_card  # the Hub's metadata wants model ids
-    assert "Base model: `base`" in local_card and str(tmp_path) not in local_card  # no local folders
+    assert (
+        "Started from `base`, a local checkpoint" in local_card and str(tmp_path) not in local_card
+    )  # no local folders
     # a local checkpoint whose card names its Hub model: the new card names that one
     from_card = write_model_card(tmp_path / "newer", config=config, base_model=str(tmp_path)).read_text()
     assert "base_model: junnyu/roformer_chinese_base" in from_card
@@ -386,8 +381,6 @@ def test_model_card_without_training_says_so(tmp_path):
 def test_model_card_states_what_the_run_did(tmp_path):
     """Lengths and steps of the run (not the config's max_position_embeddings), only the option that set the length
     of training, and data and command without the folders of the machine that trained the model."""
-    from types import SimpleNamespace
-
     from transformers import TrainingArguments
 
     from roformer_hf.model_card import TrainingSummary, model_card

@@ -4,7 +4,6 @@ tokenizer, card and metrics and nothing private to the run; its card is one the 
 the captured folder loads where roformer_hf is not installed, with `trust_remote_code=True`, to the same logits."""
 
 import json
-import shutil
 import subprocess
 import sys
 from fnmatch import fnmatchcase
@@ -13,12 +12,13 @@ from types import SimpleNamespace
 import huggingface_hub
 import pytest
 import torch
-from conftest import TINY_WORD_VOCAB
+from conftest import TINY_WORD_VOCAB, fake_upload_folder
 from huggingface_hub import ModelCard
+from huggingface_hub.repocard_data import model_index_to_eval_results
 from test_run_classification import tiny_run, write_jsonl
 
 import roformer_hf
-from roformer_hf.model_card import TrainingSummary, model_card, write_model_card
+from roformer_hf.model_card import TrainingSummary, model_card, without_local_path, write_model_card
 from roformer_hf.training.cpu_precision import evaluation_precision
 
 TEXTS = ["原告与被告签订借款合同，约定借款十万元。", "被告人盗窃财物，数额较大。"]
@@ -27,6 +27,10 @@ SHARED_FILES = {
     *("config.json", "vocab.txt", "tokenizer_config.json", "README.md"),
     *("all_results.json", "train_results.json", "eval_results.json", "test_results.json"),
 }
+# Files of the user's left in the output folder before the run, which an upload never sends (and one left after it,
+# named as the results are, SWEEP_RESULTS).
+STRAY_FILES = {"notes.py": "# what to try next\n", "my_notes_with_token.py": 'HF_TOKEN = "hf_not_a_real_token"\n'}
+SWEEP_RESULTS = "sweep_results.json"
 
 
 @pytest.fixture(scope="module")
@@ -44,25 +48,24 @@ def pushed_run(tmp_path_factory, tokenizer, roformer_vocab, cail_rows):
     rows = [{"text": row["text"], "label": row["label"]} for row in cail_rows]
     train = write_jsonl(root / "train.jsonl", rows[:8] + rows[30:38])
     test = write_jsonl(root / "test.jsonl", rows[10:14] + rows[40:44])
-    captured, commits = root / "captured", []
+    uploads = []
 
     def create_repo(api, repo_id, **kwargs):
         return huggingface_hub.RepoUrl(f"https://huggingface.co/someone/{repo_id.split('/')[-1]}")
 
-    def create_commit(api, *, repo_id, operations, **kwargs):
-        commits.append((repo_id, kwargs["commit_message"]))
-        captured.mkdir()
-        for operation in operations:
-            shutil.copyfile(operation.path_or_fileobj, captured / operation.path_in_repo)
+    def create_commit(api, **kwargs):
+        raise AssertionError(f"create_commit called with {kwargs}: an upload is upload_folder's one commit")
 
-    def upload_folder(api, **kwargs):
-        raise AssertionError(f"upload_folder called with {kwargs}: the Trainer pushed the output folder itself")
-
+    output_dir = root / "cail-classifier"
+    output_dir.mkdir()
+    for name, content in STRAY_FILES.items():  # the user's, beside the model: they stay here
+        (output_dir / name).write_text(content, encoding="utf-8")
     with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)  # the Hub stood in for, as in reach
+        patch.setattr(huggingface_hub.HfApi, "whoami", lambda api, **kwargs: {"name": "someone"})
         patch.setattr(huggingface_hub.HfApi, "create_repo", create_repo)
         patch.setattr(huggingface_hub.HfApi, "create_commit", create_commit)
-        patch.setattr(huggingface_hub.HfApi, "upload_folder", upload_folder)
-        output_dir = root / "cail-classifier"
+        patch.setattr(huggingface_hub.HfApi, "upload_folder", fake_upload_folder(uploads, root / "hub"))
         metrics = tiny_run(
             roformer_vocab,
             output_dir,
@@ -71,6 +74,8 @@ def pushed_run(tmp_path_factory, tokenizer, roformer_vocab, cail_rows):
             *("--do_train", "--do_eval", "--do_predict", "--push_to_hub", "--save_strategy", "steps"),
             *("--save_steps", "2", "--max_steps", "3"),
         )
+    commits = [(upload.repo_id, upload.options["commit_message"]) for upload in uploads]
+    captured = uploads[0].copied
     return SimpleNamespace(output_dir=output_dir, captured=captured, commits=commits, metrics=metrics)
 
 
@@ -83,30 +88,36 @@ def test_the_upload_is_the_model_and_its_results_without_the_run_private_files(p
     left_behind = {path.name for path in pushed_run.output_dir.iterdir()} - uploaded
     assert {"predictions.jsonl", "confusion_matrix_eval.png", "confusion_matrix_test.png"} <= left_behind
     assert {"checkpoint-2", "checkpoint-3"} <= left_behind
+    assert set(STRAY_FILES) <= left_behind  # the user's notes (one with a token) stay on the machine
+    assert all(
+        (pushed_run.output_dir / name).read_text(encoding="utf-8") == text for name, text in STRAY_FILES.items()
+    )
 
 
-def test_push_folder_to_hub_sends_a_saved_folder_as_the_script_does(pushed_run, monkeypatch):
+def test_push_folder_to_hub_sends_a_saved_folder_as_the_script_does(pushed_run, monkeypatch, tmp_path):
     from roformer_hf.hub_upload import RUN_FILES, push_folder_to_hub
 
-    commits = []
+    uploads = []
     monkeypatch.setattr(
         huggingface_hub.HfApi,
         "create_repo",
         lambda api, repo_id, **kwargs: huggingface_hub.RepoUrl(f"https://huggingface.co/{repo_id}"),
     )
-    monkeypatch.setattr(huggingface_hub.HfApi, "create_commit", lambda api, **kwargs: commits.append(kwargs))
+    monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", fake_upload_folder(uploads, tmp_path))
+    (pushed_run.output_dir / SWEEP_RESULTS).write_text('{"lr_1e-3": 0.5}')
     push_folder_to_hub(pushed_run.output_dir, "someone/again")
     push_folder_to_hub(pushed_run.output_dir, "someone/again", include_run_files=True)
-    assert [commit["repo_id"] for commit in commits] == ["someone/again"] * 2
-    sent, with_run_files = ({op.path_in_repo for op in commit["operations"]} for commit in commits)
+    assert [upload.repo_id for upload in uploads] == ["someone/again"] * 2
+    sent, with_run_files = (set(upload.sent) for upload in uploads)
     assert sent == {path.name for path in pushed_run.captured.iterdir()}
     assert with_run_files - sent == {"predictions.jsonl", "confusion_matrix_eval.png", "confusion_matrix_test.png"} | {
         "trainer_state.json"
     }
     assert all(any(fnmatchcase(name, pattern) for pattern in RUN_FILES) for name in with_run_files - sent)
+    assert not (set(STRAY_FILES) | {SWEEP_RESULTS}) & with_run_files
     with pytest.raises(ValueError, match=r"holds no config\.json, so it is not a saved model"):
         push_folder_to_hub(pushed_run.output_dir.parent, "someone/again")  # the folder above it, by mistake
-    assert len(commits) == 2
+    assert len(uploads) == 2
 
 
 def test_the_card_is_one_the_hub_reads(pushed_run):
@@ -115,30 +126,30 @@ def test_the_card_is_one_the_hub_reads(pushed_run):
     assert data.license == "apache-2.0"  # from the card of the MLM the run started from
     assert data.base_model == "junnyu/roformer_chinese_base"  # the Hub model that card names
     assert data.language == "zh" and data.pipeline_tag == "text-classification"
-    assert data.metrics == ["accuracy", "f1"]
-    results = {(result.dataset_split, result.metric_name): result for result in data.eval_results}
+    # local data files: no model-index (its dataset ids would read as Hub ids); the results are in the text
+    assert data.metrics is None and data.eval_results is None and data.datasets is None
     test_results = json.loads((pushed_run.captured / "test_results.json").read_text())
-    for split, prefix in (("validation", "eval"), ("test", "test")):
-        for metric in ("accuracy", "f1_macro"):
-            result = results[split, metric]
-            assert result.metric_value == pytest.approx(pushed_run.metrics[f"{prefix}_{metric}"])
-            assert result.task_type == "text-classification" and result.dataset_name == "train.jsonl, test.jsonl"
-    assert results["test", "accuracy"].metric_value == pytest.approx(test_results["test_accuracy"])
-    assert data.model_name == "cail-classifier"
     body = card.text
+    assert (
+        body.startswith("\n# cail-classifier\n") or "# cail-classifier\n" in body
+    )  # the model's name, not "RoFormer"
+    assert "- `eval_` (validation): `test.jsonl`" in body and "- `test_` (test): `test.jsonl`" in body
     assert f"| test_accuracy | {test_results['test_accuracy']:.4f} |" in body  # the test metrics, in the text too
     assert "Results (computed in float32):" in body and test_results["test_precision"] == "float32"
     assert 'from_pretrained("someone/cail-classifier", trust_remote_code=True)' in body
 
 
 def test_a_card_reads_back_every_field(tmp_path):
+    """Results of a Hub dataset's splits `dev` and `test` in configuration `court`, read back as the Hub reads them."""
     config = roformer_hf.RoFormerConfig(**TINY_WORD_VOCAB, id2label={0: "civil", 1: "criminal"})
     config.architectures = ["RoFormerForSequenceClassification"]
     summary = TrainingSummary(
         script="run_classification.py",
         task="text classification",
-        datasets=["data/cail_sample.jsonl"],
+        datasets=["someone/cail2019"],
         dataset_name="someone/cail2019",
+        dataset_config="court",
+        split_names={"eval": "dev", "test": "test"},
         precision="bf16 autocast",
         results={"eval_accuracy": 0.75, "eval_loss": 0.5, "test_accuracy": 0.625, "test_f1_macro": 0.6},
     )
@@ -157,31 +168,72 @@ def test_a_card_reads_back_every_field(tmp_path):
         ["someone/cail2019"],
     )
     assert data.language == "zh" and data.metrics == ["accuracy", "f1"]
-    read_back = [(r.dataset_type, r.dataset_split, r.metric_name, r.metric_value) for r in data.eval_results]
-    assert read_back == [
-        ("someone/cail2019", "validation", "accuracy", 0.75),  # the loss is not a metric of the task
-        ("someone/cail2019", "test", "accuracy", 0.625),
-        ("someone/cail2019", "test", "f1_macro", 0.6),
+    model_name, results = model_index_to_eval_results(data.to_dict()["model-index"])
+    read_back = [(r.dataset_type, r.dataset_config, r.dataset_split, r.metric_name, r.metric_value) for r in results]
+    assert model_name == "cail" and read_back == [
+        ("someone/cail2019", "court", "dev", "accuracy", 0.75),  # the split's own name; the loss is no task metric
+        ("someone/cail2019", "court", "test", "accuracy", 0.625),
+        ("someone/cail2019", "court", "test", "f1_macro", 0.6),
     ]
     assert "Results (computed in bf16 autocast):" in card.text
+    assert "- `eval_` (validation): the split `dev` of `someone/cail2019` (configuration `court`)" in card.text
 
 
 def test_a_local_dataset_folder_stays_out_of_the_metadata(tmp_path):
-    """--dataset_name may be a local folder: the Hub's metadata names no folder of this machine."""
+    """--dataset_name may be a local folder: the Hub's metadata names no folder of this machine, as a Hub id or
+    otherwise; the text says what the data is, and what the held-out validation text is."""
     config = roformer_hf.RoFormerConfig(**TINY_WORD_VOCAB)
     config.architectures = ["RoFormerForMaskedLM"]
     folder = tmp_path / "news_corpus"
     folder.mkdir()
     summary = TrainingSummary(
-        script="run_mlm.py", task="masked language modelling", datasets=[str(folder)], dataset_name=str(folder)
+        script="run_mlm.py",
+        task="masked language modelling",
+        datasets=[str(folder)],
+        dataset_name=str(folder),
+        evaluation_data={"eval": "the last 5% of the training text (in file order), held out: not trained on"},
     )
     summary.results = {"eval_accuracy": 0.25, "perplexity": 40.0}
-    card = model_card(config, training_summary=summary)
-    data = card.data
-    assert data.datasets is None and str(tmp_path) not in str(card)
-    names = {(result.dataset_name, result.metric_name, result.metric_value) for result in data.eval_results}
-    assert names == {("news_corpus", "accuracy", 0.25), ("news_corpus", "perplexity", 40.0)}
+    card = model_card(config, training_summary=summary, base_model=str(folder), model_name="news-mlm")
+    card.save(tmp_path / "README.md")
+    data = ModelCard.load(tmp_path / "README.md").data
+    assert data.datasets is None and data.eval_results is None and str(tmp_path) not in str(card)
     assert data.pipeline_tag == "fill-mask" and data.license is None and data.base_model is None
+    assert "# news-mlm\n" in card.text and "- news_corpus" in card.text
+    assert "- `eval_` (validation): the last 5% of the training text (in file order), held out" in card.text
+    assert "Started from `news_corpus`, a local checkpoint" in card.text and "Base model:" not in card.text
+
+
+def test_a_description_stays_whole_and_loses_only_its_folders():
+    described = (
+        "CAIL2019 court fact descriptions (/home/me/data/cail_sample.jsonl), 96 for training, 32 for evaluation"
+    )
+    assert without_local_path(described) == (
+        "CAIL2019 court fact descriptions (cail_sample.jsonl), 96 for training, 32 for evaluation"
+    )
+    assert without_local_path("someone/cail2019") == "someone/cail2019"
+    assert without_local_path("/home/me/corpus.txt") == "corpus.txt"
+
+
+def test_non_finite_results_are_left_out_with_a_line(caplog):
+    config = roformer_hf.RoFormerConfig(**TINY_WORD_VOCAB)
+    config.architectures = ["RoFormerForSequenceClassification"]
+    summary = TrainingSummary(
+        script="run_classification.py",
+        task="text classification",
+        datasets=["someone/cail2019"],
+        dataset_name="someone/cail2019",
+        split_names={"eval": "validation"},
+        results={"eval_accuracy": 0.5, "eval_f1_macro": float("nan"), "eval_loss": float("inf")},
+    )
+    with caplog.at_level("WARNING", logger="roformer_hf.model_card"):
+        card = model_card(config, training_summary=summary)
+    assert [record.getMessage() for record in caplog.records] == [
+        "the model card leaves out eval_f1_macro, eval_loss: not finite numbers"
+    ]
+    assert [result.metric_name for result in card.data.eval_results] == ["accuracy"]
+    assert "nan" not in card.text.lower() and "| inf" not in card.text
+    assert "Left out of the results: `eval_f1_macro`, `eval_loss` (not finite numbers)." in card.text
 
 
 # Loads the captured upload where roformer_hf cannot be imported and prints the logits of the texts.

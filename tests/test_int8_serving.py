@@ -1,13 +1,14 @@
 """int8_serving.py: int8 serving through torchao (the supported route) gives the float32 model's outputs within int8's
 rounding, and without torchao falls back to torch's deprecated dynamic quantization with one warning that says so."""
 
+import json
 import warnings
 
 import pytest
 import torch
 
 from roformer_hf import RoFormerConfig, RoFormerForSequenceClassification, int8_serving
-from roformer_hf.int8_serving import FALLBACK_WARNING, quantize_int8
+from roformer_hf.int8_serving import FALLBACK_WARNING, load_int8, quantize_int8
 
 CONFIG = {
     "vocab_size": 99,
@@ -74,3 +75,46 @@ def test_compiled_once_for_every_length_gives_the_eager_int8_logits():
                 logits = compiled(input_ids=input_ids).logits
             # the compiled kernels round a few activations to the neighbouring int8 step: 2e-4 here, logits of ~0.3
             torch.testing.assert_close(logits, quantized(input_ids=input_ids).logits, atol=2e-3, rtol=0)
+
+
+def saved_float32_classifier(folder) -> torch.Tensor:
+    """A random float32 classifier saved in `folder`; returns the input ids of `float32_and_int8`."""
+    torch.manual_seed(0)
+    RoFormerForSequenceClassification(RoFormerConfig(**CONFIG)).save_pretrained(folder)
+    return torch.randint(5, CONFIG["vocab_size"], (4, 24))
+
+
+def test_load_int8_saves_and_reloads_to_the_same_logits(tmp_path):
+    """transformers' TorchAoConfig route: the int8 logits of quantize_int8, and a model that saves and reloads."""
+    pytest.importorskip("torchao", reason="the int8 extra (pip install '.[int8]') is not installed")
+    input_ids = saved_float32_classifier(tmp_path / "float32")
+    loaded = load_int8(tmp_path / "float32", RoFormerForSequenceClassification)
+    in_place = quantize_int8(RoFormerForSequenceClassification.from_pretrained(tmp_path / "float32").eval())
+    with torch.inference_mode():
+        logits = loaded(input_ids=input_ids).logits
+        torch.testing.assert_close(logits, in_place(input_ids=input_ids).logits, rtol=0, atol=0)
+    loaded.save_pretrained(tmp_path / "int8")
+    assert json.loads((tmp_path / "int8" / "config.json").read_text())["quantization_config"]["quant_method"] == (
+        "torchao"
+    )
+    reloaded = RoFormerForSequenceClassification.from_pretrained(tmp_path / "int8").eval()
+    assert reloaded.roformer.encoder.layer[0].attention.self.query.weight.qdata.dtype == torch.int8
+    with torch.inference_mode():
+        torch.testing.assert_close(reloaded(input_ids=input_ids).logits, logits, rtol=0, atol=0)
+    with pytest.raises(ValueError, match=r"made int8 in memory .*load_int8\(path\)"):
+        in_place.save_pretrained(tmp_path / "in_place")  # refused before anything is written
+    assert not (tmp_path / "in_place").exists()
+
+
+def test_without_torchao_load_int8_falls_back_and_refuses_to_save(tmp_path, monkeypatch):
+    monkeypatch.setattr(int8_serving, "torchao_int8", lambda: (None, None))
+    input_ids = saved_float32_classifier(tmp_path / "float32")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = load_int8(tmp_path / "float32", RoFormerForSequenceClassification)
+    assert [str(warning.message) for warning in caught] == [FALLBACK_WARNING]
+    float32 = RoFormerForSequenceClassification.from_pretrained(tmp_path / "float32").eval()
+    with torch.inference_mode():
+        assert_int8_close(float32(input_ids=input_ids).logits, model(input_ids=input_ids).logits)
+    with pytest.raises(ValueError, match=r"made int8 in memory"):
+        model.save_pretrained(tmp_path / "int8")

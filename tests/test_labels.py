@@ -4,6 +4,7 @@ test_run_classification.py and test_bad_inputs.py."""
 
 import datasets
 import pytest
+from huggingface_hub import ModelCard
 
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.labels import (
@@ -14,9 +15,11 @@ from roformer_hf.training.labels import (
     build_label_maps,
     check_finite_labels,
     check_label_kinds,
+    class_label_names,
     encode_label,
     infer_problem_type,
     label_info_from_data,
+    labels_as_names,
     read_csv_numbers,
     sorted_label_names,
 )
@@ -100,3 +103,112 @@ def test_build_label_maps_refuses_labels_unseen_in_training():
     )
     with pytest.raises(ScriptError, match="the test data has labels never seen in training: 'theft'"):
         build_label_maps(splits, "label", "auto", model_args=None)
+
+
+# --- Labels a dataset's schema declares (ClassLabel) ---
+
+# Declared in an order that is not alphabetical, with a class no row has: both kept as the schema says.
+DECLARED = ["criminal", "civil", "administrative"]
+
+
+def class_label_rows(rows: list[dict], multi_label: bool = False) -> datasets.Dataset:
+    """`rows` ({"text", "label"} with label names) as a dataset whose label column is a ClassLabel of `DECLARED`
+    (multi-label: a list of them), the way `class_encode_column` or the Hub's datasets store labels."""
+    label = datasets.ClassLabel(names=DECLARED)
+    features = datasets.Features(
+        {"text": datasets.Value("string"), "label": datasets.List(label) if multi_label else label}
+    )
+    ids = [[DECLARED.index(row["label"])] if multi_label else DECLARED.index(row["label"]) for row in rows]
+    return datasets.Dataset.from_dict({"text": [row["text"] for row in rows], "label": ids}, features=features)
+
+
+def test_class_label_names_reads_the_schema():
+    assert class_label_names(datasets.ClassLabel(names=DECLARED)) == DECLARED
+    assert class_label_names(datasets.List(datasets.ClassLabel(names=["b", "a"]))) == ["b", "a"]
+    assert class_label_names(datasets.Value("string")) is None and class_label_names(None) is None
+
+
+def test_labels_as_names_gives_names_and_leaves_a_split_without_labels_unlabelled():
+    rows = class_label_rows([{"text": "一", "label": "civil"}, {"text": "二", "label": "administrative"}])
+    assert labels_as_names(rows, "label")["label"] == ["civil", "administrative"]
+    multi = class_label_rows([{"text": "一", "label": "criminal"}], multi_label=True)
+    assert labels_as_names(multi, "label")["label"] == [["criminal"]]
+    unlabelled = rows.cast_column("label", datasets.ClassLabel(names=DECLARED)).map(lambda row: {"label": -1})
+    assert "label" not in labels_as_names(unlabelled, "label").column_names  # -1 is the ClassLabel's "no label"
+    plain = datasets.Dataset.from_dict({"label": [1, 0]})
+    assert labels_as_names(plain, "label") is plain
+
+
+def test_declared_classes_are_kept_in_their_order_even_one_absent_from_train():
+    train = labels_as_names(
+        class_label_rows([{"text": "一", "label": "civil"}, {"text": "二", "label": "criminal"}]), "label"
+    )
+    info = label_info_from_data(train, "label", "auto", DECLARED)
+    assert info.label_names == DECLARED and info.problem_type == SINGLE_LABEL
+
+
+def save_class_label_data(kind: str, folder, splits: dict[str, datasets.Dataset]) -> list[str]:
+    """The splits train/dev/test saved as `kind` data; returns the script arguments that read them."""
+    if kind == "hub_layout":  # as datasets' push_to_hub lays a dataset out: parquet files and configs in README.md
+        for split, dataset in splits.items():
+            dataset.to_parquet(str(folder / "data" / f"{split}-00000-of-00001.parquet"))
+        configs = "".join(f"  - split: {split}\n    path: data/{split}-*\n" for split in splits)
+        (folder / "README.md").write_text(f"---\nconfigs:\n- config_name: default\n  data_files:\n{configs}---\n")
+        return ["--dataset_name", str(folder), "--validation_split_name", "dev"]
+    if kind == "save_to_disk":
+        datasets.DatasetDict(splits).save_to_disk(str(folder / "saved"))
+        return ["--dataset_name", str(folder / "saved"), "--validation_split_name", "dev"]
+    options = {"train": "--train_file", "dev": "--validation_file", "test": "--test_file"}
+    arguments = []
+    for split, dataset in splits.items():
+        path = folder / f"{split}.{kind}"
+        if kind == "parquet":
+            dataset.to_parquet(str(path))
+        else:  # an Arrow file as save_to_disk writes one, schema and all
+            dataset.save_to_disk(str(folder / f"{split}_saved"))
+            path = next((folder / f"{split}_saved").glob("*.arrow")).rename(path)
+        arguments += [options[split], str(path)]
+    return arguments
+
+
+@pytest.mark.parametrize("kind", ["hub_layout", "parquet", "arrow", "save_to_disk"])
+def test_a_class_label_dataset_fine_tunes_with_its_names(kind, tmp_path, roformer_vocab, cail_rows):
+    from test_run_classification import read_predictions, tiny_run
+
+    from roformer_hf import RoFormerConfig
+
+    rows = [{"text": row["text"], "label": row["label"]} for row in cail_rows]
+    splits = {
+        "train": class_label_rows(rows[:8] + rows[30:38]),
+        "dev": class_label_rows(rows[10:13] + rows[40:43]),
+        "test": class_label_rows(rows[20:22] + rows[50:52]),
+    }
+    data = tmp_path / "data"
+    (data / "data").mkdir(parents=True)
+    arguments = save_class_label_data(kind, data, splits)
+    output_dir = tmp_path / "out"
+    tiny_run(roformer_vocab, output_dir, *arguments, "--do_train", "--do_eval", "--do_predict")
+    config = RoFormerConfig.from_pretrained(output_dir)
+    assert config.id2label == dict(enumerate(DECLARED))  # the schema's order, "administrative" kept
+    predictions = read_predictions(output_dir)
+    assert [record["label"] for record in predictions] == ["civil", "civil", "criminal", "criminal"]
+    assert all(record["prediction"] in DECLARED and set(record["scores"]) == set(DECLARED) for record in predictions)
+    card = (output_dir / "README.md").read_text(encoding="utf-8")
+    assert "0 = `criminal`, 1 = `civil`, 2 = `administrative`" in card
+    if kind in ("hub_layout", "save_to_disk"):  # results named by the dataset's split, the folder by its name only
+        assert "- `eval_` (validation): the split `dev` of the local dataset `" in card
+    assert ModelCard.load(output_dir / "README.md").data.eval_results is None  # no local folder as a dataset id
+    assert str(tmp_path) not in card
+
+
+def test_a_declared_class_absent_from_train_is_no_unseen_label():
+    """The validation data may hold a class the ClassLabel declares though no training row has it."""
+    train = class_label_rows([{"text": "一", "label": "civil"}, {"text": "二", "label": "criminal"}])
+    validation = class_label_rows([{"text": "三", "label": "administrative"}])
+    raw = datasets.DatasetDict(
+        {"train": labels_as_names(train, "label"), "validation": labels_as_names(validation, "label")}
+    )
+    info = build_label_maps(raw, "label", "auto", None, declared_names=class_label_names(train.features["label"]))
+    assert info.label_names == DECLARED
+    with pytest.raises(ScriptError, match=r"labels never seen in training: 'administrative'"):
+        build_label_maps(raw, "label", "auto", None)  # without the schema's names, as on main

@@ -1,9 +1,12 @@
 """The model card and Hub upload of a script's run (`roformer_hf.training.publishing`), the same for both scripts."""
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import huggingface_hub
 import pytest
+from conftest import BEFORE_CLASSES, bad_input_rows, fake_upload_folder
+from test_bad_inputs import ROWS, run_in_process, template_pattern, tiny_run, write_jsonl
 
 from roformer_hf import RoFormerConfig
 from roformer_hf.model_card import TrainingSummary
@@ -11,18 +14,15 @@ from roformer_hf.training.publishing import publish_run
 
 
 @pytest.fixture
-def fake_hub(monkeypatch):
+def fake_hub(monkeypatch, tmp_path):
     hub = {"repos": [], "uploads": []}
 
     def create_repo(api, repo_id, **kwargs):
         hub["repos"].append((repo_id, kwargs))
         return huggingface_hub.RepoUrl(f"https://huggingface.co/someone/{repo_id.split('/')[-1]}")
 
-    def create_commit(api, *, repo_id, operations, **kwargs):
-        hub["uploads"].append((repo_id, sorted(operation.path_in_repo for operation in operations), kwargs))
-
     monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", create_repo)
-    monkeypatch.setattr(huggingface_hub.HfApi, "create_commit", create_commit)
+    monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", fake_upload_folder(hub["uploads"], tmp_path / "hub"))
     return hub
 
 
@@ -49,13 +49,16 @@ def test_card_written_and_nothing_uploaded_without_push_to_hub(tmp_path, fake_hu
 def test_push_uploads_the_output_folder_without_checkpoints_and_names_the_repo_in_the_card(tmp_path, fake_hub):
     output_dir = tmp_path / "my-classifier"
     (output_dir / "checkpoint-2").mkdir(parents=True)
-    for name in ("config.json", "model.safetensors", "modeling.py", "vocab.txt", "all_results.json"):
+    for name in ("model.safetensors", "modeling.py", "vocab.txt", "all_results.json"):
         (output_dir / name).write_text("{}")
+    (output_dir / "config.json").write_text('{"auto_map": {"AutoModel": "modeling.RoFormerModel"}}')
     for name in (
         "predictions.jsonl",
         "confusion_matrix_test.png",
         ".roformer_hf.lock",
         "notes.txt",
+        "notes.py",
+        "sweep_results.json",
         "run_settings.json",
     ):
         (output_dir / name).write_text("private")
@@ -64,14 +67,14 @@ def test_push_uploads_the_output_folder_without_checkpoints_and_names_the_repo_i
     repo_id = publish_run(run, run.args, SUMMARY, None)
     assert repo_id == "someone/my-classifier"
     assert fake_hub["repos"] == [("my-classifier", {"private": True, "exist_ok": True})]
-    [(uploaded_to, names, options)] = fake_hub["uploads"]
-    assert uploaded_to == repo_id and options["commit_message"] == "End of training"
+    [upload] = fake_hub["uploads"]
+    assert upload.repo_id == repo_id and upload.options["commit_message"] == "End of training"
     shared = ["README.md", "all_results.json", "config.json", "model.safetensors", "modeling.py", "vocab.txt"]
-    assert names == shared  # no checkpoint, lock, predictions, picture, run settings or file of the user's
+    assert upload.sent == shared  # no checkpoint, lock, predictions, picture, run settings or file of the user's
     run.args.hub_include_run_files = True
     publish_run(run, run.args, SUMMARY, None)
     run_files = ["confusion_matrix_test.png", "predictions.jsonl", "run_settings.json"]
-    assert fake_hub["uploads"][-1][1] == sorted(shared + run_files)
+    assert fake_hub["uploads"][-1].sent == sorted(shared + run_files)
     assert f'from_pretrained("{repo_id}"' in (output_dir / "README.md").read_text(encoding="utf-8")
 
 
@@ -98,3 +101,139 @@ def test_other_processes_write_and_upload_nothing(tmp_path, fake_hub):
     run = finished_run(tmp_path, main_process=False, push_to_hub=True)
     assert publish_run(run, run.args, SUMMARY, None) is None
     assert not (tmp_path / "README.md").exists() and fake_hub["uploads"] == []
+
+
+def test_a_card_without_license_is_said_at_the_end(tmp_path, fake_hub, capsys):
+    run = finished_run(tmp_path)
+    publish_run(run, run.args, SUMMARY, None)
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"{tmp_path / 'README.md'} names no license (nor does the checkpoint the run started from): pass --license "
+        "with the Hub's id of yours (apache-2.0, mit, cc-by-4.0, ...; 'other' for one the Hub does not list)."
+    )
+    run = finished_run(tmp_path, license="mit")
+    publish_run(run, run.args, SUMMARY, None)
+    assert "names no license" not in capsys.readouterr().out
+
+
+def test_the_card_is_named_after_the_hub_model_id_or_the_output_folder(tmp_path, fake_hub):
+    output_dir = tmp_path / "my-run"
+    output_dir.mkdir()
+    run = finished_run(output_dir)
+    publish_run(run, run.args, SUMMARY, None)
+    assert "\n# my-run\n" in (output_dir / "README.md").read_text(encoding="utf-8")
+    run = finished_run(output_dir, hub_model_id="someone/cail-roformer")
+    publish_run(run, run.args, SUMMARY, None)
+    assert "\n# cail-roformer\n" in (output_dir / "README.md").read_text(encoding="utf-8")
+
+
+# --- Pushes and licenses checked before training: the table "Pushes, licenses and dataset splits" of bad_inputs.md ---
+
+SECTION = "## Pushes, licenses and dataset splits"
+
+
+def hub_in_reach(monkeypatch, whoami=lambda api, **kwargs: {"name": "someone"}) -> None:
+    """The Hub as if online (the tests never reach it): offline mode off, `whoami` answered by `whoami`."""
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.HfApi, "whoami", whoami)
+
+
+def unreachable(api, **kwargs):
+    raise ConnectionError("Failed to connect to huggingface.co")
+
+
+def upload_gone(api, **kwargs):
+    raise ConnectionError("Connection reset by peer")
+
+
+def push_offline(monkeypatch, tmp) -> list[str]:
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    return ["--push_to_hub"]
+
+
+def push_hub_unreachable(monkeypatch, tmp) -> list[str]:
+    hub_in_reach(monkeypatch, whoami=unreachable)
+    return ["--push_to_hub"]
+
+
+def push_upload_fails(monkeypatch, tmp) -> list[str]:
+    hub_in_reach(monkeypatch)
+    repo_url = huggingface_hub.RepoUrl("https://huggingface.co/someone/out")
+    monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", lambda api, repo_id, **kwargs: repo_url)
+    monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", upload_gone)
+    return ["--push_to_hub"]
+
+
+def dataset_configurations_in_cache(monkeypatch, tmp) -> list[str]:
+    from test_data_sources import cache_of_two_configurations
+
+    rows = [{"id": str(index), **row} for index, row in enumerate(ROWS * 2)]
+    cache = cache_of_two_configurations(tmp, {"train": rows, "validation": rows[:4], "test": rows[:4]})
+    return ["--dataset_name", "someone/cail_small", "--cache_dir", str(cache)]
+
+
+PUSH_CASES = {
+    "push_offline": ("both scripts", push_offline),
+    "push_repo_id_malformed": (
+        "run_classification.py",
+        lambda *_: ["--push_to_hub", "--hub_model_id", "my model!"],
+    ),
+    "push_hub_unreachable": ("run_mlm.py", push_hub_unreachable),
+    "push_upload_fails": ("run_classification.py", push_upload_fails),
+    "license_not_a_hub_id": ("both scripts", lambda *_: ["--license", "Apache 2.0"]),
+    "license_empty": ("run_classification.py", lambda *_: ["--license", ""]),
+    "dataset_configurations_in_cache": ("run_classification.py", dataset_configurations_in_cache),
+}
+
+
+def save_int8_quantized_in_memory(tmp: Path) -> None:
+    """quantize_int8 (torchao's in-place route, or without torchao torch's deprecated one), then save_pretrained."""
+    import warnings
+
+    from roformer_hf import RoFormerForSequenceClassification
+    from roformer_hf.int8_serving import quantize_int8
+
+    config = RoFormerConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fallback's warning where torchao is not installed (test_int8_serving)
+        model = quantize_int8(RoFormerForSequenceClassification(config).eval())
+    model.save_pretrained(tmp / "int8")
+
+
+LIBRARY_CASES = {"save_int8_quantized_in_memory": ("library", save_int8_quantized_in_memory)}
+
+
+@pytest.mark.parametrize("case", list(LIBRARY_CASES))
+def test_a_library_refusal_is_one_value_error(case, tmp_path):
+    with pytest.raises(ValueError) as error:
+        LIBRARY_CASES[case][1](tmp_path)
+    pattern = template_pattern(bad_input_rows(SECTION)[case][2])
+    assert pattern.fullmatch(f"ValueError: {error.value}") and not (tmp_path / "int8").exists()
+
+
+def test_the_table_and_the_push_cases_name_the_same_bad_inputs():
+    table = bad_input_rows(SECTION)
+    cases = {case: where for case, (where, _) in {**PUSH_CASES, **LIBRARY_CASES}.items()}
+    assert {case: where for case, (where, _, _) in table.items()} == cases
+    assert all(before.startswith(BEFORE_CLASSES) for _, before, _ in table.values())
+
+
+def push_parameters() -> list:
+    return [
+        pytest.param(case, script, id=f"{case}-{script.removesuffix('.py')}")
+        for case, (where, _) in PUSH_CASES.items()
+        for script in (["run_mlm.py", "run_classification.py"] if where == "both scripts" else [where])
+    ]
+
+
+@pytest.mark.parametrize(("case", "script"), push_parameters())
+def test_a_push_or_license_that_would_fail_is_refused_before_training(case, script, tmp_path, capsys, monkeypatch):
+    extra = PUSH_CASES[case][1](monkeypatch, tmp_path)
+    arguments = tiny_run(script, tmp_path, write_jsonl(tmp_path / "train.jsonl", ROWS), *extra)
+    message = run_in_process(script, arguments, capsys)
+    pattern = template_pattern(bad_input_rows(SECTION)[case][2])
+    assert pattern.fullmatch(message), f"{script} {case}:\n  got      {message}\n  expected {pattern.pattern}"
+    output_dir = tmp_path / "out"
+    if case == "push_upload_fails":  # trained and saved, the card written, before the upload failed
+        assert (output_dir / "model.safetensors").is_file() and (output_dir / "README.md").is_file()
+    else:  # refused before any step: nothing trained or saved
+        assert not (output_dir / "model.safetensors").exists() and not list(output_dir.glob("checkpoint-*"))

@@ -220,7 +220,7 @@ def test_training_masks_depend_on_seed_epoch_and_example_only(tokenizer, news_li
 
 def test_preprocess_packs_and_splits(tmp_path, news_file, tokenizer):
     model_args, data_args, _, training_args = run_mlm.parse_mlm_arguments(run_arguments(news_file, tmp_path / "out"))
-    raw_datasets = run_mlm.load_corpus(data_args, model_args)
+    raw_datasets, _ = run_mlm.load_corpus(data_args, model_args)
     assert (len(raw_datasets["train"]), len(raw_datasets["validation"])) == (135, 15)
     examples = run_mlm.tokenize_corpus(raw_datasets, tokenizer, 48, data_args, training_args)
     assert {len(ids) for ids in examples["train"]["input_ids"]} == {48}
@@ -236,7 +236,7 @@ def test_a_long_line_is_split_at_sentence_ends(tmp_path, news_lines, monkeypatch
     (tmp_path / "one_line.txt").write_text(line + "\n", encoding="utf-8")
     arguments = run_arguments(tmp_path / "one_line.txt", tmp_path / "out", "--validation_split_percentage", "0")
     model_args, data_args, _, _ = run_mlm.parse_mlm_arguments(arguments)
-    pieces = run_mlm.load_corpus(data_args, model_args)["train"]["text"]
+    pieces = run_mlm.load_corpus(data_args, model_args)[0]["train"]["text"]
     assert "".join(pieces) == line
     assert len(pieces) >= 10 and max(map(len, pieces)) <= 300
     assert all(piece[-1] in text_corpus.SENTENCE_ENDS for piece in pieces[:-1])
@@ -251,7 +251,7 @@ def test_split_long_text_cuts_at_the_limit_without_a_sentence_end():
 def test_upper_case_extensions_are_read(tmp_path, news_lines):
     (tmp_path / "NEWS.TXT").write_text("\n".join(news_lines[:20]) + "\n", encoding="utf-8")
     model_args, data_args, _, _ = run_mlm.parse_mlm_arguments(run_arguments(tmp_path / "NEWS.TXT", tmp_path / "out"))
-    raw_datasets = run_mlm.load_corpus(data_args, model_args)
+    raw_datasets, _ = run_mlm.load_corpus(data_args, model_args)
     assert len(raw_datasets["train"]) + len(raw_datasets["validation"]) == 20
 
 
@@ -271,7 +271,7 @@ def test_csv_texts_that_pandas_reads_as_missing_are_kept(tmp_path):
     (tmp_path / "news.csv").write_text("text\n新华社北京电\nNA\nnull\n人民日报\n", encoding="utf-8")
     arguments = run_arguments(tmp_path / "news.csv", tmp_path / "out", "--validation_split_percentage", "0")
     model_args, data_args, _, _ = run_mlm.parse_mlm_arguments(arguments)
-    assert run_mlm.load_corpus(data_args, model_args)["train"]["text"] == [
+    assert run_mlm.load_corpus(data_args, model_args)[0]["train"]["text"] == [
         "新华社北京电",
         "NA",
         "null",
@@ -284,7 +284,7 @@ def test_line_by_line_truncates(tmp_path, news_file, tokenizer):
         run_arguments(news_file, tmp_path / "out", "--line_by_line")
     )
     examples = run_mlm.tokenize_corpus(
-        run_mlm.load_corpus(data_args, model_args), tokenizer, 40, data_args, training_args
+        run_mlm.load_corpus(data_args, model_args)[0], tokenizer, 40, data_args, training_args
     )
     lengths = [len(ids) for ids in examples["train"]["input_ids"]]
     assert len(lengths) == 135 and max(lengths) == 40 and min(lengths) < 40
@@ -299,12 +299,12 @@ def test_streaming_and_saved_dataset(tmp_path, news_lines, tokenizer):
         ["--train_file", str(jsonl), "--streaming", *common]
     )
     streamed = run_mlm.tokenize_corpus(
-        run_mlm.load_corpus(data_args, model_args), tokenizer, 32, data_args, training_args
+        run_mlm.load_corpus(data_args, model_args)[0], tokenizer, 32, data_args, training_args
     )
     assert [len(example["input_ids"]) for _, example in zip(range(5), streamed["train"], strict=False)] == [32] * 5
     datasets.Dataset.from_list([{"body": line} for line in news_lines]).save_to_disk(tmp_path / "saved")
     model_args, data_args, _, _ = run_mlm.parse_mlm_arguments(["--dataset_name", str(tmp_path / "saved"), *common])
-    raw_datasets = run_mlm.load_corpus(data_args, model_args)
+    raw_datasets, _ = run_mlm.load_corpus(data_args, model_args)
     assert (len(raw_datasets["train"]), len(raw_datasets["validation"])) == (285, 15)
 
 
@@ -639,7 +639,7 @@ def test_streamed_evaluation_is_bounded_by_default(tmp_path, news_file, tokenize
     assert data_args.max_eval_samples == 3
     assert "--streaming: each evaluation reads the first 3 validation examples only" in caplog.text
     examples = run_mlm.tokenize_corpus(
-        run_mlm.load_corpus(data_args, model_args), tokenizer, 16, data_args, training_args
+        run_mlm.load_corpus(data_args, model_args)[0], tokenizer, 16, data_args, training_args
     )
     assert len(list(examples["validation"])) == 3
     for given in (["--streaming", "--max_eval_samples", "5"], []):  # a given number, or no streaming: unchanged

@@ -13,7 +13,7 @@ from typing import Any
 
 from transformers import PreTrainedConfig, PreTrainedModel
 
-from ..compat import LOAD_REPORT_LOGGER
+from ..compat import LOAD_REPORT_LOGGER, TENSOR_PARALLEL_LOGGERS
 from ..configuration import RoFormerConfig
 from .cli import ModelArguments
 from .errors import ScriptError
@@ -223,18 +223,23 @@ def load_checkpoint(
 def load_report_at_info_only() -> Iterator[None]:
     """
     Keeps transformers' LOAD REPORT table (its rows of missing and unexpected weights, in terminal colours) off the
-    console unless the log level is info or lower: `heads_started_line` says the same in one line.
+    console unless the log level is info or lower: `heads_started_line` says the same in one line. Also transformers'
+    tensor-parallel check, which that level turns on, and which would name every layer as "not sharded" although the
+    scripts ask for no tensor parallelism (`compat.TENSOR_PARALLEL_LOGGERS`).
     """
     report_logger = logging.getLogger(LOAD_REPORT_LOGGER)
     if report_logger.isEnabledFor(logging.INFO):
         yield
         return
-    level = report_logger.level
-    report_logger.setLevel(logging.ERROR)
+    quieted = [logging.getLogger(name) for name in (LOAD_REPORT_LOGGER, *TENSOR_PARALLEL_LOGGERS)]
+    levels = [quieted_logger.level for quieted_logger in quieted]
+    for quieted_logger in quieted:
+        quieted_logger.setLevel(logging.ERROR)
     try:
         yield
     finally:
-        report_logger.setLevel(level)
+        for quieted_logger, level in zip(quieted, levels, strict=True):
+            quieted_logger.setLevel(level)
 
 
 def heads_started_line(model: PreTrainedModel, loading_info: dict, source: str) -> str | None:

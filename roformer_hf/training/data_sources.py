@@ -12,13 +12,16 @@ wrong with a source as a whole (a folder that is no dataset, a split or a key th
 
 import json
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import datasets
+import huggingface_hub
 
+from ..card_metadata import is_hub_dataset_id
 from .data_files import CSV_ONLY_EMPTY_CELLS_MISSING, check_data_file, data_file_error
 from .errors import ScriptError
 
@@ -105,9 +108,26 @@ def load_splits(
                 f"--dataset_name {data_args.dataset_name} has no split {name!r} (its splits: {', '.join(named)}): "
                 f"name the {split} split with --{split}_split_name, or give --{split}_file."
             )
+        else:
+            say_unused_splits(data_args, split, named, files)
     for split, dataset in splits.items():
         splits[split] = with_nested_fields(dataset, columns)
     return (datasets.IterableDatasetDict if streaming else datasets.DatasetDict)(splits), sources
+
+
+def say_unused_splits(data_args: Any, split: str, named: dict, files: dict[str, str | None]) -> None:
+    """
+    One line where `--dataset_name` has no split of the default name for `split` (`validation`, `test`) but has
+    splits the run reads for nothing (a `dev`, say): the run goes on without it (run_classification.py holds out part
+    of train for validation), and the line names the splits and the option that would read one.
+    """
+    used = {getattr(data_args, f"{role}_split_name", role) for role in files}
+    unused = [name for name in named if name not in used]
+    if unused:
+        logger.warning(
+            f"--dataset_name {data_args.dataset_name} has no split {split!r}, but has {', '.join(map(repr, unused))}: "
+            f"to read one as the {split} split, pass --{split}_split_name {unused[0]}."
+        )
 
 
 def is_saved_dataset(folder: Path) -> bool:
@@ -119,7 +139,14 @@ def load_named_dataset(
     data_args: Any, cache_dir: str | None, streaming: bool
 ) -> datasets.DatasetDict | datasets.IterableDatasetDict:
     """The splits of `--dataset_name` (a saved Dataset is the `train` split), by the dataset's own split names."""
-    name, config_name = data_args.dataset_name, data_args.dataset_config_name
+    return load_dataset_by_name(data_args.dataset_name, data_args.dataset_config_name, cache_dir, streaming)
+
+
+def load_dataset_by_name(
+    name: str, config_name: str | None, cache_dir: str | None, streaming: bool
+) -> datasets.DatasetDict | datasets.IterableDatasetDict:
+    """The splits of the dataset `name` (a `save_to_disk` folder, a Hub-layout folder, a Hub id in the datasets cache
+    or, offline, in the Hub cache as `hf download` left it), in configuration `config_name`."""
     if Path(name).is_dir() and is_saved_dataset(Path(name)):
         if config_name is not None:
             raise ScriptError(
@@ -134,7 +161,25 @@ def load_named_dataset(
         options = CSV_ONLY_EMPTY_CELLS_MISSING if builder.name == "csv" else {}  # a class named "NA" stays a class
         return datasets.load_dataset(name, config_name, cache_dir=cache_dir, streaming=streaming, **options)
     except (datasets.exceptions.DatasetGenerationError, ValueError, OSError) as error:
-        raise named_dataset_error(name, config_name, error, cache_dir) from error
+        snapshot = downloaded_snapshot(name)
+        if snapshot is None:
+            raise named_dataset_error(name, config_name, error, cache_dir) from error
+    logger.warning(
+        f"--dataset_name {name}: not in the datasets cache, reading the copy `hf download` fetched, {snapshot} (pass "
+        "that folder as --dataset_name to read it so directly)"
+    )
+    return load_dataset_by_name(str(snapshot), config_name, cache_dir, streaming)
+
+
+def downloaded_snapshot(name: str) -> Path | None:
+    """The folder of the Hub dataset `name` that `hf download --repo-type dataset` (`snapshot_download`) left in the
+    Hub cache, the usual hand-over to a machine without a connection; `None` where there is none."""
+    if not is_hub_dataset_id(name):
+        return None
+    try:
+        return Path(huggingface_hub.snapshot_download(name, repo_type="dataset", local_files_only=True))
+    except (OSError, ValueError, huggingface_hub.errors.LocalEntryNotFoundError):
+        return None
 
 
 def load_saved_folder(folder: str, streaming: bool) -> datasets.DatasetDict | datasets.IterableDatasetDict:
@@ -162,6 +207,13 @@ def named_dataset_error(name: str, config_name: str | None, error: Exception, ca
             "once with a connection."
         )
     first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    several = re.search(r"multiple '.*' configurations in the cache: (.+)", first_line)
+    if several is not None:
+        configurations = sorted(several.group(1).split(", "))
+        return ScriptError(
+            f"--dataset_name {name} has several configurations in the datasets cache ({', '.join(configurations)}): "
+            f"name the one to read with --dataset_config_name (e.g. --dataset_config_name {configurations[0]})."
+        )
     if config_name is not None and config_name in first_line:
         return ScriptError(
             f"--dataset_name {name} has no configuration {config_name!r} ({first_line}): name one of its "

@@ -196,6 +196,38 @@ def mixed_kinds_error(labels: Sequence[Any], rows: Sequence[int], column: str, w
     )
 
 
+# --- Labels a dataset's schema names (ClassLabel) ---
+
+
+def class_label_names(feature: datasets.features.features.FeatureType | None) -> list[str] | None:
+    """The class names a `ClassLabel` feature (or a list of them: multi-label) declares, in id order; `None` for a
+    feature of another kind (names, ids or numbers written as they are)."""
+    inner = feature.feature if isinstance(feature, (datasets.List, datasets.Sequence)) else feature
+    return list(inner.names) if isinstance(inner, datasets.ClassLabel) else None
+
+
+def labels_as_names(dataset: datasets.Dataset, column: str) -> datasets.Dataset:
+    """
+    A `ClassLabel` column (multi-label: a list of them) as the names it declares, so that the config's `id2label`,
+    the predictions and the card all say the names the dataset gives, not the ids `datasets` stores. `-1`, the
+    `ClassLabel`'s "no label", becomes a missing label (refused where labels are needed); a split without any label
+    (the test split of many Hub datasets) loses the column. A column of another kind is returned as it is.
+    """
+    feature = dataset.features.get(column) if dataset.features else None
+    if class_label_names(feature) is None:
+        return dataset
+    inner = feature.feature if isinstance(feature, (datasets.List, datasets.Sequence)) else feature
+
+    def name(label_id: int | None) -> str | None:
+        return None if label_id is None or label_id < 0 else inner.int2str(label_id)
+
+    values = dataset[column]
+    if all(value is None or (not isinstance(value, list) and value < 0) for value in values):
+        return dataset.remove_columns(column)
+    names = [[name(item) for item in value] if isinstance(value, list) else name(value) for value in values]
+    return dataset.remove_columns(column).add_column(column, names)
+
+
 # --- The task and its label maps ---
 
 
@@ -239,6 +271,7 @@ def build_label_maps(
     problem_type: str,
     model_args: ModelArguments,
     sources: dict[str, str] | None = None,
+    declared_names: list[str] | None = None,
 ) -> LabelInfo:
     """
     The task and its labels: from the training data when training, else from the fine-tuned checkpoint. The labels
@@ -251,9 +284,12 @@ def build_label_maps(
         model_args (`ModelArguments`): where the fine-tuned checkpoint is, when there is no training data.
         sources (`dict`, *optional*): where each split's rows come from, for messages
             (`{"test": "--test_file test.jsonl"}`).
+        declared_names (`list[str]`, *optional*): the class names the training data's schema declares (a
+            `ClassLabel`: `class_label_names`), in their order, every one kept, even a class no training row has.
     """
     if "train" in raw_datasets:
-        label_info, known_from = label_info_from_data(raw_datasets["train"], column, problem_type), None
+        train_labels = label_info_from_data(raw_datasets["train"], column, problem_type, declared_names)
+        label_info, known_from = train_labels, None
     else:
         label_info, known_from = label_info_from_checkpoint(model_args), model_args.model_name_or_path
     for split, dataset in raw_datasets.items():
@@ -295,14 +331,19 @@ def check_known_labels(
         )
 
 
-def label_info_from_data(train_dataset: datasets.Dataset, column: str, problem_type: str) -> LabelInfo:
-    """The problem type (`--problem_type` or inferred from the labels) and the sorted label names of training."""
+def label_info_from_data(
+    train_dataset: datasets.Dataset, column: str, problem_type: str, declared_names: list[str] | None = None
+) -> LabelInfo:
+    """The problem type (`--problem_type` or inferred from the labels) and the label names: those the schema
+    declares (`declared_names`, in their order), else those of the training rows, sorted."""
     if problem_type == "auto":
         problem_type = infer_problem_type(train_dataset.features[column])
         check_not_whole_floats(train_dataset[column], column, problem_type)
     if problem_type == REGRESSION:
         return LabelInfo(REGRESSION, [])
     label_names = sorted_label_names(labels_of(train_dataset, column, problem_type))
+    if declared_names:
+        label_names = [str(name) for name in declared_names]
     if problem_type == SINGLE_LABEL and len(label_names) < 2:
         raise ScriptError(
             f"the training data has one class only ({label_names[0]!r} is the label of every example): a classifier "

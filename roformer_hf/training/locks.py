@@ -19,6 +19,13 @@ write as it does for a deleted folder. The converter's lock is such a lock on a 
 may not exist yet. On a network file system the lock is as good as its `flock`: NFSv4 and Lustre pass it between
 machines, some older NFS mounts keep it per machine. There a run on another machine is not seen; the record still names
 it.
+
+Why not `filelock.FileLock` (installed with huggingface_hub): it locks a file, never a folder (a directory cannot be
+opened for writing), so a cleanup that deletes `.roformer_hf.lock` (or `*.lock`) releases it and lets a second run in,
+which is what locking the folder itself prevents (`tests/test_folder_lock.py`); and it does not notice that the folder
+it guards was deleted or replaced (`check_folder_held`). What it would replace, the record-file lock of the converter
+and of file systems without directory locks, is the loop of `_lock_record_file`: kept beside the folder lock so that
+both share the record and its checks.
 """
 
 import contextlib

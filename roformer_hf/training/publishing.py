@@ -8,17 +8,102 @@ upload the whole output folder as it lies.
 """
 
 from dataclasses import replace
+from difflib import get_close_matches
 from pathlib import Path
+from typing import Any
 
+import huggingface_hub
+from huggingface_hub import ModelCard
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
 from transformers import Trainer, TrainingArguments
 
+from ..card_metadata import HUB_LICENSES, is_hub_license
 from ..hub_upload import commit_folder
 from ..model_card import TrainingSummary, write_model_card
+from .errors import ScriptError
 
 
 def trainer_arguments(training_args: TrainingArguments) -> TrainingArguments:
     """The arguments to build a script's Trainer with: the run's, without the Trainer's own pushes to the Hub."""
     return replace(training_args, push_to_hub=False) if training_args.push_to_hub else training_args
+
+
+def check_publishing(args: TrainingArguments) -> None:
+    """
+    Before the first training step, what would otherwise fail after it: `--license` (a Hub license id, not empty),
+    and with `--push_to_hub` the repository id's form (`--hub_model_id`, else the output folder's name), offline mode
+    and whether the Hub answers with the token (`HfApi.whoami`). Raises `ScriptError` naming the option to change.
+    """
+    check_license(args.license)
+    if not args.push_to_hub:
+        return
+    repo_name = args.hub_model_id or Path(args.output_dir).resolve().name
+    try:
+        validate_repo_id(repo_name)
+    except HFValidationError as error:
+        option = f"--hub_model_id {repo_name}" if args.hub_model_id else f"the output folder's name {repo_name!r}"
+        raise ScriptError(
+            f"--push_to_hub: {option} is no Hub repository id ({str(error).splitlines()[0]}): name the repository "
+            "with --hub_model_id owner/name."
+        ) from error
+    if huggingface_hub.constants.HF_HUB_OFFLINE:
+        raise ScriptError(
+            "--push_to_hub, but the Hub is switched off (HF_HUB_OFFLINE=1), so the upload would fail after training: "
+            "unset HF_HUB_OFFLINE, or leave out --push_to_hub and upload the output folder later with "
+            "roformer_hf.hub_upload.push_folder_to_hub."
+        )
+    try:
+        huggingface_hub.HfApi(token=args.hub_token).whoami()
+    except (
+        Exception
+    ) as error:  # no token, a refused one, no connection (httpx's errors are no OSErrors): all stop here
+        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ScriptError(
+            f"--push_to_hub, but the Hub does not answer with your token ({first_line}): log in with `hf auth login` "
+            "or pass --hub_token, check the connection, or leave out --push_to_hub."
+        ) from error
+
+
+def check_license(license: str | None) -> None:
+    """`--license` is one of the Hub's license ids (`card_metadata.HUB_LICENSES`), or not given."""
+    if license is None or is_hub_license(license):
+        return
+    if not license.strip():
+        raise ScriptError(
+            "--license is empty: give the Hub's id of the model's license (apache-2.0, mit, cc-by-4.0, ...), or leave "
+            "it out to take the license of the checkpoint the run starts from."
+        )
+    close = get_close_matches(license.strip().lower().replace(" ", "-"), sorted(HUB_LICENSES), n=3)
+    suggestion = f" (did you mean {', '.join(close)}?)" if close else ""
+    raise ScriptError(
+        f"--license {license!r} is not a license id of the Hub{suggestion}: give one of its ids (apache-2.0, mit, "
+        "cc-by-4.0, ...: https://huggingface.co/docs/hub/repositories-licenses), or 'other' for a license it does "
+        "not list."
+    )
+
+
+def evaluation_origins(data_args: Any, held_out: str | None) -> tuple[dict[str, str], dict[str, str]]:
+    """
+    Where a run's validation (`eval_`) and test (`test_`) results come from, for its card: the split of
+    `--dataset_name` of each prefix (`{"eval": "dev"}`), and for the others where their rows came from, in words (a
+    file, or `held_out`: the words for a part of train held out, `None` when nothing was).
+
+    Args:
+        data_args: the script's data arguments (`--validation_file`, `--validation_split_name`, ...).
+        held_out (`str`, *optional*): what the validation rows are when held out of train, e.g. "the last 5% of the
+            training text, not trained on".
+    """
+    split_names, described = {}, {}
+    for prefix, split in (("eval", "validation"), ("test", "test")):
+        file = getattr(data_args, f"{split}_file", None)
+        if file:
+            described[prefix] = f"`{file}`"
+        elif held_out and split == "validation":
+            described[prefix] = held_out
+        elif data_args.dataset_name:
+            split_names[prefix] = getattr(data_args, f"{split}_split_name", split)
+    return split_names, described
 
 
 def publish_run(
@@ -42,21 +127,48 @@ def publish_run(
     """
     if not trainer.is_world_process_zero():
         return None
-    repo_id = None
+    repo_name = args.hub_model_id or Path(args.output_dir).resolve().name
+    api = huggingface_hub.HfApi(token=args.hub_token)
+    repo_id, failure = None, None
     if args.push_to_hub:
-        from huggingface_hub import HfApi
-
-        api = HfApi(token=args.hub_token)
-        name = args.hub_model_id or Path(args.output_dir).resolve().name
-        repo_id = api.create_repo(name, private=args.hub_private_repo, exist_ok=True).repo_id
+        try:
+            repo_id = api.create_repo(repo_name, private=args.hub_private_repo, exist_ok=True).repo_id
+        except Exception as error:  # whatever stops the upload, the card is written first (below)
+            failure = error
     card_options = {"training_summary": summary, "base_model": base_model, "repo_id": repo_id, "license": args.license}
-    write_model_card(args.output_dir, config=trainer.model.config, **card_options)
+    model_name = repo_name.split("/")[-1]
+    card = write_model_card(args.output_dir, config=trainer.model.config, model_name=model_name, **card_options)
     if repo_id is not None:
-        commit_folder(
-            api,
-            repo_id,
-            args.output_dir,
-            include_run_files=args.hub_include_run_files,
-            commit_message="End of training",
-        )
+        try:
+            commit_folder(
+                api,
+                repo_id,
+                args.output_dir,
+                include_run_files=args.hub_include_run_files,
+                commit_message="End of training",
+            )
+        except Exception as error:  # the model and its card stay saved: said in one line below
+            failure = error
+    say_missing_license(card)
+    if failure is not None:
+        raise upload_failure(failure, repo_id or repo_name, args.output_dir) from failure
     return repo_id
+
+
+def say_missing_license(card: Path) -> None:
+    """The run's closing line when its card names no license (given, or of the checkpoint it started from)."""
+    if ModelCard.load(card).data.license is None:
+        print(
+            f"{card} names no license (nor does the checkpoint the run started from): pass --license with the "
+            "Hub's id of yours (apache-2.0, mit, cc-by-4.0, ...; 'other' for one the Hub does not list)."
+        )
+
+
+def upload_failure(error: Exception, repo: str, output_dir: str) -> ScriptError:
+    """The one line for an upload that failed at the end of a run: the model and card are saved, how to send them."""
+    first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return ScriptError(
+        f"--push_to_hub: the upload to {repo} failed ({first_line}); the model and its card are saved in "
+        f"{output_dir}: upload them later with roformer_hf.hub_upload.push_folder_to_hub({str(output_dir)!r}, "
+        f"{repo!r})."
+    )
