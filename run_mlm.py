@@ -28,8 +28,8 @@ import datasets
 from transformers import PreTrainedTokenizerBase, TrainingArguments, set_seed
 
 from roformer_hf import RoFormerForMaskedLM
+from roformer_hf.losses import slot_count
 from roformer_hf.model_card import TrainingSummary
-from roformer_hf.prediction_slots import slot_count
 from roformer_hf.training.building import build_config, build_model, build_tokenizer
 from roformer_hf.training.cli import ModelArguments, ScriptTrainingArguments, parse_arguments
 from roformer_hf.training.console import loading_instructions, setup_logging

@@ -118,7 +118,7 @@ class RoFormerConfig(PreTrainedConfig):
             set `model.config.sparse_prediction` to train sparse again), so a loaded model's logits are dense.
         prediction_slot_rate (`float`, *optional*):
             With `sparse_prediction`, score a fixed number of slots instead of the labelled tokens: the worst case of
-            the batch's shape masked at this rate (`prediction_slots.slot_count`), the labelled tokens first, then
+            the batch's shape masked at this rate (`losses.slot_count`), the labelled tokens first, then
             ignored positions, so the head's shape never changes (`torch.compile`, CUDA graphs). Logits are then
             `(slots, vocab_size)`. The caller keeps the labelled tokens within the slots (run_mlm.py's collator does,
             under static shapes). A setting of the training run, like `sparse_prediction`.

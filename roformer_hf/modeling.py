@@ -48,10 +48,15 @@ from .input_checks import (
     check_multiple_choice_input,
     check_side_inputs,
 )
-from .losses import multiple_choice_loss, sequence_classification_loss, span_loss, token_classification_loss
+from .losses import (
+    labelled_tokens,
+    multiple_choice_loss,
+    sequence_classification_loss,
+    span_loss,
+    token_classification_loss,
+)
 from .masks import layer_attention_mask
 from .norms import embedding_norm, final_norm, post_norm, pre_norm
-from .prediction_slots import labelled_tokens
 from .pretrained import RoFormerPretrainedMixin
 from .rope import RoFormerRotaryEmbedding, rotate, rotation_at, rotation_of
 

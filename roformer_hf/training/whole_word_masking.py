@@ -10,8 +10,8 @@ from typing import Any
 import torch
 from transformers import EvalPrediction, PreTrainedTokenizerBase, TrainerCallback
 
+from ..losses import slot_count
 from ..metrics import load as load_metric
-from ..prediction_slots import slot_count
 
 
 @dataclass
@@ -36,7 +36,7 @@ class WholeWordMaskCollator:
         seed (`int`): seed of the training masks (the Trainer's seed).
         epoch (`int`): the current epoch, set by `EpochCallback`.
         prediction_slot_rate (`float`, *optional*): keep the chosen tokens of a batch within the model's fixed
-            prediction slots for this rate (`prediction_slots.slot_count`): beyond them (rarely: they hold 6 standard
+            prediction slots for this rate (`losses.slot_count`): beyond them (rarely: they hold 6 standard
             deviations more than the expected number), the tokens of the highest draws are left unchosen.
     """
 
