@@ -30,6 +30,17 @@ def user_file_in_output_dir(name: str, content: str, *extra: str) -> Callable:
     return arguments
 
 
+def mixed_dataset_folder(script: str, tmp: Path, monkeypatch) -> list[str]:
+    """--dataset_name a folder of a vocabulary .txt (the most common format) beside the documents' .jsonl."""
+    (tmp / "mixed").mkdir()
+    (tmp / "mixed" / "vocab.txt").write_text("".join(f"token{index}\n" for index in range(60)), encoding="utf-8")
+    (tmp / "mixed" / "vocab-extra.txt").write_text("token\n", encoding="utf-8")
+    write_jsonl(tmp / "mixed" / "train.jsonl", ROWS)
+    arguments = tiny_run(script, tmp, tmp / "mixed")
+    arguments[arguments.index("--train_file")] = "--dataset_name"
+    return arguments
+
+
 USER_CONFIG = json.dumps({"model_type": "bert", "hidden_size": 768})
 
 # id -> (where, as in the table's second column; the arguments, given the script, a temporary folder and monkeypatch)
@@ -48,6 +59,7 @@ CASES: dict[str, tuple[str, Callable]] = {
         "run_classification.py",
         user_file_in_output_dir("config.json", USER_CONFIG, "--overwrite_output_dir"),
     ),
+    "dataset_folder_of_mixed_formats": (BOTH, mixed_dataset_folder),
 }
 
 

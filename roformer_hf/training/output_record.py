@@ -108,7 +108,8 @@ def open_record(folder: str | Path) -> None:
     folder = Path(folder)
     ours = run_entries(folder)
     present = {entry.name for entry in folder.iterdir()}
-    record = {"files": _recorded(ours), "user_files": sorted(present - ours)}
+    earlier = (read_record(folder) or {}).get("files", [])  # names gone since stay: a record changes only by runs
+    record = {"files": _recorded(ours | set(earlier)), "user_files": sorted(present - ours)}
     write_json_atomically(folder / RECORD_NAME, record, indent=1)
 
 
@@ -118,7 +119,8 @@ def close_record(folder: str | Path) -> None:
     record = read_record(folder)
     if record is None or "user_files" not in record:
         return
-    write_json_atomically(folder / RECORD_NAME, {"files": _recorded(run_entries(folder))}, indent=1)
+    files = _recorded(run_entries(folder) | set(record.get("files", [])))
+    write_json_atomically(folder / RECORD_NAME, {"files": files}, indent=1)
 
 
 def _recorded(names: set[str]) -> list[str]:
