@@ -80,9 +80,11 @@ from roformer_hf.training.publishing import publish_run, trainer_arguments
 from roformer_hf.training.resume import (
     absolute_path,
     check_resume,
+    data_digest,
     find_resume_checkpoint,
     record_run_settings,
     run_settings,
+    sampling_settings,
 )
 from roformer_hf.training.run_outputs import (
     atomic_path,
@@ -495,7 +497,15 @@ def classification_run_settings(data_args: DataArguments, training_args: Trainin
     """The settings a checkpoint of this run records, and a resume must repeat (`training.resume`)."""
     inputs = {name: getattr(data_args, name) for name in INPUT_SETTINGS}
     dataset = {name: getattr(data_args, name) for name in ("dataset_name", "dataset_config_name", "train_split_name")}
-    return run_settings(training_args, train_file=absolute_path(data_args.train_file), **dataset, **inputs)
+    digest = data_digest(data_args.train_file or data_args.dataset_name)
+    return run_settings(
+        training_args,
+        train_file=absolute_path(data_args.train_file),
+        train_data_digest=digest,
+        **sampling_settings(data_args),
+        **dataset,
+        **inputs,
+    )
 
 
 def predictions_path(training_args: TrainingArguments) -> Path:

@@ -41,7 +41,14 @@ from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.interrupts import StopAtStepBoundary
 from roformer_hf.training.launch import check_distributed_launch, compiled_for_every_length
 from roformer_hf.training.publishing import publish_run
-from roformer_hf.training.resume import absolute_path, check_resume, record_run_settings, run_settings
+from roformer_hf.training.resume import (
+    absolute_path,
+    check_resume,
+    data_digest,
+    record_run_settings,
+    run_settings,
+    sampling_settings,
+)
 from roformer_hf.training.run_outputs import check_output_dir, prepare_output_dir, write_json_atomically
 from roformer_hf.training.script_runner import guard_run, run_script
 from roformer_hf.training.stages import (
@@ -348,6 +355,8 @@ def mlm_run_settings(
     return run_settings(
         training_args,
         train_file=absolute_path(data_args.train_file),
+        train_data_digest=data_digest(data_args.train_file or data_args.dataset_name),
+        **sampling_settings(data_args),
         dataset_name=data_args.dataset_name,
         dataset_config_name=data_args.dataset_config_name,
         train_split_name=data_args.train_split_name,

@@ -12,7 +12,18 @@ from pathlib import Path
 import huggingface_hub
 import pytest
 from conftest import BEFORE_CLASSES, bad_input_rows
-from test_bad_inputs import BOTH, ROWS, run_in_process, script_parameters, template_pattern, tiny_run, write_jsonl
+from test_bad_inputs import (
+    BOTH,
+    ROWS,
+    SCRIPTS,
+    run_in_process,
+    script_parameters,
+    template_pattern,
+    tiny_run,
+    training_run,
+    with_value,
+    write_jsonl,
+)
 from test_bad_settings_and_data import file_digests
 
 TABLE_HEADER = "## Output folders shared with the user"
@@ -41,6 +52,29 @@ def mixed_dataset_folder(script: str, tmp: Path, monkeypatch) -> list[str]:
     return arguments
 
 
+def resumed_after(change: Callable[[Path, list[str]], list[str]]) -> Callable:
+    """A resume of a finished 2-step run (a checkpoint a step) after `change` (given the folder and the first run's
+    arguments, it edits what it edits and returns the resume's arguments)."""
+
+    def arguments(script: str, tmp: Path, monkeypatch) -> list[str]:
+        first = training_run(script, tmp, "--save_steps", "1", "--logging_steps", "1")
+        first = with_value(first, "--save_strategy", "steps")
+        first = with_value(first, "--max_steps", "2")
+        SCRIPTS[script].main(first)
+        return [*with_value(change(tmp, first), "--max_steps", "3"), "--resume_from_checkpoint", "true"]
+
+    return arguments
+
+
+def edit_train_file(tmp: Path, arguments: list[str]) -> list[str]:
+    write_jsonl(tmp / "train.jsonl", [{**ROWS[0], "text": "被告人驾车撞人后逃逸。"}, *ROWS[1:]])
+    return arguments
+
+
+def other_max_train_samples(tmp: Path, arguments: list[str]) -> list[str]:
+    return [*arguments, "--max_train_samples", "6"]
+
+
 USER_CONFIG = json.dumps({"model_type": "bert", "hidden_size": 768})
 
 # id -> (where, as in the table's second column; the arguments, given the script, a temporary folder and monkeypatch)
@@ -60,6 +94,8 @@ CASES: dict[str, tuple[str, Callable]] = {
         user_file_in_output_dir("config.json", USER_CONFIG, "--overwrite_output_dir"),
     ),
     "dataset_folder_of_mixed_formats": (BOTH, mixed_dataset_folder),
+    "resume_on_an_edited_train_file": (BOTH, resumed_after(edit_train_file)),
+    "resume_with_other_max_train_samples": (BOTH, resumed_after(other_max_train_samples)),
 }
 
 
