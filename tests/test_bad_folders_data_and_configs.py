@@ -6,6 +6,7 @@ To add a case: one entry in `CASES`, one row in that table.
 """
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,6 +26,8 @@ from test_bad_inputs import (
     write_jsonl,
 )
 from test_bad_settings_and_data import file_digests
+
+from roformer_hf import RoFormerConfig, RoFormerModel
 
 TABLE_HEADER = "## Output folders shared with the user"
 
@@ -75,6 +78,18 @@ def other_max_train_samples(tmp: Path, arguments: list[str]) -> list[str]:
     return [*arguments, "--max_train_samples", "6"]
 
 
+def edited_config(**changes) -> Callable:
+    """A run whose --config_name is a tiny config saved, then edited by hand in its config.json."""
+
+    def arguments(script: str, tmp: Path, monkeypatch) -> list[str]:
+        RoFormerConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2).save_pretrained(tmp / "config")
+        saved = json.loads((tmp / "config" / "config.json").read_text(encoding="utf-8"))
+        (tmp / "config" / "config.json").write_text(json.dumps({**saved, **changes}), encoding="utf-8")
+        return [*tiny_run(script, tmp, write_jsonl(tmp / "train.jsonl", ROWS)), "--config_name", str(tmp / "config")]
+
+    return arguments
+
+
 USER_CONFIG = json.dumps({"model_type": "bert", "hidden_size": 768})
 
 # id -> (where, as in the table's second column; the arguments, given the script, a temporary folder and monkeypatch)
@@ -96,6 +111,10 @@ CASES: dict[str, tuple[str, Callable]] = {
     "dataset_folder_of_mixed_formats": (BOTH, mixed_dataset_folder),
     "resume_on_an_edited_train_file": (BOTH, resumed_after(edit_train_file)),
     "resume_with_other_max_train_samples": (BOTH, resumed_after(other_max_train_samples)),
+    "config_boolean_as_a_string": (BOTH, edited_config(use_bias="false")),
+    "config_negative_layer_norm_eps": (BOTH, edited_config(layer_norm_eps=-1e-12)),
+    "config_dropout_as_a_string": ("run_mlm.py", edited_config(hidden_dropout_prob="0.1")),
+    "config_id2label_a_list": ("run_classification.py", edited_config(id2label=["civil", "criminal"])),
 }
 
 
@@ -124,3 +143,27 @@ def test_bad_input_gets_one_line_and_keeps_the_files(case, script, tmp_path, cap
         assert "--overwrite_output_dir" not in message
     after = file_digests(tmp_path)
     assert {name: after.get(name) for name in before} == before  # every file the user had, byte-identical
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"final_layer_norm": "true"}, "final_layer_norm must be true or false, got 'true' (of type str)"),
+        ({"embedding_layer_norm": 1}, "embedding_layer_norm must be true or false, got 1 (of type int)"),
+        ({"layer_norm_eps": 0}, "layer_norm_eps must be a positive number below 1"),
+        (
+            {"attention_probs_dropout_prob": float("nan")},
+            "attention_probs_dropout_prob is a probability, so it must lie in [0, 1], got nan",
+        ),
+        ({"max_position_embeddings": 512.5}, "max_position_embeddings must be a whole number"),
+        ({"label2id": "civil"}, "label2id must be a mapping"),
+        ({"rope_parameters": ["default"]}, "rope_parameters must be a mapping"),
+    ],
+)
+def test_a_config_json_with_a_bad_field_is_refused_when_read(change, named, tmp_path):
+    """from_pretrained of a folder whose config.json was edited by hand: a ValueError naming the field."""
+    RoFormerModel(RoFormerConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2)).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text(encoding="utf-8"))
+    (tmp_path / "config.json").write_text(json.dumps({**saved, **change}), encoding="utf-8")
+    with pytest.raises(ValueError, match=re.escape(named)):
+        RoFormerModel.from_pretrained(tmp_path)
