@@ -17,6 +17,12 @@ People's Daily sample in `data/`, saved to `./outputs/run_mlm/`. Runs unchanged 
         --stages "128:64:2000,512:32:500" --per_device_train_batch_size 16 --output_dir my-roformer
 """
 
+import os
+
+# torch's idle OpenMP threads sleep rather than spin on cores other processes need (read once, when torch loads;
+# roformer_hf/training/threads.py says why)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,7 +38,7 @@ from roformer_hf.model_card import TrainingSummary
 from roformer_hf.training.building import build_config, build_model, build_tokenizer
 from roformer_hf.training.cli import ModelArguments, ScriptTrainingArguments, parse_arguments
 from roformer_hf.training.console import loading_instructions, setup_logging
-from roformer_hf.training.cpu_precision import evaluation_precision, settle_cpu_precision
+from roformer_hf.training.cpu_precision import evaluation_precision, settle_cpu_precision, training_arithmetic
 from roformer_hf.training.data_files import check_caches_writable, hold_out_validation, limit_examples
 from roformer_hf.training.data_sources import FILE_KINDS, DatasetArguments, load_splits
 from roformer_hf.training.demo import command_line, demo_or_given_arguments
@@ -425,6 +431,8 @@ def save_outputs(
     final = {key: value for key, value in table[-1].items() if key.startswith(("train_", "eval_", "perplexity"))}
     if "eval_loss" in final:  # said beside the scores: another precision gives other ones (docs/scripts.md)
         final["eval_precision"] = evaluation_precision(trainer.args, trainer.model)
+    if training_args.do_train:  # threads and precision: what reproduces the run (docs/scripts.md)
+        final.update(training_arithmetic(trainer.args))
     write_json_atomically(
         output_dir / "eval_results.json", {k: v for k, v in final.items() if not k.startswith("train_")}, indent=2
     )
