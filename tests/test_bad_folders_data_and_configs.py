@@ -90,6 +90,20 @@ def edited_config(**changes) -> Callable:
     return arguments
 
 
+def empty_parquet(script: str, tmp: Path, monkeypatch) -> list[str]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    columns = {"text": pa.array([], pa.string()), "label": pa.array([], pa.string())}
+    pq.write_table(pa.table(columns), tmp / "train.parquet")
+    return tiny_run(script, tmp, tmp / "train.parquet")
+
+
+def header_only_csv(script: str, tmp: Path, monkeypatch) -> list[str]:
+    (tmp / "train.csv").write_text("text,label\n", encoding="utf-8")
+    return tiny_run(script, tmp, tmp / "train.csv")
+
+
 USER_CONFIG = json.dumps({"model_type": "bert", "hidden_size": 768})
 
 # id -> (where, as in the table's second column; the arguments, given the script, a temporary folder and monkeypatch)
@@ -111,6 +125,8 @@ CASES: dict[str, tuple[str, Callable]] = {
     "dataset_folder_of_mixed_formats": (BOTH, mixed_dataset_folder),
     "resume_on_an_edited_train_file": (BOTH, resumed_after(edit_train_file)),
     "resume_with_other_max_train_samples": (BOTH, resumed_after(other_max_train_samples)),
+    "empty_parquet_file": (BOTH, empty_parquet),
+    "csv_of_a_header_only": (BOTH, header_only_csv),
     "config_boolean_as_a_string": (BOTH, edited_config(use_bias="false")),
     "config_negative_layer_norm_eps": (BOTH, edited_config(layer_norm_eps=-1e-12)),
     "config_dropout_as_a_string": ("run_mlm.py", edited_config(hidden_dropout_prob="0.1")),
