@@ -144,7 +144,7 @@ def test_a_run_records_what_it_wrote_and_overwrites_only_that(tmp_path):
     assert (tmp_path / "out" / "train.py").read_text() == "print('mine')\n"
     assert not (tmp_path / "out" / "checkpoint-2").exists()  # the earlier run's, deleted
     (tmp_path / "out" / "stage_results.json").write_text("{}")  # a name a run writes, put there by the user
-    with pytest.raises(ScriptError, match=r"holds stage_results.json, a file no run"):
+    with pytest.raises(ScriptError, match=r"holds stage_results.json, which no run"):
         SCRIPTS["run_classification.py"].main([*arguments, "--overwrite_output_dir"])
 
 

@@ -11,8 +11,9 @@ only what `files` names is a run's. A run killed with SIGKILL leaves its record 
 same way, so nothing it wrote passes for the user's.
 
 A folder without a record (written before it existed, up to f2676ad): its `checkpoint-<n>` folders holding a file only
-the Trainer writes (a checkpoint manifest, `trainer_state.json`, `optimizer.pt`, ...) and its `stage-<n>` folders
-holding such checkpoints or results are a run's, with or without a record (`recognised_run_folders`), and where the folder holds `training_args.bin` or `trainer_state.json` (which only
+the Trainer writes (a checkpoint manifest, `trainer_state.json`, `optimizer.pt`, ...) or only files of a checkpoint's
+names (one cut off while it was written), and its `stage-<n>` folders holding such checkpoints or results, are a
+run's, with or without a record (`recognised_run_folders`), and where the folder holds `training_args.bin` or `trainer_state.json` (which only
 the Trainer writes) beside a `config.json` of model_type roformer_hf (or none), every entry of a name a run writes is
 taken as that run's, since nothing tells them apart from the user's: a README.md put there by hand before this record
 existed is replaced like the card it stands beside. Elsewhere an entry of a name a run writes is the user's, and a run
@@ -83,7 +84,12 @@ TRAINER_ONLY_FILES = (MANIFEST_NAME, "trainer_state.json", "optimizer.pt", "sche
 
 
 def _is_checkpoint(path: Path) -> bool:
-    return not any(path.iterdir()) or any((path / name).is_file() for name in TRAINER_ONLY_FILES)
+    from .written_files import is_checkpoint_file  # written_files' patterns name what a run writes
+
+    entries = list(path.iterdir())
+    if any((path / name).is_file() for name in TRAINER_ONLY_FILES):
+        return True
+    return all(entry.is_file() and is_checkpoint_file(entry.name) for entry in entries)  # empty, or cut off early
 
 
 def _is_stage(path: Path) -> bool:

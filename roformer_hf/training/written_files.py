@@ -80,6 +80,19 @@ def is_written(relative_path: PurePath, trains: bool = True) -> bool:
     return len(relative_path.parts) == 1 and _matches(top, files)
 
 
+# What a checkpoint folder holds besides the files of a saved model: the Trainer's state, the optimizer's, the
+# scheduler's, the random generators', the gradient scaler's, the run's settings and the manifest.
+CHECKPOINT_FILES = (
+    *("trainer_state.json", "optimizer.pt", "scheduler.pt", "rng_state*.pth", "scaler.pt", "training_args.bin"),
+    *("run_settings.json", "checkpoint_manifest.json", ".*.partial-*"),  # and files cut off while written
+)
+
+
+def is_checkpoint_file(name: str) -> bool:
+    """Whether a file named `name` is one a checkpoint of the scripts holds (`CHECKPOINT_FILES` or a saved model's)."""
+    return _matches(name, CHECKPOINT_FILES) or (_matches(name, WRITTEN_FILES) and not _matches(name, EVALUATION_FILES))
+
+
 def _matches(name: str, patterns: tuple[str, ...]) -> bool:
     return any(fnmatchcase(name, pattern) for pattern in patterns)
 
@@ -233,9 +246,8 @@ def user_files_refusal(output_dir: str | Path, clashes: list[str]) -> ScriptErro
     """The one line refusing an output folder where a run would write over the user's `clashes`; it never offers
     `--overwrite_output_dir`, which would replace them too."""
     shown = ", ".join(clashes[:4]) + (f" and {len(clashes) - 4} more" if len(clashes) > 4 else "")
-    these = "a file" if len(clashes) == 1 else "files"
     return ScriptError(
-        f"--output_dir {output_dir} holds {shown}, {these} no run of these scripts wrote there, which this run would "
-        f"write over (its model, code, tokenizer, card or results have those names): choose another --output_dir (a "
-        f"new folder), or move {'it' if len(clashes) == 1 else 'them'} out of {output_dir}."
+        f"--output_dir {output_dir} holds {shown}, which no run of these scripts wrote there and this run would "
+        f"write over (its model, code, tokenizer, card, results or checkpoints have those names): choose another "
+        f"--output_dir (a new folder), or move {'it' if len(clashes) == 1 else 'them'} out of {output_dir}."
     )
