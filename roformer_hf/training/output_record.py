@@ -17,7 +17,7 @@ run's, with or without a record (`recognised_run_folders`), and where the folder
 the Trainer writes) beside a `config.json` of model_type roformer_hf (or none), every entry of a name a run writes is
 taken as that run's, since nothing tells them apart from the user's: a README.md put there by hand before this record
 existed is replaced like the card it stands beside. Elsewhere an entry of a name a run writes is the user's, and a run
-that would write it is refused (`written_files.user_file_clashes`).
+that would write it is refused (`user_file_clashes`).
 """
 
 import json
@@ -26,7 +26,9 @@ from pathlib import Path
 
 from .checkpoint_checks import MANIFEST_NAME
 from .checkpoints import write_json_atomically
+from .errors import ScriptError
 from .locks import LOCK_FILE_NAME
+from .written_files import is_checkpoint_file, is_written
 
 RECORD_NAME = ".roformer_hf_outputs.json"
 # Entries only a run of the scripts makes (its lock, the staging folders of its final model, its write test).
@@ -47,8 +49,6 @@ def read_record(folder: str | Path) -> dict | None:
 
 def run_entries(folder: str | Path) -> set[str]:
     """The names of the entries at the top of `folder` that runs of the scripts wrote (see the module docstring)."""
-    from .written_files import is_written  # written_files' patterns name what a run writes
-
     folder = Path(folder)
     if not folder.is_dir():
         return set()
@@ -67,9 +67,10 @@ def run_entries(folder: str | Path) -> set[str]:
 
 
 def recognised_run_folders(folder: Path) -> set[str]:
-    """The `checkpoint-<n>` folders of `folder` that are empty or hold a file only the Trainer writes there (its state,
-    the optimizer's, a checkpoint manifest), and the `stage-<n>` folders that hold such a checkpoint or results (none
-    a symbolic link: `run_outputs.refuse_foreign_run_folders` says what becomes of those)."""
+    """The `checkpoint-<n>` folders of `folder` that hold a file only the Trainer writes (its state, the optimizer's,
+    a checkpoint manifest), or only files of the names a checkpoint's files have (none: a run killed while writing its
+    first), and the `stage-<n>` folders that hold such a checkpoint or results (none a symbolic link:
+    `run_outputs.refuse_foreign_run_folders` says what becomes of those)."""
     checks = {"checkpoint": _is_checkpoint, "stage": _is_stage}
     names = set()
     for path in folder.iterdir():
@@ -84,8 +85,6 @@ TRAINER_ONLY_FILES = (MANIFEST_NAME, "trainer_state.json", "optimizer.pt", "sche
 
 
 def _is_checkpoint(path: Path) -> bool:
-    from .written_files import is_checkpoint_file  # written_files' patterns name what a run writes
-
     entries = list(path.iterdir())
     if any((path / name).is_file() for name in TRAINER_ONLY_FILES):
         return True
@@ -140,3 +139,26 @@ def forget_entries(folder: str | Path, names: set[str]) -> None:
     if record is not None:
         record["files"] = sorted(set(record.get("files", [])) - names)
         write_json_atomically(Path(folder) / RECORD_NAME, record, indent=1)
+
+
+def user_file_clashes(output_dir: str | Path) -> list[str]:
+    """The entries at the top of `output_dir` that no run wrote (`run_entries`) and that a training run
+    would write over or delete (a user's README.md, modeling.py, vocab.txt, config.json, ...)."""
+    output_dir = Path(output_dir)
+    if not output_dir.is_dir():
+        return []
+    ours = run_entries(output_dir)
+    return sorted(
+        entry.name for entry in output_dir.iterdir() if entry.name not in ours and is_written(Path(entry.name))
+    )
+
+
+def user_files_refusal(output_dir: str | Path, clashes: list[str]) -> ScriptError:
+    """The one line refusing an output folder where a run would write over the user's `clashes`; it never offers
+    `--overwrite_output_dir`, which would replace them too."""
+    shown = ", ".join(clashes[:4]) + (f" and {len(clashes) - 4} more" if len(clashes) > 4 else "")
+    return ScriptError(
+        f"--output_dir {output_dir} holds {shown}, which no run of these scripts wrote there and this run would "
+        f"write over (its model, code, tokenizer, card, results or checkpoints have those names): choose another "
+        f"--output_dir (a new folder), or move {'it' if len(clashes) == 1 else 'them'} out of {output_dir}."
+    )

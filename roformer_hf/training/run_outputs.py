@@ -23,8 +23,14 @@ from .checkpoints import atomic_path, give_plain_modes, last_complete_checkpoint
 from .errors import ScriptError
 from .interrupts import deferred_stops
 from .locks import check_folder_held, output_dir_not_writable, refuse_dangling_link
-from .output_record import RUN_ONLY_PREFIXES, forget_entries, open_record, run_entries
-from .written_files import user_file_clashes, user_files_refusal
+from .output_record import (
+    RUN_ONLY_PREFIXES,
+    forget_entries,
+    open_record,
+    run_entries,
+    user_file_clashes,
+    user_files_refusal,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +60,7 @@ def is_resuming(training_args: TrainingArguments) -> bool:
 def check_output_dir(training_args: TrainingArguments) -> None:
     """
     Before anything is loaded or written: refuse an output_dir holding a file of the user's that the run would write
-    over (`written_files.user_file_clashes`, whatever the options), one that holds an earlier run (unless
+    over (`output_record.user_file_clashes`, whatever the options), one that holds an earlier run (unless
     `--overwrite_output_dir` or `--resume_from_checkpoint`), a dangling link as output_dir, and checkpoint or stage
     folders that are links (`refuse_foreign_run_folders`); check that the folder can be written, and open its record of
     what runs wrote there (`output_record`).

@@ -7,16 +7,15 @@ read the test documents, then replace them with their predictions.
 
 What a run may write or delete: in `--output_dir`, the files of `WRITTEN_FILES` at its top and the folders of
 `WRITTEN_FOLDERS` whole (a run that does not train: only its results, pictures, predictions and lock,
-`EVALUATION_FILES`), and of those only what earlier runs wrote there (`output_record`): a file of the user's of such
-a name (a README.md, a modeling.py, a vocab.txt) makes a training run refuse the folder (`user_file_clashes`), with
-or without `--overwrite_output_dir`, and anything else of the user's (notes, data files) is never touched. What a run
-reads:
-an input file, or an input folder whole but for files no loader reads (results and predictions beside a model: an
-evaluation writes its results into the folder of the model it evaluates). Folders are compared by identity (device
-and inode: a symbolic link, a bind mount or a relative path to the same folder is the same folder), paths not made yet
-once resolved, and an input file also by `os.path.samefile` with the written files already in the output folder (a
-hard link). So an output folder inside an input folder, or an input inside a checkpoint folder
-of the output folder, overlaps too. The one exception is how resuming works: `--resume_from_checkpoint` naming a
+`EVALUATION_FILES`), and of those only what earlier runs wrote there (`output_record`): a file of the user's of
+such a name (a README.md, a modeling.py, a vocab.txt) makes a training run refuse the folder
+(`output_record.user_file_clashes`), with or without `--overwrite_output_dir`, and anything else of the user's (notes,
+data files) is never touched. What a run reads: an input file, or an input folder whole but for files no loader
+reads (results and predictions beside a model: an evaluation writes its results into the folder of the model it
+evaluates). Folders are compared by identity (device and inode: a symbolic link, a bind mount or a relative path to
+the same folder is the same folder), paths not made yet once resolved, and an input file also by `os.path.samefile`
+with the written files already in the output folder (a hard link). So an output folder inside an input folder, or an
+input inside a checkpoint folder of the output folder, overlaps too. The one exception is how resuming works: `--resume_from_checkpoint` naming a
 checkpoint of the output folder, which the run reads before it writes any checkpoint (and never deletes while
 resuming: `--overwrite_output_dir` clears nothing then).
 
@@ -225,29 +224,4 @@ def _written_path_refusal(option: str, path: str, output_dir: str | Path, clash:
     return (
         f"{option} {path}{alias} is one of the files a run writes in --output_dir {output_dir} ({clash}), so this "
         f"run would replace or delete it: move the file out of {output_dir}, or give another --output_dir."
-    )
-
-
-def user_file_clashes(output_dir: str | Path) -> list[str]:
-    """The entries at the top of `output_dir` that no run wrote (`output_record.run_entries`) and that a training run
-    would write over or delete (a user's README.md, modeling.py, vocab.txt, config.json, ...)."""
-    from .output_record import run_entries
-
-    output_dir = Path(output_dir)
-    if not output_dir.is_dir():
-        return []
-    ours = run_entries(output_dir)
-    return sorted(
-        entry.name for entry in output_dir.iterdir() if entry.name not in ours and is_written(PurePath(entry.name))
-    )
-
-
-def user_files_refusal(output_dir: str | Path, clashes: list[str]) -> ScriptError:
-    """The one line refusing an output folder where a run would write over the user's `clashes`; it never offers
-    `--overwrite_output_dir`, which would replace them too."""
-    shown = ", ".join(clashes[:4]) + (f" and {len(clashes) - 4} more" if len(clashes) > 4 else "")
-    return ScriptError(
-        f"--output_dir {output_dir} holds {shown}, which no run of these scripts wrote there and this run would "
-        f"write over (its model, code, tokenizer, card, results or checkpoints have those names): choose another "
-        f"--output_dir (a new folder), or move {'it' if len(clashes) == 1 else 'them'} out of {output_dir}."
     )
