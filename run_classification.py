@@ -26,6 +26,12 @@ fields named with dots: `meta.label`). A label is a name or an id
 `evaluate` modules of `roformer_hf.metrics` (scikit-learn underneath).
 """
 
+import os
+
+# torch's idle OpenMP threads sleep rather than spin on cores other processes need (read once, when torch loads;
+# roformer_hf/training/threads.py says why)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import json
 import logging
 from collections.abc import Sequence
@@ -57,7 +63,7 @@ from roformer_hf.training.classification_scores import (
 )
 from roformer_hf.training.cli import ModelArguments, ScriptTrainingArguments, parse_arguments
 from roformer_hf.training.console import loading_instructions, setup_logging
-from roformer_hf.training.cpu_precision import settle_cpu_precision
+from roformer_hf.training.cpu_precision import settle_cpu_precision, training_arithmetic
 from roformer_hf.training.data_files import check_caches_writable, hold_out_validation, limit_examples
 from roformer_hf.training.data_sources import FILE_KINDS, DatasetArguments, load_splits
 from roformer_hf.training.demo import command_line, demo_or_given_arguments
@@ -82,9 +88,11 @@ from roformer_hf.training.publishing import check_publishing, evaluation_origins
 from roformer_hf.training.resume import (
     absolute_path,
     check_resume,
+    data_digest,
     find_resume_checkpoint,
     record_run_settings,
     run_settings,
+    sampling_settings,
 )
 from roformer_hf.training.run_outputs import (
     atomic_path,
@@ -521,9 +529,10 @@ def fine_tune(trainer: Trainer, train_dataset: datasets.Dataset, data_args: Data
     result = trainer.train(resume_from_checkpoint=checkpoint)
     raise_if_stopped(trainer)
     save_model_atomically(trainer)
-    metrics = {**result.metrics, "train_samples": len(set(train_dataset["document_index"]))}
-    trainer.log_metrics("train", result.metrics)
-    save_metrics(trainer, "train", result.metrics)
+    train_metrics = {**result.metrics, **training_arithmetic(args)}  # threads and precision: what reproduces it
+    metrics = {**train_metrics, "train_samples": len(set(train_dataset["document_index"]))}
+    trainer.log_metrics("train", train_metrics)
+    save_metrics(trainer, "train", train_metrics)
     save_state(trainer)
     return metrics
 
@@ -532,7 +541,15 @@ def classification_run_settings(data_args: DataArguments, training_args: Trainin
     """The settings a checkpoint of this run records, and a resume must repeat (`training.resume`)."""
     inputs = {name: getattr(data_args, name) for name in INPUT_SETTINGS}
     dataset = {name: getattr(data_args, name) for name in ("dataset_name", "dataset_config_name", "train_split_name")}
-    return run_settings(training_args, train_file=absolute_path(data_args.train_file), **dataset, **inputs)
+    digest = data_digest(data_args.train_file or data_args.dataset_name)
+    return run_settings(
+        training_args,
+        train_file=absolute_path(data_args.train_file),
+        train_data_digest=digest,
+        **sampling_settings(data_args),
+        **dataset,
+        **inputs,
+    )
 
 
 def predictions_path(training_args: TrainingArguments) -> Path:

@@ -17,6 +17,12 @@ People's Daily sample in `data/`, saved to `./outputs/run_mlm/`. Runs unchanged 
         --stages "128:64:2000,512:32:500" --per_device_train_batch_size 16 --output_dir my-roformer
 """
 
+import os
+
+# torch's idle OpenMP threads sleep rather than spin on cores other processes need (read once, when torch loads;
+# roformer_hf/training/threads.py says why)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,7 +39,7 @@ from roformer_hf.model_card import TrainingSummary
 from roformer_hf.training.building import build_config, build_model, build_tokenizer
 from roformer_hf.training.cli import ModelArguments, ScriptTrainingArguments, parse_arguments
 from roformer_hf.training.console import loading_instructions, setup_logging
-from roformer_hf.training.cpu_precision import evaluation_precision, settle_cpu_precision
+from roformer_hf.training.cpu_precision import evaluation_precision, settle_cpu_precision, training_arithmetic
 from roformer_hf.training.data_files import check_caches_writable, hold_out_validation, limit_examples
 from roformer_hf.training.data_sources import FILE_KINDS, DatasetArguments, load_splits
 from roformer_hf.training.demo import command_line, demo_or_given_arguments
@@ -42,7 +48,14 @@ from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.interrupts import StopAtStepBoundary
 from roformer_hf.training.launch import check_distributed_launch, compiled_for_every_length
 from roformer_hf.training.publishing import check_publishing, evaluation_origins, publish_run
-from roformer_hf.training.resume import absolute_path, check_resume, record_run_settings, run_settings
+from roformer_hf.training.resume import (
+    absolute_path,
+    check_resume,
+    data_digest,
+    record_run_settings,
+    run_settings,
+    sampling_settings,
+)
 from roformer_hf.training.run_outputs import check_output_dir, prepare_output_dir, write_json_atomically
 from roformer_hf.training.script_runner import guard_run, run_script
 from roformer_hf.training.stages import (
@@ -371,6 +384,8 @@ def mlm_run_settings(
     return run_settings(
         training_args,
         train_file=absolute_path(data_args.train_file),
+        train_data_digest=data_digest(data_args.train_file or data_args.dataset_name),
+        **sampling_settings(data_args),
         dataset_name=data_args.dataset_name,
         dataset_config_name=data_args.dataset_config_name,
         train_split_name=data_args.train_split_name,
@@ -484,6 +499,8 @@ def save_outputs(
     final = {key: value for key, value in table[-1].items() if key.startswith(("train_", "eval_", "perplexity"))}
     if "eval_loss" in final:  # said beside the scores: another precision gives other ones (docs/scripts.md)
         final["eval_precision"] = evaluation_precision(trainer.args, trainer.model)
+    if training_args.do_train:  # threads and precision: what reproduces the run (docs/scripts.md)
+        final.update(training_arithmetic(trainer.args))
     write_json_atomically(
         output_dir / "eval_results.json", {k: v for k, v in final.items() if not k.startswith("train_")}, indent=2
     )

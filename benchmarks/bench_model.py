@@ -612,15 +612,17 @@ def machine_lines(device: str) -> list[str]:
 
 
 def choose_threads(requested: int | None) -> str:
-    """The thread count of every measurement, chosen as the scripts choose theirs (`roformer_hf.training.threads`) and
-    handed to the measuring processes through OMP_NUM_THREADS; where several threads share cores with other processes,
-    OMP_WAIT_POLICY=PASSIVE too (a fresh process reads it, a running one cannot). Returns the line that says so."""
+    """The thread count of every measurement, chosen as the scripts choose theirs with `--threads auto` (the usable
+    cores less those other processes keep busy: `roformer_hf.training.threads`) and handed to the measuring processes
+    through OMP_NUM_THREADS; where several threads share cores with other processes, OMP_WAIT_POLICY=PASSIVE too (a
+    fresh process reads it, a running one cannot). Returns the line that says so."""
     from roformer_hf.training.threads import busy_cores_of_others, decide_threads, usable_cores
 
     environment = os.environ.get("OMP_NUM_THREADS")
     user_chose = requested is not None or (environment or "").strip().isdigit()
     busy = None if user_chose else busy_cores_of_others()
-    choice = decide_threads(requested, environment, usable_cores(), busy)
+    given = requested if requested is not None else int(environment) if user_chose else "auto"
+    choice = decide_threads(given, None, usable_cores(), busy)
     os.environ["OMP_NUM_THREADS"] = str(choice.threads)
     torch.set_num_threads(choice.threads)
     if choice.threads > 1 and busy is not None and round(busy) > 0:

@@ -135,9 +135,14 @@ def fetch_url(url: str) -> bytes:
 
 
 def pip_download(name: str, version: str, folder: Path) -> bytes:
-    """`pip download` of a source distribution into a temporary folder (removed after), in a child process."""
+    """`pip download` of a source distribution into a temporary folder (removed after), in a child process whose
+    TMPDIR lies inside it: pip's own temporary folders (unpacked and built sources, ~90 MB) go with it, also when the
+    child is killed before it could remove them."""
     with tempfile.TemporaryDirectory(prefix=".pip-download-", dir=folder) as destination:
-        returncode, stderr = run_child([*PIP_DOWNLOAD, "--dest", destination, f"{name}=={version}"])
+        pip_temporary = Path(destination, "pip-tmp")
+        pip_temporary.mkdir()
+        command = [*PIP_DOWNLOAD, "--dest", destination, f"{name}=={version}"]
+        returncode, stderr = run_child(command, env={**os.environ, "TMPDIR": str(pip_temporary)})
         target = Path(destination, f"{name}-{version}.tar.gz")
         if returncode != 0 or not target.is_file():
             last_line = (stderr.strip().splitlines() or ["no output"])[-1]
@@ -145,13 +150,13 @@ def pip_download(name: str, version: str, folder: Path) -> bytes:
         return target.read_bytes()
 
 
-def run_child(command: list[str]) -> tuple[int, str]:
+def run_child(command: list[str], env: dict[str, str] | None = None) -> tuple[int, str]:
     """Runs `command` in a process group of its own, which ends with this process: killed when this one leaves the
     call in any way (an error, Ctrl-C, a SIGTERM made an exception by `stop_on_signals`), and on Linux also when this
     one is killed outright. Returns its exit status and standard error."""
     child = subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        preexec_fn=die_with_parent,
+        preexec_fn=die_with_parent, env=env,
     )  # fmt: skip
     try:
         _, stderr = child.communicate()

@@ -150,7 +150,10 @@ def sliding_windows(length: int, size: int, stride: int, overflow: bool) -> list
     if not overflow:
         return [(0, size)]
     if not 0 <= stride < size:
-        raise ValueError(f"stride ({stride}) must be smaller than the room for each window ({size} tokens).")
+        raise ValueError(
+            f"stride ({stride}) must be at least 0 and smaller than the room for each window ({size} tokens, "
+            "max_length less the special tokens): windows share that many tokens."
+        )
     windows, start = [], 0
     while True:
         end = min(start + size, length)

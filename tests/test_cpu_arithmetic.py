@@ -19,10 +19,12 @@ from roformer_hf.cpu_arithmetic import (
     STEP_MIN_SPEEDUP,
     LayerShape,
     ProbeResult,
+    bf16_speedup,
     cached_speedup,
     cpu_flags,
     decide_bf16,
     probe_cache_file,
+    probe_cache_key,
     step_flops,
 )
 
@@ -166,24 +168,28 @@ def test_a_measurement_is_cached_whole_and_reused(cache_home):
     assert [path.name for path in probe_cache_file().parent.iterdir()] == [probe_cache_file().name]  # no leftovers
 
 
-def test_the_cache_key_holds_the_thread_count_and_the_shape(cache_home):
+def test_the_cache_key_holds_the_shape_and_not_the_run_s_thread_count(cache_home):
+    """The probe runs on one thread whatever the run's count: a run on another count reads the same measurement."""
     threads = torch.get_num_threads()
     probe = CountingProbe(1.3)
     cached_speedup(f"{DEMO}", probe)
     cached_speedup(f"{DEMO._replace(hidden=256)}", probe)
     try:
         torch.set_num_threads(threads + 1)
-        cached_speedup(f"{DEMO}", probe)
+        assert cached_speedup(f"{DEMO}", probe).speedup == 1.3
     finally:
         torch.set_num_threads(threads)
-    assert probe.calls == 3
-    assert len(json.loads(probe_cache_file().read_text())) == 3
+    assert probe.calls == 2
+    assert len(json.loads(probe_cache_file().read_text())) == 2
+    assert all(" | 1 threads | " in key for key in json.loads(probe_cache_file().read_text()))
 
 
-@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"a key": "not a number"}', ""])
+@pytest.mark.parametrize(
+    "content", ["{not json", "[1, 2]", '{"a key": "not a number"}', "", '{"KEY": Infinity}', '{"KEY": NaN}']
+)
 def test_a_corrupted_cache_is_ignored_and_replaced(cache_home, content):
     probe_cache_file().parent.mkdir(parents=True)
-    probe_cache_file().write_text(content)
+    probe_cache_file().write_text(content.replace("KEY", probe_cache_key(f"{DEMO}")))
     probe = CountingProbe(2.5)
     assert cached_speedup(f"{DEMO}", probe).speedup == 2.5 and probe.calls == 1
     assert list(json.loads(probe_cache_file().read_text()).values()) == [2.5]
@@ -196,15 +202,19 @@ def test_a_cache_that_cannot_be_written_still_gives_the_measurement(cache_home):
     assert cached_speedup(f"{DEMO}", probe).speedup == 1.2 and probe.calls == 2  # measured again, nothing raised
 
 
-def test_a_measurement_on_fewer_threads_than_asked_is_used_once_and_not_cached(cache_home):
-    """A machine too busy to time the run's threads: the one-thread ratio decides this run, the next one measures."""
+def test_the_probe_measures_on_one_thread_and_restores_the_run_s_count():
+    """The same ratio however busy the machine: one thread timed by its CPU time, the run's thread count restored."""
     threads = torch.get_num_threads()
+    seen = []
     try:
         torch.set_num_threads(2)
-        busy = CountingProbe(1.4, threads=1)
-        assert cached_speedup(f"{DEMO}", busy) == (1.4, 1)
-        assert cached_speedup(f"{DEMO}", busy) == (1.4, 1) and busy.calls == 2
-        assert not probe_cache_file().exists()
+
+        def one_pass(in_bf16: bool) -> None:
+            seen.append(torch.get_num_threads())
+            torch.ones(256, 256).matmul(torch.ones(256, 256))
+
+        result = bf16_speedup(one_pass)
+        assert result.threads == 1 and set(seen) == {1} and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(threads)
 

@@ -449,3 +449,45 @@ def test_a_hub_dataset_fetched_with_hf_download_is_read_offline(rows, tmp_path, 
         f"--dataset_name someone/cail_small: not in the datasets cache, reading the copy `hf download` fetched, "
         f"{snapshot} (pass that folder as --dataset_name to read it so directly)"
     ]
+
+
+# --- data read as it is, never written into (issue 44) ---
+
+
+def folder_state(folder: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+@pytest.mark.parametrize("option", ["--dataset_name", "--train_file"])
+def test_a_saved_dataset_is_never_written_into(option, rows, tmp_path):
+    """`datasets` writes the cache files of `map` beside the data files it reads: a save_to_disk folder is read
+    through a view in --cache_dir, so that the run adds no file to it (and a read-only one works)."""
+    datasets.Dataset.from_list(rows["train"]).save_to_disk(tmp_path / "saved")
+    before = folder_state(tmp_path / "saved")
+    arguments = classification_arguments(tmp_path, option, str(tmp_path / "saved"), "--do_train")
+    run_classification.main([*arguments, "--validation_split_percentage", "20", "--do_eval"])
+    assert folder_state(tmp_path / "saved") == before
+    assert list((tmp_path / "cache" / "saved_to_disk").glob("saved-*/cache-*.arrow"))  # the map's caches, here
+
+
+def test_a_dataset_folder_of_mixed_formats_is_refused(rows, tmp_path):
+    """datasets reads only the files of the most common format of a folder without configs: a vocabulary .txt beside
+    the .jsonl of documents would be read as the corpus, the documents left out."""
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    (folder / "vocab.txt").write_text("".join(f"token{index}\n" for index in range(50)), encoding="utf-8")
+    (folder / "train.jsonl").write_text(
+        "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows["train"]), encoding="utf-8"
+    )
+    with pytest.raises(ScriptError, match=r"holds data files of several formats \(1 json \(train.jsonl\); 1 text"):
+        run_classification.load_labelled_documents(
+            *run_classification.parse_classification_arguments(
+                [*classification_arguments(tmp_path, "--dataset_name", str(folder)), "--do_train"]
+            )
+        )
+    (folder / "README.md").write_text("---\nconfigs:\n- config_name: default\n  data_files: train.jsonl\n---\n")
+    model_args, data_args, training_args = run_classification.parse_classification_arguments(
+        [*classification_arguments(tmp_path, "--dataset_name", str(folder)), "--do_train"]
+    )
+    raw_datasets, _ = run_classification.load_labelled_documents(model_args, data_args, training_args)
+    assert raw_datasets["train"]["text"] == [row["text"] for row in rows["train"]]

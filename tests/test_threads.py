@@ -1,5 +1,6 @@
-"""training/threads.py: the thread count of a run from the usable cores and the load other processes put on them
-(/proc/stat readings faked here), `--threads` and `OMP_NUM_THREADS` first, and the one line that says the choice."""
+"""training/threads.py: the thread count of a run from the usable cores (whatever the load: the same command gives
+the same run), `--threads` and `OMP_NUM_THREADS` first, `--threads auto` from the load other processes put on the
+cores (/proc/stat readings faked here), and the one line that says the choice."""
 
 import logging
 
@@ -36,33 +37,45 @@ def test_busy_cores_from_two_proc_stat_readings():
     ("usable", "busy", "expected"),
     [(2, 0.05, 2), (2, 0.6, 1), (2, 1.9, 1), (2, 5.0, 1), (16, 3.7, 12), (1, 0.0, 1), (8, None, 8)],
 )
-def test_the_policy_leaves_the_cores_others_keep_busy(usable, busy, expected):
-    choice = decide_threads(None, None, usable, busy)
+def test_threads_auto_leaves_the_cores_others_keep_busy(usable, busy, expected):
+    choice = decide_threads("auto", None, usable, busy)
     assert choice.threads == expected
     assert choice.line.startswith(f"{expected} thread") and f"{usable} usable cores" in choice.line
-    assert "--threads N" in choice.line
+    assert "--threads auto" in choice.line and "other weights" in choice.line
     if busy is not None:
         assert f"keep {busy:.1f} of them busy" in choice.line
 
 
-def test_shared_cores_with_several_threads_name_the_passive_wait_policy(monkeypatch):
-    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    assert "OMP_WAIT_POLICY=PASSIVE" in decide_threads(None, None, 16, 3.7).line
-    assert "OMP_WAIT_POLICY" not in decide_threads(None, None, 16, 0.1).line  # not shared
-    assert "OMP_WAIT_POLICY" not in decide_threads(None, None, 2, 1.2).line  # one thread: nothing waits
-    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
-    assert "OMP_WAIT_POLICY" not in decide_threads(None, None, 16, 3.7).line  # already set
+@pytest.mark.parametrize("busy", [0.0, 1.0, 1.9, 5.0, None])
+def test_by_default_the_count_is_the_usable_cores_whatever_the_load(busy):
+    """The same command on the same machine computes with the same threads (the order of its sums), busy or not."""
+    choice = decide_threads(None, None, 2, busy)
+    assert choice.threads == 2
+    assert choice.line.startswith("2 threads, one per usable core") and "--threads auto" in choice.line
 
 
-def test_threads_option_wins_over_omp_num_threads_which_wins_over_the_policy():
+def test_a_cpu_quota_bounds_the_usable_cores(tmp_path, monkeypatch):
+    (tmp_path / "cpu.max").write_text("150000 100000\n")
+    assert threads.cpu_quota(tmp_path / "cpu.max") == 1
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert threads.cpu_quota(tmp_path / "cpu.max") is None
+    assert threads.cpu_quota(tmp_path / "missing") is None
+    monkeypatch.setattr(threads, "cpu_quota", lambda: 1)
+    assert threads.usable_cores() == 1
+
+
+def test_threads_option_wins_over_omp_num_threads_which_wins_over_the_cores():
     assert decide_threads(3, "1", 2, 1.9) == (3, None)
+    assert decide_threads("3", "1", 2) == (3, None)
     assert decide_threads(None, "4", 2, 1.9) == (4, None)
-    assert decide_threads(None, "not a number", 2, 1.9).threads == 1  # ignored, as torch ignores it
+    assert decide_threads(None, "not a number", 2, 1.9).threads == 2  # ignored, as torch ignores it
 
 
-@pytest.mark.parametrize("requested", [0, -2])
+@pytest.mark.parametrize("requested", [0, -2, "many", "1.5"])
 def test_threads_below_one_are_refused_in_one_line(requested):
-    with pytest.raises(ScriptError, match=rf"--threads must be a whole number of at least 1, got {requested}\."):
+    with pytest.raises(
+        ScriptError, match=rf"--threads must be a whole number of at least 1, or auto .*, got {requested}\."
+    ):
         decide_threads(requested, None, 2, 0.0)
 
 
@@ -74,16 +87,26 @@ def restored_threads(monkeypatch):
     torch.set_num_threads(saved)
 
 
-def test_choose_threads_sets_torch_and_says_the_policys_choice_once(monkeypatch, caplog, restored_threads):
+def test_choose_threads_auto_sets_torch_and_measures_once(monkeypatch, caplog, restored_threads):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     readings = iter([1.0, 0.0])
     monkeypatch.setattr(threads, "busy_cores_of_others", lambda: next(readings))
     monkeypatch.setattr(threads, "usable_cores", lambda: 2)
     with caplog.at_level(logging.WARNING, logger=threads.__name__):
-        assert choose_threads(None) == 1
-        assert choose_threads(None) == 1  # a second run in this process: the first measurement, not a new one
+        assert choose_threads("auto") == 1
+        assert choose_threads("auto") == 1  # a second run in this process: the first measurement, not a new one
     assert torch.get_num_threads() == 1
-    assert caplog.messages == [caplog.messages[0]] * 2 and caplog.messages[0].startswith("1 thread: 2 usable cores")
+    assert caplog.messages == [caplog.messages[0]] * 2
+    assert caplog.messages[0].startswith("1 thread (--threads auto): 2 usable cores")
+
+
+def test_choose_threads_by_default_never_measures_the_load(monkeypatch, caplog, restored_threads):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(threads, "busy_cores_of_others", lambda: pytest.fail("the default read the load"))
+    monkeypatch.setattr(threads, "usable_cores", lambda: 2)
+    with caplog.at_level(logging.WARNING, logger=threads.__name__):
+        assert choose_threads(None) == 2
+    assert torch.get_num_threads() == 2 and caplog.messages[0].startswith("2 threads, one per usable core")
 
 
 @pytest.mark.parametrize(("requested", "environment"), [(1, None), (None, "1"), (1, "2")])
@@ -113,4 +136,44 @@ def test_the_scripts_take_threads_as_an_option(tmp_path):
     parser = HfArgumentParser(ScriptTrainingArguments)
     [given] = parser.parse_args_into_dataclasses(["--output_dir", str(tmp_path), "--threads", "3", "--bf16", "false"])
     [default] = parser.parse_args_into_dataclasses(["--output_dir", str(tmp_path), "--bf16", "false"])
-    assert (given.threads, default.threads) == (3, None)
+    [auto] = parser.parse_args_into_dataclasses(
+        ["--output_dir", str(tmp_path), "--threads", "auto", "--bf16", "false"]
+    )
+    assert (given.threads, default.threads, auto.threads) == ("3", None, "auto")
+
+
+def test_the_same_command_beside_busy_processes_trains_alike(tmp_path, monkeypatch):
+    """The same command twice, the second beside two busy processes (and a load reading that says so): the same
+    threads and precision, recorded in the results, and the same weights."""
+    import json
+    import subprocess
+    import sys
+
+    from test_bad_inputs import SCRIPTS, good_run, with_value
+
+    (tmp_path / "run0.0").mkdir()
+    (tmp_path / "run2.0").mkdir()
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # the precision probe measured by the first run
+    saved = torch.get_num_threads()
+    results = []
+    try:
+        for busy in (0.0, 2.0):
+            monkeypatch.setattr(threads, "busy_cores_of_others", lambda busy=busy: busy)
+            spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(int(busy))]
+            try:
+                arguments = good_run()("run_classification.py", tmp_path / f"run{busy}")
+                SCRIPTS["run_classification.py"].main(with_value(arguments, "--max_steps", "3"))
+            finally:
+                for spinner in spinners:
+                    spinner.kill()
+                    spinner.wait()
+            out = tmp_path / f"run{busy}" / "out"
+            recorded = json.loads((out / "train_results.json").read_text())
+            results.append(
+                (recorded["train_threads"], recorded["train_precision"], (out / "model.safetensors").read_bytes())
+            )
+    finally:
+        torch.set_num_threads(saved)
+    assert results[0][0] == threads.usable_cores()
+    assert results[0] == results[1]

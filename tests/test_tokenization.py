@@ -704,3 +704,16 @@ def test_the_shipped_original_vocab_is_the_original():
     full_copy = DATA_DIR / "vocab" / "roformer_chinese_base_vocab.txt"
     if full_data_present():
         assert full_copy.read_bytes() == ROFORMER_VOCAB.read_bytes()
+
+
+@pytest.mark.parametrize("stride", [-1, 6, 20])
+def test_a_stride_out_of_range_names_both_bounds(tokenizer, stride):
+    """A negative stride was told it "must be smaller than" the window, which it was: the line names both bounds."""
+    with pytest.raises(ValueError, match=rf"stride \({stride}\) must be at least 0 and smaller than the room"):
+        tokenizer(
+            "今天天气很好我们去公园玩吧今天天气很好",
+            max_length=8,
+            truncation=True,
+            stride=stride,
+            return_overflowing_tokens=True,
+        )

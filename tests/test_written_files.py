@@ -2,12 +2,17 @@
 an input file with them (through symlinks and hard links). The refusals in the scripts are rows of
 docs/bad_inputs.md (tests/test_bad_settings_and_data.py)."""
 
+import json
 import os
+import shlex
+import subprocess
+import sys
 from pathlib import Path, PurePath
 
 import pytest
 from test_bad_inputs import ROWS, SCRIPTS, good_run, with_value, write_jsonl
 
+from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.written_files import check_inputs_are_not_outputs, is_written, written_file_clash
 
 
@@ -118,3 +123,78 @@ def test_a_hub_id_spelled_as_the_output_folder_is_refused(tmp_path, monkeypatch)
 
     monkeypatch.chdir(tmp_path)
     assert "are the same folder" in overlap_refusal("--model_name_or_path", "user/model", "user/model")
+
+
+# --- a run owns only what it wrote (issue 44) ---
+
+
+def test_a_run_records_what_it_wrote_and_overwrites_only_that(tmp_path):
+    """After a run, its record names what it wrote; files the user adds later (of any name) are not in it, and a run
+    with --overwrite_output_dir replaces the run's files and leaves the user's, or refuses the folder for them."""
+    from roformer_hf.training.output_record import RECORD_NAME, read_record
+
+    arguments = good_run("--save_strategy", "steps", "--save_steps", "1")("run_classification.py", tmp_path)
+    SCRIPTS["run_classification.py"].main(with_value(arguments, "--max_steps", "2"))
+    record = read_record(tmp_path / "out")
+    assert "user_files" not in record  # closed
+    written = {entry.name for entry in (tmp_path / "out").iterdir()} - {RECORD_NAME}
+    assert set(record["files"]) == written and {"README.md", "modeling.py", "checkpoint-2"} <= written
+    (tmp_path / "out" / "train.py").write_text("print('mine')\n")  # a name a run never writes
+    SCRIPTS["run_classification.py"].main([*with_value(arguments, "--max_steps", "1"), "--overwrite_output_dir"])
+    assert (tmp_path / "out" / "train.py").read_text() == "print('mine')\n"
+    assert not (tmp_path / "out" / "checkpoint-2").exists()  # the earlier run's, deleted
+    (tmp_path / "out" / "stage_results.json").write_text("{}")  # a name a run writes, put there by the user
+    with pytest.raises(ScriptError, match=r"holds stage_results.json, which no run"):
+        SCRIPTS["run_classification.py"].main([*arguments, "--overwrite_output_dir"])
+
+
+def test_a_killed_run_s_files_are_still_its_own(tmp_path):
+    """A run killed while its record is open: what appeared since it opened counts as a run's, what was there before
+    stays the user's; once closed, a file the user adds is the user's."""
+    from roformer_hf.training.output_record import close_record, open_record, run_entries
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    open_record(out)
+    (out / "config.json").write_text("{}")
+    (out / "checkpoint-1").mkdir()
+    (out / "checkpoint-1" / "model.safetensors").write_bytes(b"cut off before its trainer state")
+    assert run_entries(out) >= {"config.json", "checkpoint-1"} and "notes.txt" not in run_entries(out)
+    close_record(out)
+    (out / "README.md").write_text("# mine")
+    assert "README.md" not in run_entries(out) and "config.json" in run_entries(out)
+
+
+@pytest.mark.parametrize("model_type", ["roformer_hf", "bert"])
+def test_a_run_folder_older_than_the_record_is_recognised(tmp_path, model_type):
+    """A folder written before the record: a Trainer's files beside a roformer_hf config make it a run's (its files of
+    run names with it); a config of another model beside them does not, and its files stay the user's."""
+    from roformer_hf.training.output_record import run_entries
+
+    (tmp_path / "checkpoint-4").mkdir()
+    (tmp_path / "checkpoint-4" / "trainer_state.json").write_text("{}")
+    (tmp_path / "training_args.bin").write_bytes(b"")
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type}))
+    (tmp_path / "README.md").write_text("# card")
+    (tmp_path / "notes.txt").write_text("mine")
+    ours = {"checkpoint-4", "training_args.bin", "config.json", "README.md"} if model_type == "roformer_hf" else set()
+    assert run_entries(tmp_path) == ours | {"checkpoint-4"}
+
+
+def test_a_bind_mount_of_the_model_folder_is_the_same_folder(tmp_path):
+    """Another path to the input folder (here a bind mount, which no path resolution sees through) is caught by
+    identity: training into it would delete the model being trained."""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "other").mkdir()
+    program = (
+        "import sys; from roformer_hf.training.written_files import overlap_refusal; "
+        f"print(overlap_refusal('--model_name_or_path', '{tmp_path}/other', '{tmp_path}/model'))"
+    )
+    command = (
+        f"mount --bind {tmp_path}/model {tmp_path}/other && {shlex.quote(sys.executable)} -c {shlex.quote(program)}"
+    )
+    result = subprocess.run(["unshare", "-rm", "sh", "-c", command], capture_output=True, text=True)
+    if "are the same folder" not in result.stdout and result.returncode != 0:
+        pytest.skip(f"no bind mount in a user namespace here: {result.stderr.strip()[:200]}")
+    assert "are the same folder" in result.stdout

@@ -329,3 +329,23 @@ def test_pre_norm_places_the_norms_on_the_block_inputs():
 def test_bad_settings_name_the_fix(setting, message):
     with pytest.raises(ValueError, match=message):
         RoFormerConfig(**TINY, **setting)
+
+
+def test_a_checkpoint_without_its_final_norm_is_not_called_a_v2_checkpoint(tmp_path):
+    """Zhouwenwang's layout with the norm after the last layer lost: the line names that norm and
+    final_layer_norm, not RoFormer-V2's settings (its missing bias once read as V2's use_bias=False)."""
+    from safetensors.torch import load_file, save_file
+
+    from roformer_hf import RoFormerConfig, RoFormerModel
+    from roformer_hf.fengshen_layout import ZHOUWENWANG_SETTINGS
+
+    sizes = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64}
+    RoFormerModel(RoFormerConfig(vocab_size=100, **sizes, **ZHOUWENWANG_SETTINGS)).save_pretrained(tmp_path)
+    weights = load_file(tmp_path / "model.safetensors")
+    kept = {name: tensor for name, tensor in weights.items() if "final_norm" not in name}
+    save_file(kept, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ValueError) as error:
+        RoFormerModel.from_pretrained(tmp_path)
+    assert "RoFormer-V2" not in str(error.value) and "use_bias" not in str(error.value)
+    assert "no norm after the last layer (encoder.final_norm.bias, encoder.final_norm.weight)" in str(error.value)
+    assert "final_layer_norm=False" in str(error.value)

@@ -206,11 +206,12 @@ class ScriptTrainingArguments(TrainingArguments):
             "card and metrics go up."
         },
     )
-    threads: int | None = field(
+    threads: str | None = field(
         default=None,
         metadata={
-            "help": "Threads to compute with. Default: OMP_NUM_THREADS where set, else the cores this process may use "
-            "less those other processes keep busy when it starts (said in one line)."
+            "help": "Threads to compute with: a number, or auto (the cores this process may use less those other "
+            "processes keep busy when it starts: faster on a busy machine, but a run on another count may end with "
+            "other weights). Default: OMP_NUM_THREADS where set, else one per usable core, whatever runs beside."
         },
     )
     static_shapes: bool | None = field(

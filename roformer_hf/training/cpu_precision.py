@@ -111,4 +111,17 @@ def evaluation_precision(training_args: Any, model: torch.nn.Module) -> str:
     return "float32"
 
 
-__all__ = ["choose_cpu_precision", "evaluation_precision", "settle_cpu_precision"]
+def training_arithmetic(training_args: Any) -> dict[str, Any]:
+    """
+    How a run trained, for its results (`train_results.json`, `all_results.json`) and model card: `train_threads`,
+    torch's thread count (`threads.choose_threads`), and `train_precision`, `"bf16 mixed precision"`, `"fp16 mixed
+    precision"` or `"float32"`. The same command on the same machine gives the same two (docs/scripts.md).
+    """
+    if training_args.bf16 or training_args.fp16:
+        precision = f"{'bf16' if training_args.bf16 else 'fp16'} mixed precision"
+    else:
+        precision = "float32"
+    return {"train_threads": torch.get_num_threads(), "train_precision": precision}
+
+
+__all__ = ["choose_cpu_precision", "evaluation_precision", "settle_cpu_precision", "training_arithmetic"]

@@ -290,21 +290,42 @@ def cache_write_error(error: BaseException) -> OSError | None:
 
 
 def diagnose_data_file(path: str, option: str) -> ScriptError | None:
-    """What makes a text data file unreadable: not UTF-8, only blank lines, or a line that is not JSON; else `None`
-    (and for a Parquet or Arrow file, whose loader's own message is the one to show)."""
+    """What makes a data file unreadable: not UTF-8, only blank lines, a CSV header without rows, a line that is not
+    JSON, a Parquet file of no rows; else `None` (the loader's own message is the one to show)."""
     if is_binary_data_file(path):
-        return None
+        return empty_parquet_error(path, option)
     place = find_utf8_error(path)
     if place is not None:
         return not_utf8_error(path, option, *place)
     with open(path, encoding="utf-8") as file:
-        if not any(line.strip() for line in file):
-            return ScriptError(f"{option} {path} holds only blank lines: give a file with data.")
+        lines = [line for line in file if line.strip()]
+    if not lines:
+        return ScriptError(f"{option} {path} holds only blank lines: give a file with data.")
+    if Path(path).suffix.lower() == ".csv" and len(lines) == 1:
+        return ScriptError(
+            f"{option} {path} holds only its header line ({lines[0].strip()[:80]}), no rows: give a file with data."
+        )
     if Path(path).suffix.lower() in (".json", ".jsonl"):
         json_error = find_json_error(path)
         if json_error is not None:
             return ScriptError(f"{option} {path}: {json_error}")
     return None
+
+
+def empty_parquet_error(path: str, option: str) -> ScriptError | None:
+    """The error for a Parquet file of no rows (pyarrow says "BatchSize must be greater than 0"), else `None`."""
+    if Path(path).suffix.lower() != ".parquet":
+        return None
+    import pyarrow.parquet as pq  # datasets' own dependency
+
+    try:
+        metadata = pq.ParquetFile(path).metadata
+    except Exception:  # not a readable Parquet file: the loader's message says why
+        return None
+    if metadata.num_rows > 0:
+        return None
+    columns = ", ".join(metadata.schema.names) or "none"
+    return ScriptError(f"{option} {path} is a Parquet file of no rows (columns: {columns}): give a file with data.")
 
 
 def find_json_error(path: str | Path) -> str | None:

@@ -10,9 +10,15 @@ What is wrong with a file (missing, not UTF-8, broken JSON, ...) is said by `dat
 wrong with a source as a whole (a folder that is no dataset, a split or a key that is not there).
 """
 
+import hashlib
 import json
 import logging
 import re
+
+
+import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,6 +136,44 @@ def say_unused_splits(data_args: Any, split: str, named: dict, files: dict[str, 
         )
 
 
+def saved_view(folder: Path, cache_dir: str | None) -> Path:
+    """
+    A folder of `cache_dir` (else the datasets cache) holding the files of the `save_to_disk` folder `folder`, hard
+    links where the file system allows (else copies), made once per content of `folder` (its files' names, sizes
+    and times). `datasets` writes the cache files of every `map` beside the data files it reads: read from here,
+    they go into the cache, never into the user's folder (which may be read-only).
+    """
+    files = sorted(path for path in folder.rglob("*") if path.is_file())
+    key = hashlib.sha256(str(folder.resolve()).encode())
+    for path in files:
+        stat = path.stat()
+        key.update(f"{path.relative_to(folder)}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    cache = Path(cache_dir or datasets.config.HF_DATASETS_CACHE) / "saved_to_disk"
+    view = cache / f"{folder.resolve().name}-{key.hexdigest()[:16]}"
+    if view.is_dir():
+        return view
+    staging = Path(tempfile.mkdtemp(prefix=".view-", dir=_made(cache)))
+    try:
+        for path in files:
+            target = staging / path.relative_to(folder)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(path, target)
+            except OSError:  # another file system, or links not allowed: a copy
+                shutil.copyfile(path, target)
+        os.replace(staging, view)
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        if not view.is_dir():  # not made by another run at the same time
+            raise
+    return view
+
+
+def _made(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def is_saved_dataset(folder: Path) -> bool:
     """Whether `folder` was written by `Dataset.save_to_disk` or `DatasetDict.save_to_disk`."""
     return (folder / "state.json").is_file() or (folder / "dataset_dict.json").is_file()
@@ -153,9 +197,11 @@ def load_dataset_by_name(
                 f"--dataset_name {name} is a folder written by save_to_disk, which has no configurations: leave out "
                 f"--dataset_config_name {config_name}."
             )
-        return load_saved_folder(name, streaming)
+        return load_saved_folder(name, streaming, cache_dir)
     if Path(name).is_file():
         raise ScriptError(f"--dataset_name {name} is a file, not a dataset: give it as --train_file {name}.")
+    if Path(name).is_dir():
+        refuse_mixed_formats(Path(name))
     try:
         builder = datasets.load_dataset_builder(name, config_name, cache_dir=cache_dir)
         options = CSV_ONLY_EMPTY_CELLS_MISSING if builder.name == "csv" else {}  # a class named "NA" stays a class
@@ -182,9 +228,37 @@ def downloaded_snapshot(name: str) -> Path | None:
         return None
 
 
-def load_saved_folder(folder: str, streaming: bool) -> datasets.DatasetDict | datasets.IterableDatasetDict:
-    """A `save_to_disk` folder as a dict of splits (a Dataset is the `train` split)."""
-    loaded = datasets.load_from_disk(folder)
+def refuse_mixed_formats(folder: Path) -> None:
+    """
+    Refuse a dataset folder without `configs:` in its README.md whose data files are of several formats: `datasets`
+    reads only the files of its most common format and leaves the others out without a word (a folder of a
+    vocabulary .txt and a .jsonl of documents would be read as the vocabulary).
+    """
+    readme = folder / "README.md"
+    if readme.is_file() and "configs:" in readme.read_text(encoding="utf-8", errors="replace"):
+        return  # its configs name the files of each split
+    kinds: dict[str, list[str]] = {}
+    for path in sorted(folder.rglob("*")):
+        builder = FILE_BUILDERS.get(path.suffix.lower())
+        if builder is not None and path.is_file() and not path.relative_to(folder).parts[0].startswith("."):
+            kinds.setdefault(builder, []).append(str(path.relative_to(folder)))
+    if len(kinds) > 1:
+        held = "; ".join(
+            f"{len(names)} {kind} ({', '.join(names[:2])}{', ...' * (len(names) > 2)})"
+            for kind, names in kinds.items()
+        )
+        raise ScriptError(
+            f"--dataset_name {folder} holds data files of several formats ({held}), of which datasets would read "
+            "only one kind: give the files to read with --train_file (and --validation_file), or add a README.md "
+            "whose configs: name each split's files."
+        )
+
+
+def load_saved_folder(
+    folder: str, streaming: bool, cache_dir: str | None = None
+) -> datasets.DatasetDict | datasets.IterableDatasetDict:
+    """A `save_to_disk` folder as a dict of splits (a Dataset is the `train` split), read through `saved_view`."""
+    loaded = datasets.load_from_disk(str(saved_view(Path(folder), cache_dir)))
     if isinstance(loaded, datasets.Dataset):
         loaded = datasets.DatasetDict({"train": loaded})
     if streaming:
@@ -230,7 +304,7 @@ def load_data_file(
     `save_to_disk`; `option` names the argument that gave it, for messages.
     """
     if Path(path).is_dir():
-        return load_saved_split(path, option, streaming)
+        return load_saved_split(path, option, streaming, cache_dir)
     builder = FILE_BUILDERS.get(Path(path).suffix.lower())
     if builder is None:
         raise ScriptError(f"{option} {path}: use a {FILE_KINDS} file, or a folder written by save_to_disk.")
@@ -247,14 +321,16 @@ def load_data_file(
         raise data_file_error({option: path}, error, cache_dir=cache_dir) from error
 
 
-def load_saved_split(folder: str, option: str, streaming: bool) -> datasets.Dataset | datasets.IterableDataset:
+def load_saved_split(
+    folder: str, option: str, streaming: bool, cache_dir: str | None = None
+) -> datasets.Dataset | datasets.IterableDataset:
     """A split from a folder a Dataset was saved to; a DatasetDict's folder is refused (it is a `--dataset_name`)."""
     if not is_saved_dataset(Path(folder)):
         raise ScriptError(
             f"{option} {folder} is a folder, not a data file: give a {FILE_KINDS} file, a folder written by "
             f"save_to_disk, or a dataset folder in the Hub's layout as --dataset_name {folder}."
         )
-    loaded = datasets.load_from_disk(folder)
+    loaded = datasets.load_from_disk(str(saved_view(Path(folder), cache_dir)))
     if isinstance(loaded, datasets.DatasetDict):
         raise ScriptError(
             f"{option} {folder} holds a DatasetDict (splits: {', '.join(loaded)}), not one split: give it as "

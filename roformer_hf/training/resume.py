@@ -10,6 +10,7 @@ the checkpoint's manifest like every file of it), and a resume compares them wit
 and the vocabulary are compared for every checkpoint, also those written before the record existed.
 """
 
+import hashlib
 import json
 import logging
 from collections.abc import Mapping
@@ -96,6 +97,62 @@ IGNORED_CONFIG_FIELDS = {
 NEW_RUN_ADVICE = "or start a new run (another --output_dir, or --overwrite_output_dir)"
 
 
+# Data settings that choose which rows a run trains on, and in which order: changed, a resumed run would skip its
+# batches into other rows (both scripts' DataArguments; a setting a script lacks is left out).
+SAMPLING_SETTINGS = (
+    "max_train_samples",
+    "validation_split_percentage",
+    "text_column_name",
+    "text_pair_column_name",
+    "label_column_name",
+    "line_by_line",
+    "json_field",
+)
+# The setting that records the content of the training data (`data_digest`), compared on resume.
+DATA_DIGEST = "train_data_digest"
+# Files larger than this are digested by their size, time and first and last `DIGEST_EDGE_BYTES` (hashing gigabytes
+# of corpus at every start and resume would cost minutes); smaller ones whole.
+WHOLE_DIGEST_MAX_BYTES = 64 * 2**20
+DIGEST_EDGE_BYTES = 2**20
+
+
+def sampling_settings(data_args: Any) -> dict[str, Any]:
+    """The `SAMPLING_SETTINGS` of a script's `data_args`, to record with its run."""
+    return {name: getattr(data_args, name) for name in SAMPLING_SETTINGS if hasattr(data_args, name)}
+
+
+def data_digest(path: str | None) -> str | None:
+    """
+    The content of a training data file, or of every file of a data folder (`--dataset_name` or a save_to_disk
+    folder, their names with them), as one SHA-256; a file over `WHOLE_DIGEST_MAX_BYTES` by its size, modification
+    time and first and last megabyte. `None` for no path or a Hub id (whose revision the datasets cache keeps).
+    """
+    if path is None or not Path(path).exists():
+        return None
+    root = Path(path)
+    files = [root] if root.is_file() else sorted(file for file in root.rglob("*") if file.is_file())
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(f"{file.relative_to(root) if file != root else ''}\0".encode())
+        digest.update(_file_digest(file))
+    return digest.hexdigest()
+
+
+def _file_digest(path: Path) -> bytes:
+    size = path.stat().st_size
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        if size <= WHOLE_DIGEST_MAX_BYTES:
+            for chunk in iter(lambda: file.read(2**20), b""):
+                digest.update(chunk)
+            return digest.digest()
+        digest.update(f"{size}:{path.stat().st_mtime_ns}".encode())
+        digest.update(file.read(DIGEST_EDGE_BYTES))
+        file.seek(size - DIGEST_EDGE_BYTES)
+        digest.update(file.read(DIGEST_EDGE_BYTES))
+    return digest.digest()
+
+
 def run_settings(training_args: Any, **script_settings: Any) -> dict[str, Any]:
     """
     The settings of this run a checkpoint records: `script_settings` (option name without dashes -> value; a data
@@ -140,6 +197,13 @@ def check_resume(checkpoint: str | Path, model: PreTrainedModel, tokenizer: Any,
     applied = (*APPLIED_SETTINGS, PRECISION_SETTING)
     for name in sorted(changed, key=lambda name: name in applied):  # refusals before the warnings
         old, new = _shown(recorded[name]), _shown(settings[name])
+        if name == DATA_DIGEST:
+            raise ScriptError(
+                f"cannot resume from {checkpoint}: its training data has changed since it was trained on (SHA-256 "
+                f"{old[:16]}... then, {new[:16]}... now), and a resumed run would skip its batches into other rows: "
+                f"resume with the data it was trained on, or start a new run from its weights (--model_name_or_path "
+                f"{checkpoint}, another --output_dir)."
+            )
         if name == PRECISION_SETTING:
             logger.warning(
                 f"{checkpoint} was trained with mixed precision {old}, this run uses {new} ('no': float32; --bf16 "
@@ -213,7 +277,9 @@ __all__ = [
     "RUN_SETTINGS_FILE",
     "absolute_path",
     "check_resume",
+    "data_digest",
     "find_resume_checkpoint",
     "record_run_settings",
     "run_settings",
+    "sampling_settings",
 ]

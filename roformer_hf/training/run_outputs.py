@@ -23,23 +23,32 @@ from .checkpoints import atomic_path, give_plain_modes, last_complete_checkpoint
 from .errors import ScriptError
 from .interrupts import deferred_stops
 from .locks import check_folder_held, output_dir_not_writable, refuse_dangling_link
+from .output_record import (
+    RUN_ONLY_PREFIXES,
+    forget_entries,
+    open_record,
+    run_entries,
+    user_file_clashes,
+    user_files_refusal,
+)
 
 logger = logging.getLogger(__name__)
 
 
-# What a run of the scripts leaves in its output_dir (model, checkpoints, stage folders, results).
-RUN_OUTPUT_PATTERNS = (
-    *("checkpoint-*", "stage-*", "*.safetensors", "model.safetensors.index.json", "config.json"),
-    *("trainer_state.json", "training_args.bin", "*_results.json", "predictions.jsonl"),
-)
-
-
 def earlier_run_outputs(output_dir: str | Path) -> list[Path]:
-    """The files and folders of an earlier run in `output_dir` (empty when it does not exist)."""
+    """The files and folders that earlier runs wrote in `output_dir` (`output_record.run_entries`; empty when it does
+    not exist), but for the lock, the record and staging folders, and with the links and files named as a run's
+    checkpoint or stage folders (`refuse_foreign_run_folders`)."""
     output_dir = Path(output_dir)
     if not output_dir.is_dir():
         return []
-    return sorted({path for pattern in RUN_OUTPUT_PATTERNS for path in output_dir.glob(pattern)})
+    ours = {output_dir / name for name in run_entries(output_dir) if not name.startswith(RUN_ONLY_PREFIXES)}
+    misplaced = {path for path in _run_folders(output_dir) if path.parent == output_dir and not _is_plain_dir(path)}
+    return sorted(ours | misplaced)
+
+
+def _is_plain_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
 
 
 def is_resuming(training_args: TrainingArguments) -> bool:
@@ -50,9 +59,11 @@ def is_resuming(training_args: TrainingArguments) -> bool:
 
 def check_output_dir(training_args: TrainingArguments) -> None:
     """
-    Before anything is loaded or written: refuse an output_dir that holds an earlier run (unless
+    Before anything is loaded or written: refuse an output_dir holding a file of the user's that the run would write
+    over (`output_record.user_file_clashes`, whatever the options), one that holds an earlier run (unless
     `--overwrite_output_dir` or `--resume_from_checkpoint`), a dangling link as output_dir, and checkpoint or stage
-    folders that are links (`refuse_foreign_run_folders`); check that the folder can be written.
+    folders that are links (`refuse_foreign_run_folders`); check that the folder can be written, and open its record of
+    what runs wrote there (`output_record`).
 
     Raises `ScriptError` naming the options that allow it, or the reason the folder cannot be written.
     """
@@ -61,6 +72,9 @@ def check_output_dir(training_args: TrainingArguments) -> None:
     refuse_dangling_link(output_dir, "--output_dir")
     if not overwrite:
         refuse_foreign_run_folders(output_dir)
+    clashes = [name for name in user_file_clashes(output_dir) if not _misnamed_run_folder(output_dir / name)]
+    if clashes:
+        raise user_files_refusal(output_dir, clashes)
     earlier = earlier_run_outputs(output_dir)
     if earlier and not overwrite and not is_resuming(training_args):
         raise earlier_run_error(output_dir, earlier)
@@ -70,6 +84,14 @@ def check_output_dir(training_args: TrainingArguments) -> None:
             pass
     except OSError as error:
         raise output_dir_not_writable(output_dir, error) from error
+    if training_args.should_save:
+        open_record(output_dir)
+
+
+def _misnamed_run_folder(path: Path) -> bool:
+    """A link or a file named as a run's checkpoint or stage folder: `refuse_foreign_run_folders` refuses it, and
+    `--overwrite_output_dir` deletes the link (never what it points to) or the file."""
+    return re.fullmatch(r"(checkpoint|stage)-\d+", path.name) is not None and not _is_plain_dir(path)
 
 
 def earlier_run_error(output_dir: Path, earlier: list[Path]) -> ScriptError:
@@ -134,12 +156,14 @@ def prepare_output_dir(
     with training_args.main_process_first(local=False, desc="clearing output_dir"):
         overwrite = getattr(training_args, "overwrite_output_dir", False)
         if overwrite and training_args.should_save and not is_resuming(training_args):
-            for path in earlier_run_outputs(training_args.output_dir):
+            earlier = earlier_run_outputs(training_args.output_dir)
+            for path in earlier:  # only what runs wrote (output_record): the user's files stay
                 logger.warning(f"--overwrite_output_dir: deleting {path}")
                 if path.is_dir() and not path.is_symlink():
                     shutil.rmtree(path)
                 else:  # a file, or a symbolic link: the link itself, never what it points to
                     path.unlink()
+            forget_entries(training_args.output_dir, {path.name for path in earlier})
     if steps_per_folder is None:
         steps_per_folder = [training_args.max_steps if training_args.max_steps > 0 else None]
     check_free_space(training_args, model, steps_per_folder)

@@ -8,6 +8,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 import torch
 from transformers import TrainingArguments
@@ -21,6 +22,7 @@ from .interrupts import (
     stopped_at_once_message,
 )
 from .locks import lock_output_dir
+from .output_record import RECORD_NAME, close_record
 from .pickle_refusal import is_refused_pickle, refused_pickle_message
 from .run_outputs import is_disk_full, remove_stale_staging
 
@@ -82,6 +84,22 @@ REFUSED_PICKLE_FIX = (
 
 
 @contextmanager
+def _closing_the_record(training_args: TrainingArguments) -> Iterator[None]:
+    """However the run ends, what it wrote joins the record of its output folder (`output_record.close_record`)."""
+    try:
+        yield
+    finally:
+        if training_args.should_save and Path(training_args.output_dir).is_dir():
+            try:
+                close_record(training_args.output_dir)
+            except (
+                OSError,
+                ScriptError,
+            ) as error:  # the folder lost or unwritable: said, not raised over the run's end
+                logger.warning(f"could not update {Path(training_args.output_dir) / RECORD_NAME}: {error}")
+
+
+@contextmanager
 def guard_run(training_args: TrainingArguments, script: str, argv: Sequence[str]) -> Iterator[None]:
     """
     Hold the lock of `--output_dir` (deleting the staging folders of killed runs), turn SIGINT/SIGTERM into a stop at
@@ -93,7 +111,7 @@ def guard_run(training_args: TrainingArguments, script: str, argv: Sequence[str]
         script (`str`): the script's file name, for the resume command.
         argv (`Sequence[str]`): the run's arguments without the program name, for the resume command.
     """
-    with lock_output_dir(training_args):
+    with lock_output_dir(training_args), _closing_the_record(training_args):
         if training_args.should_save:
             remove_stale_staging(training_args.output_dir)
         with handle_stop_signals(training_args.output_dir, resume_command(script, argv)):

@@ -1,13 +1,15 @@
-"""How many threads a run computes with: the cores this process may use (`os.sched_getaffinity`) less those other
-processes keep busy when it starts, measured over `SAMPLE_SECONDS` of /proc/stat.
+"""How many threads a run computes with. By default the cores this process may use (`os.sched_getaffinity`, within
+a container's CPU quota), whatever runs beside it: the thread count decides the order of floating-point sums, so a
+count taken from the load at start gave another run of the same command on the same machine (test accuracy 0.700 on
+one thread, 0.667 on two, same seed). `--threads N` (or `OMP_NUM_THREADS`) sets the number; `--threads auto` adapts
+it to the load instead: the usable cores less those other processes keep busy when the run starts, measured over
+`SAMPLE_SECONDS` of /proc/stat (faster beside busy processes, not reproducible).
 
-torch's default is one thread per core whatever else runs. On a shared machine that costs more than the cores it
-cannot have: its OpenMP threads wait for each other at every operation, a thread whose core another process holds
-makes the others spin: beside two busy processes on a 2-core Xeon, 100 steps of the demo model took 3.7x their quiet
-time with the default two threads, 1.5x with one (docs/scripts.md has this project's EPYC). `--threads N` (or
-`OMP_NUM_THREADS`) sets the number instead. An idle OpenMP thread spins before it sleeps unless
-`OMP_WAIT_POLICY=PASSIVE` is set before torch starts (it is read once, when torch loads its OpenMP library, so a
-running script cannot change it): where several threads share cores with other processes the run's line says so."""
+On a shared machine extra threads cost more than the cores they cannot have: OpenMP threads wait for each other at
+every operation, and an idle one spins before it sleeps (beside two busy processes on a 2-core Xeon, 100 steps of the
+demo model took 3.7x their quiet time with two threads, 1.5x with one; docs/scripts.md has this project's EPYC).
+So the scripts set `OMP_WAIT_POLICY=PASSIVE` before torch loads (the first thing they do; a policy given in the
+environment is kept): idle threads sleep, and two threads beside busy processes lose less."""
 
 import logging
 import os
@@ -34,10 +36,11 @@ class ThreadChoice(NamedTuple):
 
 
 def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity, e.g. under `taskset` or a container's cpuset)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+    """The cores this process may run on: its CPU affinity (e.g. under `taskset` or a container's cpuset), within a
+    container's CPU quota (`cpu_quota`)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    quota = cpu_quota()
+    return min(cores, quota) if quota is not None else cores
 
 
 def cpu_times(stat_text: str, cpus: set[int] | None) -> dict[int, tuple[int, int]]:
@@ -79,49 +82,80 @@ def busy_cores_of_others(seconds: float = SAMPLE_SECONDS) -> float | None:
         return None
 
 
-def decide_threads(requested: int | None, environment: str | None, usable: int, busy: float | None) -> ThreadChoice:
+# `--threads auto`: the thread count follows the load at start.
+AUTO = "auto"
+CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+
+
+def cpu_quota(cpu_max: Path = CGROUP_CPU_MAX) -> int | None:
+    """The whole cores a cgroup v2 CPU quota allows (`cpu.max`: quota and period), at least 1; None without one."""
+    try:
+        quota, period = cpu_max.read_text().split()[:2]
+        return None if quota == "max" else max(1, int(quota) // int(period))
+    except (OSError, ValueError):
+        return None
+
+
+def parse_threads(value: str | int | None) -> int | str | None:
+    """`--threads` as given: None, `AUTO`, or a whole number of at least 1 (else a `ScriptError`)."""
+    if value is None or value == AUTO:
+        return value
+    text = str(value).strip()
+    if not text.lstrip("-").isdigit() or int(text) < 1:
+        raise ScriptError(
+            f"--threads must be a whole number of at least 1, or auto (the usable cores less those other processes "
+            f"keep busy at the start), got {value}."
+        )
+    return int(text)
+
+
+def decide_threads(
+    requested: int | str | None, environment: str | None, usable: int, busy: float | None = None
+) -> ThreadChoice:
     """
-    The thread count: `requested` (`--threads`) first, then `environment` (`OMP_NUM_THREADS`, where it is a whole
-    number of at least 1), else the `usable` cores less the `busy` ones (rounded), at least 1.
+    The thread count: `requested` (`--threads` N) first, then `environment` (`OMP_NUM_THREADS`, where it is a whole
+    number of at least 1), else the `usable` cores; with `--threads auto`, the usable cores less the `busy` ones
+    (rounded), at least 1.
 
     Args:
-        requested (`int`, *optional*): `--threads`; refused below 1 (`ScriptError`).
+        requested (`int` or `"auto"`, *optional*): `--threads`; refused below 1 (`ScriptError`).
         environment (`str`, *optional*): the value of `OMP_NUM_THREADS`.
         usable (`int`): the cores this process may use (`usable_cores`).
-        busy (`float`, *optional*): the cores other processes keep busy (`busy_cores_of_others`); None: unknown.
+        busy (`float`, *optional*): with `"auto"`, the cores other processes keep busy (`busy_cores_of_others`);
+            None: unknown.
     """
-    if requested is not None:
-        if requested < 1:
-            raise ScriptError(f"--threads must be a whole number of at least 1, got {requested}.")
+    requested = parse_threads(requested)
+    if isinstance(requested, int):
         return ThreadChoice(requested, None)
-    if environment is not None and environment.strip().isdigit() and int(environment) >= 1:
+    if requested is None and environment is not None and environment.strip().isdigit() and int(environment) >= 1:
         return ThreadChoice(int(environment), None)
+    if requested != AUTO:
+        line = f"{usable} thread{'s' * (usable > 1)}, one per usable core (the same whatever runs beside)"
+        return ThreadChoice(usable, f"{line}; --threads N sets another number, --threads auto follows the load.")
     others = round(busy) if busy is not None else 0
     threads = max(1, usable - others)
     measured = "no load reading on this system" if busy is None else f"other processes keep {busy:.1f} of them busy"
-    line = f"{threads} thread{'s' if threads > 1 else ''}: {usable} usable cores, {measured}"
-    if threads > 1 and others > 0 and "OMP_WAIT_POLICY" not in os.environ:
-        line += "; with OMP_WAIT_POLICY=PASSIVE before the command, idle threads would not spin on the shared cores"
-    return ThreadChoice(threads, f"{line}; --threads N sets another number.")
+    line = f"{threads} thread{'s' if threads > 1 else ''} (--threads auto): {usable} usable cores, {measured}"
+    return ThreadChoice(threads, f"{line}; a run on another count of threads may end with other weights.")
 
 
-def choose_threads(requested: int | None) -> int:
+def choose_threads(requested: int | str | None) -> int:
     """
     Set torch's thread count for this run (`decide_threads`) and say in one line how it was chosen where the user did
-    not choose it; returns the count. Measured once per process: a later call (a second run in the same process)
-    keeps the first one's measurement.
+    not give a number; returns the count. With `--threads auto` the load is measured once per process: a later call
+    (a second run in the same process) keeps the first one's measurement.
 
     Args:
-        requested (`int`, *optional*): `--threads`, None where not given.
+        requested (`int` or `"auto"`, *optional*): `--threads`, None where not given.
     """
     environment = os.environ.get("OMP_NUM_THREADS")
-    if requested is None and environment is None and _policy_choice:
+    requested = parse_threads(requested)
+    if requested == AUTO and _policy_choice:
         choice = _policy_choice[0]
     else:
-        user_chose = requested is not None or (environment or "").strip().isdigit()
-        busy = None if user_chose else busy_cores_of_others()
+        busy = busy_cores_of_others() if requested == AUTO else None
         choice = decide_threads(requested, environment, usable_cores(), busy)
-        if choice.line is not None:
+        if requested == AUTO:
             _policy_choice[:] = [choice]
     torch.set_num_threads(choice.threads)
     if choice.line is not None and int(os.environ.get("RANK", "0")) == 0:
@@ -129,7 +163,16 @@ def choose_threads(requested: int | None) -> int:
     return choice.threads
 
 
-_policy_choice: list[ThreadChoice] = []  # the first measured choice of this process
+_policy_choice: list[ThreadChoice] = []  # the first measured choice of this process (--threads auto)
 
 
-__all__ = ["ThreadChoice", "busy_cores", "busy_cores_of_others", "choose_threads", "cpu_times", "decide_threads"]
+__all__ = [
+    "AUTO",
+    "ThreadChoice",
+    "busy_cores",
+    "busy_cores_of_others",
+    "choose_threads",
+    "cpu_times",
+    "decide_threads",
+    "parse_threads",
+]

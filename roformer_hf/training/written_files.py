@@ -7,12 +7,15 @@ read the test documents, then replace them with their predictions.
 
 What a run may write or delete: in `--output_dir`, the files of `WRITTEN_FILES` at its top and the folders of
 `WRITTEN_FOLDERS` whole (a run that does not train: only its results, pictures, predictions and lock,
-`EVALUATION_FILES`), and nothing else of it (a user's notes or data files there are never touched). What a run reads:
-an input file, or an input folder whole but for files no loader reads (results and predictions beside a model: an
-evaluation writes its results into the folder of the model it evaluates). Paths are compared once resolved (relative,
-`..`, symbolic links: `Path.resolve`), and an input file also by `os.path.samefile` with the written files already in
-the output folder (a hard link). So an output folder inside an input folder, or an input inside a checkpoint folder
-of the output folder, overlaps too. The one exception is how resuming works: `--resume_from_checkpoint` naming a
+`EVALUATION_FILES`), and of those only what earlier runs wrote there (`output_record`): a file of the user's of
+such a name (a README.md, a modeling.py, a vocab.txt) makes a training run refuse the folder
+(`output_record.user_file_clashes`), with or without `--overwrite_output_dir`, and anything else of the user's (notes,
+data files) is never touched. What a run reads: an input file, or an input folder whole but for files no loader
+reads (results and predictions beside a model: an evaluation writes its results into the folder of the model it
+evaluates). Folders are compared by identity (device and inode: a symbolic link, a bind mount or a relative path to
+the same folder is the same folder), paths not made yet once resolved, and an input file also by `os.path.samefile`
+with the written files already in the output folder (a hard link). So an output folder inside an input folder, or an
+input inside a checkpoint folder of the output folder, overlaps too. The one exception is how resuming works: `--resume_from_checkpoint` naming a
 checkpoint of the output folder, which the run reads before it writes any checkpoint (and never deletes while
 resuming: `--overwrite_output_dir` clears nothing then).
 
@@ -27,16 +30,24 @@ from typing import Any
 from ..sentence_transformers_files import SENTENCE_TRANSFORMERS_FILES
 from .errors import ScriptError
 from .locks import LOCK_FILE_NAME
-from .run_outputs import RUN_OUTPUT_PATTERNS
+
+# The code a saved model carries beside its weights (for trust_remote_code): copies of roformer_hf's own modules, and
+# no other Python file (a user's script in the output folder is not one of them).
+CODE_FILES = tuple(sorted(path.name for path in Path(__file__).resolve().parents[1].glob("*.py")))
 
 # Files of the output folder a run writes: the model, its code (saved beside it for trust_remote_code), tokenizer,
 # card, results, pictures and predictions of either script, and the lock; and what --overwrite_output_dir deletes.
 WRITTEN_FILES = (
-    *("config.json", "generation_config.json", "*.safetensors", "model.safetensors.index.json", "*.py"),
+    *("config.json", "generation_config.json", "*.safetensors", "model.safetensors.index.json", *CODE_FILES),
     *("vocab.txt", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "tokenizer.json"),
     *("README.md", "*_results.json", "trainer_state.json", "training_args.bin", "predictions.jsonl"),
-    *("confusion_matrix_*", "loss_curve.png", *SENTENCE_TRANSFORMERS_FILES, LOCK_FILE_NAME),
-    *RUN_OUTPUT_PATTERNS,
+    *(
+        "confusion_matrix_*",
+        "loss_curve.png",
+        *SENTENCE_TRANSFORMERS_FILES,
+        LOCK_FILE_NAME,
+        ".roformer_hf_outputs.json",
+    ),
 )
 
 # Folders of the output folder a run writes (or deletes) whole: checkpoints, stages, TensorBoard logs, staging.
@@ -68,6 +79,19 @@ def is_written(relative_path: PurePath, trains: bool = True) -> bool:
     return len(relative_path.parts) == 1 and _matches(top, files)
 
 
+# What a checkpoint folder holds besides the files of a saved model: the Trainer's state, the optimizer's, the
+# scheduler's, the random generators', the gradient scaler's, the run's settings and the manifest.
+CHECKPOINT_FILES = (
+    *("trainer_state.json", "optimizer.pt", "scheduler.pt", "rng_state*.pth", "scaler.pt", "training_args.bin"),
+    *("run_settings.json", "checkpoint_manifest.json", ".*.partial-*"),  # and files cut off while written
+)
+
+
+def is_checkpoint_file(name: str) -> bool:
+    """Whether a file named `name` is one a checkpoint of the scripts holds (`CHECKPOINT_FILES` or a saved model's)."""
+    return _matches(name, CHECKPOINT_FILES) or (_matches(name, WRITTEN_FILES) and not _matches(name, EVALUATION_FILES))
+
+
 def _matches(name: str, patterns: tuple[str, ...]) -> bool:
     return any(fnmatchcase(name, pattern) for pattern in patterns)
 
@@ -80,8 +104,8 @@ def written_file_clash(input_file: str | Path, output_dir: str | Path, trains: b
     """
     output_dir = Path(output_dir).resolve()
     resolved = Path(input_file).resolve()
-    if resolved.is_relative_to(output_dir) and is_written(resolved.relative_to(output_dir), trains):
-        relative = resolved.relative_to(output_dir)
+    relative = within(resolved, output_dir)
+    if relative is not None and relative.parts and is_written(relative, trains):
         return relative if len(relative.parts) == 1 else Path(relative.parts[0])
     if not (output_dir.is_dir() and resolved.is_file()):
         return None
@@ -89,6 +113,26 @@ def written_file_clash(input_file: str | Path, output_dir: str | Path, trains: b
         relative = entry.relative_to(output_dir)
         if entry.is_file() and is_written(relative, trains) and os.path.samefile(entry, resolved):
             return relative
+    return None
+
+
+def within(path: Path, folder: Path) -> Path | None:
+    """
+    `path` relative to `folder` (`Path()` for the folder itself) when it is `folder` or lies in it, else `None`.
+    Folders are compared by identity (device and inode, `os.path.samefile`), so that a second path to the same folder
+    (a symbolic link, a bind mount, another mount of it) is seen; paths not made yet by their resolved spelling.
+    """
+    path, folder = Path(path).resolve(), Path(folder).resolve()
+    if path.is_relative_to(folder):
+        return path.relative_to(folder)
+    if not folder.exists():
+        return None
+    for above in (path, *path.parents):
+        try:
+            if os.path.samefile(above, folder):
+                return path.relative_to(above)
+        except OSError:  # not made yet, or unreadable: no identity to compare
+            continue
     return None
 
 
@@ -132,9 +176,10 @@ def overlap_refusal(option: str, path: str, output_dir: str | Path, trains: bool
     """The one line refusing the input `path` of `option` for what this run writes in `output_dir`, or `None`."""
     output, resolved = Path(output_dir).resolve(), Path(path).resolve()
     kind = INPUT_KINDS.get(option, "the data")
+    same = within(resolved, output) == Path()
     shown = "" if Path(path).absolute() == resolved else f" (that is {resolved})"
     resuming = option == "--resume_from_checkpoint"
-    if resolved == output:
+    if same:
         if not trains or (resuming and any(resolved.glob("checkpoint-*"))):  # a run's folder: no checkpoint (resume)
             return None
         if option == "--model_name_or_path":
@@ -149,7 +194,7 @@ def overlap_refusal(option: str, path: str, output_dir: str | Path, trains: bool
             f"model, tokenizer and checkpoints over {kind} it reads there: give another --output_dir, which leaves "
             f"{path} as it is."
         )
-    if output.is_relative_to(resolved) and output != resolved:
+    if within(output, resolved) not in (None, Path()):
         if not trains:
             return None
         return (

@@ -1,0 +1,185 @@
+"""The bad inputs of the issue-44 table of docs/bad_inputs.md (output folders shared with the user's files, data
+folders read as they are, resumes checked by content, configs checked where they are read): each gets the one line
+the table shows, exit status 1, and leaves every file the user had byte-identical.
+
+To add a case: one entry in `CASES`, one row in that table.
+"""
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import huggingface_hub
+import pytest
+from conftest import BEFORE_CLASSES, bad_input_rows
+from test_bad_inputs import (
+    BOTH,
+    ROWS,
+    SCRIPTS,
+    run_in_process,
+    script_parameters,
+    template_pattern,
+    tiny_run,
+    training_run,
+    with_value,
+    write_jsonl,
+)
+from test_bad_settings_and_data import file_digests
+
+from roformer_hf import RoFormerConfig, RoFormerModel
+
+TABLE_HEADER = "## Output folders shared with the user"
+
+
+def user_file_in_output_dir(name: str, content: str, *extra: str) -> Callable:
+    """A run into an --output_dir where the user keeps `name` (a file no run wrote there)."""
+
+    def arguments(script: str, tmp: Path, monkeypatch) -> list[str]:
+        (tmp / "out").mkdir()
+        (tmp / "out" / name).write_text(content, encoding="utf-8")
+        (tmp / "out" / "notes.txt").write_text("my notes\n", encoding="utf-8")
+        return tiny_run(script, tmp, write_jsonl(tmp / "train.jsonl", ROWS), *extra)
+
+    return arguments
+
+
+def mixed_dataset_folder(script: str, tmp: Path, monkeypatch) -> list[str]:
+    """--dataset_name a folder of a vocabulary .txt (the most common format) beside the documents' .jsonl."""
+    (tmp / "mixed").mkdir()
+    (tmp / "mixed" / "vocab.txt").write_text("".join(f"token{index}\n" for index in range(60)), encoding="utf-8")
+    (tmp / "mixed" / "vocab-extra.txt").write_text("token\n", encoding="utf-8")
+    write_jsonl(tmp / "mixed" / "train.jsonl", ROWS)
+    arguments = tiny_run(script, tmp, tmp / "mixed")
+    arguments[arguments.index("--train_file")] = "--dataset_name"
+    return arguments
+
+
+def resumed_after(change: Callable[[Path, list[str]], list[str]]) -> Callable:
+    """A resume of a finished 2-step run (a checkpoint a step) after `change` (given the folder and the first run's
+    arguments, it edits what it edits and returns the resume's arguments)."""
+
+    def arguments(script: str, tmp: Path, monkeypatch) -> list[str]:
+        first = training_run(script, tmp, "--save_steps", "1", "--logging_steps", "1")
+        first = with_value(first, "--save_strategy", "steps")
+        first = with_value(first, "--max_steps", "2")
+        SCRIPTS[script].main(first)
+        return [*with_value(change(tmp, first), "--max_steps", "3"), "--resume_from_checkpoint", "true"]
+
+    return arguments
+
+
+def edit_train_file(tmp: Path, arguments: list[str]) -> list[str]:
+    write_jsonl(tmp / "train.jsonl", [{**ROWS[0], "text": "被告人驾车撞人后逃逸。"}, *ROWS[1:]])
+    return arguments
+
+
+def other_max_train_samples(tmp: Path, arguments: list[str]) -> list[str]:
+    return [*arguments, "--max_train_samples", "6"]
+
+
+def edited_config(**changes) -> Callable:
+    """A run whose --config_name is a tiny config saved, then edited by hand in its config.json."""
+
+    def arguments(script: str, tmp: Path, monkeypatch) -> list[str]:
+        RoFormerConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2).save_pretrained(tmp / "config")
+        saved = json.loads((tmp / "config" / "config.json").read_text(encoding="utf-8"))
+        (tmp / "config" / "config.json").write_text(json.dumps({**saved, **changes}), encoding="utf-8")
+        return [*tiny_run(script, tmp, write_jsonl(tmp / "train.jsonl", ROWS)), "--config_name", str(tmp / "config")]
+
+    return arguments
+
+
+def empty_parquet(script: str, tmp: Path, monkeypatch) -> list[str]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    columns = {"text": pa.array([], pa.string()), "label": pa.array([], pa.string())}
+    pq.write_table(pa.table(columns), tmp / "train.parquet")
+    return tiny_run(script, tmp, tmp / "train.parquet")
+
+
+def header_only_csv(script: str, tmp: Path, monkeypatch) -> list[str]:
+    (tmp / "train.csv").write_text("text,label\n", encoding="utf-8")
+    return tiny_run(script, tmp, tmp / "train.csv")
+
+
+USER_CONFIG = json.dumps({"model_type": "bert", "hidden_size": 768})
+
+# id -> (where, as in the table's second column; the arguments, given the script, a temporary folder and monkeypatch)
+CASES: dict[str, tuple[str, Callable]] = {
+    "user_readme_in_output_dir": (BOTH, user_file_in_output_dir("README.md", "# my dataset\n")),
+    "user_readme_with_overwrite": (
+        BOTH,
+        user_file_in_output_dir("README.md", "# my dataset\n", "--overwrite_output_dir"),
+    ),
+    "user_modeling_py_in_output_dir": ("run_classification.py", user_file_in_output_dir("modeling.py", "x = 1\n")),
+    "user_vocab_txt_with_overwrite": (
+        "run_mlm.py",
+        user_file_in_output_dir("vocab.txt", "[PAD]\n[UNK]\n", "--overwrite_output_dir"),
+    ),
+    "user_config_json_with_overwrite": (
+        "run_classification.py",
+        user_file_in_output_dir("config.json", USER_CONFIG, "--overwrite_output_dir"),
+    ),
+    "dataset_folder_of_mixed_formats": (BOTH, mixed_dataset_folder),
+    "resume_on_an_edited_train_file": (BOTH, resumed_after(edit_train_file)),
+    "resume_with_other_max_train_samples": (BOTH, resumed_after(other_max_train_samples)),
+    "empty_parquet_file": (BOTH, empty_parquet),
+    "csv_of_a_header_only": (BOTH, header_only_csv),
+    "config_boolean_as_a_string": (BOTH, edited_config(use_bias="false")),
+    "config_negative_layer_norm_eps": (BOTH, edited_config(layer_norm_eps=-1e-12)),
+    "config_dropout_as_a_string": ("run_mlm.py", edited_config(hidden_dropout_prob="0.1")),
+    "config_id2label_a_list": ("run_classification.py", edited_config(id2label=["civil", "criminal"])),
+}
+
+
+def test_the_table_and_the_cases_name_the_same_bad_inputs():
+    table = bad_input_rows(TABLE_HEADER)
+    assert {case: where for case, (where, _, _) in table.items()} == {
+        case: where for case, (where, _) in CASES.items()
+    }
+    for case, (_, before, _) in table.items():
+        assert before.startswith(BEFORE_CLASSES), f"{case}: the 'before' cell starts with none of {BEFORE_CLASSES}"
+
+
+@pytest.fixture(autouse=True)
+def hub_offline(monkeypatch):
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+
+
+@pytest.mark.parametrize(("case", "script"), script_parameters(CASES))
+def test_bad_input_gets_one_line_and_keeps_the_files(case, script, tmp_path, capsys, monkeypatch):
+    arguments = CASES[case][1](script, tmp_path, monkeypatch)
+    before = file_digests(tmp_path)
+    message = run_in_process(script, arguments, capsys)
+    pattern = template_pattern(bad_input_rows(TABLE_HEADER)[case][2])
+    assert pattern.fullmatch(message), f"{script} {case}:\n  got      {message}\n  expected {pattern.pattern}"
+    if case.startswith("user_"):  # the flag would replace the user's files too
+        assert "--overwrite_output_dir" not in message
+    after = file_digests(tmp_path)
+    assert {name: after.get(name) for name in before} == before  # every file the user had, byte-identical
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"final_layer_norm": "true"}, "final_layer_norm must be true or false, got 'true' (of type str)"),
+        ({"embedding_layer_norm": 1}, "embedding_layer_norm must be true or false, got 1 (of type int)"),
+        ({"layer_norm_eps": 0}, "layer_norm_eps must be a positive number below 1"),
+        (
+            {"attention_probs_dropout_prob": float("nan")},
+            "attention_probs_dropout_prob is a probability, so it must lie in [0, 1], got nan",
+        ),
+        ({"max_position_embeddings": 512.5}, "max_position_embeddings must be a whole number"),
+        ({"label2id": "civil"}, "label2id must be a mapping"),
+        ({"rope_parameters": ["default"]}, "rope_parameters must be a mapping"),
+    ],
+)
+def test_a_config_json_with_a_bad_field_is_refused_when_read(change, named, tmp_path):
+    """from_pretrained of a folder whose config.json was edited by hand: a ValueError naming the field."""
+    RoFormerModel(RoFormerConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2)).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text(encoding="utf-8"))
+    (tmp_path / "config.json").write_text(json.dumps({**saved, **change}), encoding="utf-8")
+    with pytest.raises(ValueError, match=re.escape(named)):
+        RoFormerModel.from_pretrained(tmp_path)
