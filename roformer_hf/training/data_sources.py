@@ -13,10 +13,8 @@ wrong with a source as a whole (a folder that is no dataset, a split or a key th
 import hashlib
 import json
 import logging
-import re
-
-
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Sequence
