@@ -190,6 +190,13 @@ def build_fudan(downloads: Downloads) -> bytes:
     )
 
 
+def build_fudan_more(downloads: Downloads) -> bytes:
+    """From the same zip: 150 more articles of each class (`fudan_more_records`)."""
+    return conversions.as_jsonl(
+        conversions.fudan_more_records(downloads.github_archive(FUDAN_REPOSITORY, FUDAN_COMMIT, fudan_articles))
+    )
+
+
 def fudan_articles(zip_data: bytes) -> dict[str, bytes]:
     """The articles of the 7 classes in the repository's zip (repository paths -> contents), once they are the
     pinned ones; a damaged zip or other articles raise BuildError."""
@@ -253,6 +260,11 @@ FILES = [
         "cls/fudan_longdoc_7cls.jsonl",
         "d6a3fdb210b417287abb066393f2f68d666c2a26882f67d7b960b54d521728f8",
         build_fudan,
+    ),
+    DataFile(
+        "cls/fudan_longdoc_7cls_more.jsonl",
+        "ab037bf9cd026d7ae3b2cf5cff3f515b0b4d35b980566f52f00afddb7f415ae0",
+        build_fudan_more,
     ),
     DataFile(
         "cls/cail2019_domain.jsonl",

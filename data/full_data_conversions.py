@@ -74,23 +74,40 @@ def fudan_text(raw: bytes) -> str:
     return "\n".join(re.sub(r"\s+", " ", line) for line in lines).strip()
 
 
-def fudan_records(documents: dict[str, bytes]) -> list[dict]:
-    """60 articles of each class, of at least 200 characters, drawn from the class's `test/` and `train/` files
-    (repository paths -> contents) without duplicates: the articles of a class, in path order, first copy of a text
-    kept, shuffled by one `random.Random(1234)` used class after class; the first 60 in that order."""
+def fudan_pools(documents: dict[str, bytes]) -> dict[str, list[tuple[str, str]]]:
+    """Each class's articles of at least 200 characters (repository paths -> contents in, class folder -> (path,
+    text) pairs out) without duplicates: the articles of a class, in path order, first copy of a text kept, shuffled by
+    one `random.Random(1234)` used class after class. Both Fudan files are slices of these pools."""
     paths = sorted(path for path in documents if FUDAN_DOCUMENT.fullmatch(path))
     generator = random.Random(1234)
-    records = []
+    pools = {}
     for folder in FUDAN_CLASSES:
         texts = {}
         for path in paths:
             if path.split("/")[1] == folder:
                 texts.setdefault(fudan_text(documents[path]), path)  # a text's first path
-        pool = [(path, text) for text, path in texts.items() if len(text) >= 200]
-        generator.shuffle(pool)
-        label = folder.split("-", 1)[1]
-        records += [{"id": path, "label": label, "text": text, "split": "train"} for path, text in pool[:60]]
-    return records
+        pools[folder] = [(path, text) for text, path in texts.items() if len(text) >= 200]
+        generator.shuffle(pools[folder])
+    return pools
+
+
+def fudan_records(documents: dict[str, bytes]) -> list[dict]:
+    """60 articles of each class drawn from the class's `test/` and `train/` files: the first 60 of `fudan_pools`."""
+    return [
+        {"id": path, "label": folder.split("-", 1)[1], "text": text, "split": "train"}
+        for folder, pool in fudan_pools(documents).items()
+        for path, text in pool[:60]
+    ]
+
+
+def fudan_more_records(documents: dict[str, bytes]) -> list[dict]:
+    """150 more articles of each class, none in `fudan_records`: the 101st to the 250th of `fudan_pools` (the
+    smallest pool, Space's, holds 251)."""
+    return [
+        {"id": path, "split": "train", "label": folder.split("-", 1)[1], "text": text}
+        for folder, pool in fudan_pools(documents).items()
+        for path, text in pool[100:250]
+    ]
 
 
 def chnsenticorp_records(csv_text: str) -> list[dict]:

@@ -59,6 +59,17 @@ def test_fudan_keeps_long_first_copies_of_each_class():
     ]
 
 
+def test_the_second_fudan_file_takes_the_next_articles_of_the_same_pools():
+    """fudan_more_records: the 101st to the 250th article of each class's shuffled pool, none of fudan_records'."""
+    documents = {f"train/C3-Art/C3-Art{index:04d}.txt": f"{index:04d}".encode() * 60 for index in range(300)}
+    first = [record["id"] for record in full_data_conversions.fudan_records(documents)]
+    more = full_data_conversions.fudan_more_records(documents)
+    pool = [path for path, _ in full_data_conversions.fudan_pools(documents)["C3-Art"]]
+    assert first == pool[:60] and [record["id"] for record in more] == pool[100:250]
+    assert list(more[0]) == ["id", "split", "label", "text"] and more[0]["label"] == "Art"
+    assert sorted(pool) == sorted(documents)  # every article is 240 characters: all of them in the pool
+
+
 def test_cail_cases_become_records_in_file_order():
     def case(number, domain, casename, context):
         return {"caseid": number, "domain": domain, "paragraphs": [{"casename": casename, "context": context}]}

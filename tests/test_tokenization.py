@@ -184,7 +184,7 @@ def test_every_classification_document_follows_the_rule(tokenizer, reference, da
         for path in sorted((data_dir / "cls").glob("*.jsonl"))
         for line in path.read_text(encoding="utf-8").splitlines()
     ]
-    assert len(documents) == 420 + 2000 + 7765
+    assert len(documents) == 420 + 1050 + 2000 + 7765
     expected = reference.ids_of_many(documents)
     ours = encode_in_batches(tokenizer, documents, batch_size=200)
     assert [text[:50] for text, ids, want in zip(documents, ours, expected, strict=True) if ids != want] == []
