@@ -489,5 +489,5 @@ def test_a_dataset_folder_of_mixed_formats_is_refused(rows, tmp_path):
     model_args, data_args, training_args = run_classification.parse_classification_arguments(
         [*classification_arguments(tmp_path, "--dataset_name", str(folder)), "--do_train"]
     )
-    raw_datasets, _ = run_classification.load_labelled_documents(model_args, data_args, training_args)
+    raw_datasets, _, _ = run_classification.load_labelled_documents(model_args, data_args, training_args)
     assert raw_datasets["train"]["text"] == [row["text"] for row in rows["train"]]
