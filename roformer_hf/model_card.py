@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import torch
 from huggingface_hub import HfApi, ModelCard
 from huggingface_hub.hf_api import CommitInfo
 from transformers import PreTrainedConfig
@@ -113,8 +114,9 @@ class TrainingSummary:
     def from_trainer(cls, trainer, *, script: str, task: str, datasets: list[str], **kwargs) -> "TrainingSummary":
         """
         Reads the usual hyperparameters from `trainer.args` (a `TrainingArguments`): `max_steps` when it set the
-        length of training, else `num_train_epochs`, and the mixed precision ("bf16", "fp16" or "no": float32); and
-        the steps taken from `trainer.state`. `kwargs` fill the rest.
+        length of training, else `num_train_epochs`, the mixed precision ("bf16", "fp16" or "no": float32) and, on a
+        CPU, the threads it computed with (`cpu_threads`: a run's numbers depend on them); and the steps taken from
+        `trainer.state`. `kwargs` fill the rest.
         """
         args = trainer.args
         length_of_training = (
@@ -131,6 +133,8 @@ class TrainingSummary:
             "seed": args.seed,
             "mixed_precision": "bf16" if args.bf16 else "fp16" if args.fp16 else "no",
         }
+        if args.device.type == "cpu":
+            hyperparameters["cpu_threads"] = torch.get_num_threads()
         hyperparameters.update(kwargs.pop("hyperparameters", {}))
         kwargs.setdefault("trained_steps", trainer.state.global_step)
         return cls(script=script, task=task, datasets=datasets, hyperparameters=hyperparameters, **kwargs)

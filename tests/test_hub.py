@@ -415,6 +415,7 @@ def test_model_card_states_what_the_run_did(tmp_path):
     )
     assert by_epochs.hyperparameters["num_train_epochs"] == 2 and "max_steps" not in by_epochs.hyperparameters
     assert by_epochs.hyperparameters["mixed_precision"] == "no"  # float32; "bf16" after --bf16 (test_run_mlm.py)
+    assert by_epochs.hyperparameters["cpu_threads"] == torch.get_num_threads()  # the numbers depend on them
     untrained = str(model_card(config))
     assert f"| max_position_embeddings | {config.max_position_embeddings} " in untrained
     assert "trained length" not in untrained
