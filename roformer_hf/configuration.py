@@ -53,7 +53,7 @@ BOOLEAN_FIELDS = (
 )
 # RoFormer's own number fields: name -> (whether a value is in range, the range in words); finite, never a boolean.
 NUMBER_FIELDS = {
-    "layer_norm_eps": (lambda x: 0 < x < 1, "a positive number below 1 (it keeps the norm from dividing by 0)"),
+    "layer_norm_eps": (lambda x: x > 0, "a positive number (it keeps the norm from dividing by 0)"),
     "initializer_range": (lambda x: x >= 0, "a finite number of at least 0"),
     "max_position_embeddings": (lambda x: isinstance(x, int) and x >= 1, "a whole number of at least 1"),
 }

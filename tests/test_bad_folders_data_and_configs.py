@@ -166,7 +166,7 @@ def test_bad_input_gets_one_line_and_keeps_the_files(case, script, tmp_path, cap
     [
         ({"final_layer_norm": "true"}, "final_layer_norm must be true or false, got 'true' (of type str)"),
         ({"embedding_layer_norm": 1}, "embedding_layer_norm must be true or false, got 1 (of type int)"),
-        ({"layer_norm_eps": 0}, "layer_norm_eps must be a positive number below 1"),
+        ({"layer_norm_eps": 0}, "layer_norm_eps must be a positive number "),
         (
             {"attention_probs_dropout_prob": float("nan")},
             "attention_probs_dropout_prob is a probability, so it must lie in [0, 1], got nan",
