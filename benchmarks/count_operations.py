@@ -31,18 +31,12 @@ import time
 
 import torch
 import transformers
+from bench_model import BASE_SIZE  # the benchmarks' base size, beside this script
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import roformer_hf
 from roformer_hf import attention_kernels, modeling
 
-BASE_SIZE = {
-    "vocab_size": 50000,
-    "hidden_size": 768,
-    "num_hidden_layers": 12,
-    "num_attention_heads": 12,
-    "intermediate_size": 3072,
-}
 # Made by `empty`-like calls: memory, not work.
 ALLOCATIONS = ("aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty", "aten::new_empty_strided")
 
