@@ -29,7 +29,7 @@ fields named with dots: `meta.label`). A label is a name or an id
 import os
 
 # torch's idle OpenMP threads sleep rather than spin on cores other processes need (read once, when torch loads;
-# roformer_hf/training/threads.py says why)
+# roformer_hf/training/machine/threads.py says why)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import json
@@ -55,22 +55,13 @@ from roformer_hf import RoFormerForSequenceClassification
 from roformer_hf.document_inputs import INPUT_SETTINGS
 from roformer_hf.model_card import TrainingSummary
 from roformer_hf.training.building import build_config, build_model, build_tokenizer
-from roformer_hf.training.classification_scores import (
+from roformer_hf.training.classification.classification_scores import (
     make_compute_metrics,
     prediction_records,
     report_split,
     run_inference,
 )
-from roformer_hf.training.cli import ModelArguments, ScriptTrainingArguments, parse_arguments
-from roformer_hf.training.console import loading_instructions, setup_logging
-from roformer_hf.training.cpu_precision import settle_cpu_precision, training_arithmetic
-from roformer_hf.training.data_files import check_caches_writable, hold_out_validation, limit_examples
-from roformer_hf.training.data_sources import FILE_KINDS, DatasetArguments, load_splits
-from roformer_hf.training.demo import command_line, demo_or_given_arguments
-from roformer_hf.training.divergence import StopOnNonFiniteWeights
-from roformer_hf.training.errors import ScriptError
-from roformer_hf.training.interrupts import StopAtStepBoundary, raise_if_stopped
-from roformer_hf.training.labels import (
+from roformer_hf.training.classification.labels import (
     MULTI_LABEL,
     REGRESSION,
     SINGLE_LABEL,
@@ -82,10 +73,19 @@ from roformer_hf.training.labels import (
     labels_as_names,
     read_csv_numbers,
 )
-from roformer_hf.training.launch import check_distributed_launch, compiled_for_every_length
-from roformer_hf.training.long_documents import encode_batch, resolve_input_settings
-from roformer_hf.training.publishing import check_publishing, evaluation_origins, publish_run, trainer_arguments
-from roformer_hf.training.resume import (
+from roformer_hf.training.classification.long_documents import encode_batch, resolve_input_settings
+from roformer_hf.training.cli import ModelArguments, ScriptTrainingArguments, parse_arguments
+from roformer_hf.training.console import loading_instructions, setup_logging
+from roformer_hf.training.data_files import check_caches_writable, hold_out_validation, limit_examples
+from roformer_hf.training.data_sources import FILE_KINDS, DatasetArguments, load_splits
+from roformer_hf.training.demo import command_line, demo_or_given_arguments
+from roformer_hf.training.errors import ScriptError
+from roformer_hf.training.machine.cpu_precision import settle_cpu_precision, training_arithmetic
+from roformer_hf.training.machine.launch import check_distributed_launch, compiled_for_every_length
+from roformer_hf.training.machine.threads import choose_threads
+from roformer_hf.training.outputs.divergence import StopOnNonFiniteWeights
+from roformer_hf.training.outputs.interrupts import StopAtStepBoundary, raise_if_stopped
+from roformer_hf.training.outputs.resume import (
     absolute_path,
     check_resume,
     data_digest,
@@ -94,7 +94,7 @@ from roformer_hf.training.resume import (
     run_settings,
     sampling_settings,
 )
-from roformer_hf.training.run_outputs import (
+from roformer_hf.training.outputs.run_outputs import (
     atomic_path,
     check_output_dir,
     prepare_output_dir,
@@ -102,6 +102,8 @@ from roformer_hf.training.run_outputs import (
     save_model_atomically,
     save_state,
 )
+from roformer_hf.training.outputs.written_files import check_inputs_are_not_outputs, run_inputs
+from roformer_hf.training.publishing import check_publishing, evaluation_origins, publish_run, trainer_arguments
 from roformer_hf.training.script_runner import guard_run, run_script
 from roformer_hf.training.static_shapes import (
     StaticShapes,
@@ -111,9 +113,7 @@ from roformer_hf.training.static_shapes import (
     length_buckets,
     uses_static_shapes,
 )
-from roformer_hf.training.threads import choose_threads
 from roformer_hf.training.vocabulary_coverage import tokenizer_source, warn_if_many_unknown
-from roformer_hf.training.written_files import check_inputs_are_not_outputs, run_inputs
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ People's Daily sample in `data/`, saved to `./outputs/run_mlm/`. Runs unchanged 
 import os
 
 # torch's idle OpenMP threads sleep rather than spin on cores other processes need (read once, when torch loads;
-# roformer_hf/training/threads.py says why)
+# roformer_hf/training/machine/threads.py says why)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import logging
@@ -39,26 +39,14 @@ from roformer_hf.model_card import TrainingSummary
 from roformer_hf.training.building import build_config, build_model, build_tokenizer
 from roformer_hf.training.cli import ModelArguments, ScriptTrainingArguments, parse_arguments
 from roformer_hf.training.console import loading_instructions, setup_logging
-from roformer_hf.training.cpu_precision import evaluation_precision, settle_cpu_precision, training_arithmetic
 from roformer_hf.training.data_files import check_caches_writable, hold_out_validation, limit_examples
 from roformer_hf.training.data_sources import FILE_KINDS, DatasetArguments, load_splits
 from roformer_hf.training.demo import command_line, demo_or_given_arguments
-from roformer_hf.training.divergence import StopOnNonFiniteWeights
 from roformer_hf.training.errors import ScriptError
-from roformer_hf.training.interrupts import StopAtStepBoundary
-from roformer_hf.training.launch import check_distributed_launch, compiled_for_every_length
-from roformer_hf.training.publishing import check_publishing, evaluation_origins, publish_run
-from roformer_hf.training.resume import (
-    absolute_path,
-    check_resume,
-    data_digest,
-    record_run_settings,
-    run_settings,
-    sampling_settings,
-)
-from roformer_hf.training.run_outputs import check_output_dir, prepare_output_dir, write_json_atomically
-from roformer_hf.training.script_runner import guard_run, run_script
-from roformer_hf.training.stages import (
+from roformer_hf.training.machine.cpu_precision import evaluation_precision, settle_cpu_precision, training_arithmetic
+from roformer_hf.training.machine.launch import check_distributed_launch, compiled_for_every_length
+from roformer_hf.training.machine.threads import choose_threads
+from roformer_hf.training.mlm.stages import (
     SaveAtEndCallback,
     Stage,
     StagedTrainer,
@@ -70,14 +58,7 @@ from roformer_hf.training.stages import (
     read_stage_results,
     walk_stages,
 )
-from roformer_hf.training.static_shapes import (
-    StaticShapes,
-    announce_static_shapes,
-    compiled_once_per_shape,
-    length_buckets,
-    uses_static_shapes,
-)
-from roformer_hf.training.text_corpus import (
+from roformer_hf.training.mlm.text_corpus import (
     cut_long_texts,
     has_text,
     keep_text_column,
@@ -85,15 +66,34 @@ from roformer_hf.training.text_corpus import (
     pack_into_blocks,
     tokenize_with_word_ids,
 )
-from roformer_hf.training.threads import choose_threads
-from roformer_hf.training.vocabulary_coverage import tokenizer_source, warn_if_many_unknown
-from roformer_hf.training.whole_word_masking import (
+from roformer_hf.training.mlm.whole_word_masking import (
     EpochCallback,
     WholeWordMaskCollator,
     masked_token_accuracy,
     predicted_token_ids,
 )
-from roformer_hf.training.written_files import check_inputs_are_not_outputs, run_inputs
+from roformer_hf.training.outputs.divergence import StopOnNonFiniteWeights
+from roformer_hf.training.outputs.interrupts import StopAtStepBoundary
+from roformer_hf.training.outputs.resume import (
+    absolute_path,
+    check_resume,
+    data_digest,
+    record_run_settings,
+    run_settings,
+    sampling_settings,
+)
+from roformer_hf.training.outputs.run_outputs import check_output_dir, prepare_output_dir, write_json_atomically
+from roformer_hf.training.outputs.written_files import check_inputs_are_not_outputs, run_inputs
+from roformer_hf.training.publishing import check_publishing, evaluation_origins, publish_run
+from roformer_hf.training.script_runner import guard_run, run_script
+from roformer_hf.training.static_shapes import (
+    StaticShapes,
+    announce_static_shapes,
+    compiled_once_per_shape,
+    length_buckets,
+    uses_static_shapes,
+)
+from roformer_hf.training.vocabulary_coverage import tokenizer_source, warn_if_many_unknown
 
 logger = logging.getLogger(__name__)
 

@@ -613,10 +613,10 @@ def machine_lines(device: str) -> list[str]:
 
 def choose_threads(requested: int | None) -> str:
     """The thread count of every measurement, chosen as the scripts choose theirs with `--threads auto` (the usable
-    cores less those other processes keep busy: `roformer_hf.training.threads`) and handed to the measuring processes
+    cores less those other processes keep busy: `roformer_hf.training.machine.threads`) and handed to the measuring processes
     through OMP_NUM_THREADS; where several threads share cores with other processes, OMP_WAIT_POLICY=PASSIVE too (a
     fresh process reads it, a running one cannot). Returns the line that says so."""
-    from roformer_hf.training.threads import busy_cores_of_others, decide_threads, usable_cores
+    from roformer_hf.training.machine.threads import busy_cores_of_others, decide_threads, usable_cores
 
     environment = os.environ.get("OMP_NUM_THREADS")
     user_chose = requested is not None or (environment or "").strip().isdigit()

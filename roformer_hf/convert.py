@@ -67,9 +67,9 @@ from .fengshen_layout import is_fengshen_layout
 from .model_card import write_model_card
 from .text_rules import load_vocab
 from .tokenization import RoFormerJiebaTokenizer
-from .training.checkpoints import give_plain_modes
-from .training.locks import LOCK_FILE_NAME, FolderLock, FolderLockedError
-from .training.pickle_refusal import is_refused_pickle, refused_pickle_message
+from .training.outputs.checkpoints import give_plain_modes
+from .training.outputs.locks import LOCK_FILE_NAME, FolderLock, FolderLockedError
+from .training.outputs.pickle_refusal import is_refused_pickle, refused_pickle_message
 
 logger = logging.get_logger(__name__)
 

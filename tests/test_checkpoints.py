@@ -1,4 +1,4 @@
-"""A checkpoint is resumed from only once it is verified (`roformer_hf.training.checkpoints`): its manifest, written
+"""A checkpoint is resumed from only once it is verified (`roformer_hf.training.outputs.checkpoints`): its manifest, written
 last, lists every file with its size and checksum and the step; a checkpoint without one is checked as far as it can be.
 Files written through `atomic_path` get the mode a plain write gives. Checkpoints here are written by hand, as the
 Trainer lays them out, with tiny tensors: the end-to-end runs are in test_checkpoint_resume.py."""
@@ -13,7 +13,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from roformer_hf.training.checkpoints import (
+from roformer_hf.training.errors import ScriptError
+from roformer_hf.training.outputs.checkpoints import (
     MANIFEST_NAME,
     MISSING_MANIFEST,
     atomic_path,
@@ -24,8 +25,7 @@ from roformer_hf.training.checkpoints import (
     write_json_atomically,
     write_manifest,
 )
-from roformer_hf.training.errors import ScriptError
-from roformer_hf.training.resume import find_resume_checkpoint
+from roformer_hf.training.outputs.resume import find_resume_checkpoint
 
 
 def write_checkpoint(folder: Path, step: int, manifest: bool = True) -> Path:

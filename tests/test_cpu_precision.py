@@ -10,9 +10,9 @@ import torch
 from conftest import TINY, skip_unless_bf16_pays
 
 from roformer_hf import RoFormerConfig, RoFormerForSequenceClassification
-from roformer_hf.cpu_arithmetic import CpuBf16
-from roformer_hf.training import cpu_precision
-from roformer_hf.training.cpu_precision import choose_cpu_precision, settle_cpu_precision
+from roformer_hf.training.machine import cpu_precision
+from roformer_hf.training.machine.cpu_arithmetic import CpuBf16
+from roformer_hf.training.machine.cpu_precision import choose_cpu_precision, settle_cpu_precision
 
 
 def no_probe() -> float:

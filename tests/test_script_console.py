@@ -22,12 +22,12 @@ from transformers import TrainingArguments
 
 import run_classification
 import run_mlm
-from roformer_hf.cpu_arithmetic import CpuBf16
-from roformer_hf.training import cpu_precision
 from roformer_hf.training.cli import ScriptTrainingArguments
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.help_text import COMMON_TRAINING_OPTIONS
-from roformer_hf.training.run_outputs import check_output_dir
+from roformer_hf.training.machine import cpu_precision
+from roformer_hf.training.machine.cpu_arithmetic import CpuBf16
+from roformer_hf.training.outputs.run_outputs import check_output_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA = REPO_ROOT / "data"
@@ -173,7 +173,7 @@ WITHOUT_BF16 = CpuBf16(False, "this CPU has no bf16 instructions (none of ...)")
 def parsed_with_cpu(monkeypatch, caplog, cpu: CpuBf16, *extra: str) -> TrainingArguments:
     """The training arguments of run_classification.py on a CPU (--use_cpu) whose bf16 verdict is `cpu`."""
     monkeypatch.setattr(cpu_precision, "cpu_bf16", lambda: cpu)
-    with caplog.at_level(logging.WARNING, logger="roformer_hf.training.cpu_precision"):
+    with caplog.at_level(logging.WARNING, logger="roformer_hf.training.machine.cpu_precision"):
         return run_classification.parse_classification_arguments([*CLASSIFICATION_ARGUMENTS, "--use_cpu", *extra])[2]
 
 
@@ -199,7 +199,7 @@ def test_the_default_on_a_bf16_cpu_is_what_the_probe_measures_said_in_one_line(m
     assert training_args.bf16 is True and caplog.messages == []
     measured = CpuBf16(pays, f"this model trains {1.4 if pays else 0.8}x as fast in bf16 (mocked)")
     monkeypatch.setattr(cpu_precision, "step_bf16", lambda model, batch_size, seq_len: measured)
-    with caplog.at_level(logging.WARNING, logger="roformer_hf.training.cpu_precision"):
+    with caplog.at_level(logging.WARNING, logger="roformer_hf.training.machine.cpu_precision"):
         cpu_precision.settle_cpu_precision(training_args, model=None, seq_len=64)
     assert training_args.bf16 is pays and training_args.mixed_precision == ("bf16" if pays else "no")
     [line] = caplog.messages

@@ -11,11 +11,11 @@ from typing import Any
 
 from transformers import HfArgumentParser, TrainingArguments
 
-from .cpu_precision import choose_cpu_precision
 from .data_files import read_utf8_text
 from .errors import ScriptError
 from .help_text import HELP_ALL_OPTION, short_help
-from .launch import launch_defaults
+from .machine.cpu_precision import choose_cpu_precision
+from .machine.launch import launch_defaults
 from .setting_checks import check_counts, check_setting_ranges, check_training_settings
 
 logger = logging.getLogger(__name__)

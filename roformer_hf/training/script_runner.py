@@ -14,17 +14,17 @@ import torch
 from transformers import TrainingArguments
 
 from .errors import ScriptError
-from .interrupts import (
+from .outputs.interrupts import (
     TrainingInterrupted,
     handle_stop_signals,
     resume_advice,
     resume_command,
     stopped_at_once_message,
 )
-from .locks import lock_output_dir
-from .output_record import RECORD_NAME, close_record
-from .pickle_refusal import is_refused_pickle, refused_pickle_message
-from .run_outputs import is_disk_full, remove_stale_staging
+from .outputs.locks import lock_output_dir
+from .outputs.output_record import RECORD_NAME, close_record
+from .outputs.pickle_refusal import is_refused_pickle, refused_pickle_message
+from .outputs.run_outputs import is_disk_full, remove_stale_staging
 
 logger = logging.getLogger(__name__)
 

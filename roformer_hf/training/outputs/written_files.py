@@ -27,8 +27,8 @@ from fnmatch import fnmatchcase
 from pathlib import Path, PurePath
 from typing import Any
 
-from ..sentence_transformers_files import SENTENCE_TRANSFORMERS_FILES
-from .errors import ScriptError
+from ...sentence_transformers_files import SENTENCE_TRANSFORMERS_FILES
+from ..errors import ScriptError
 from .locks import LOCK_FILE_NAME
 
 # The code a saved model carries beside its weights (for trust_remote_code): copies of roformer_hf's own modules, and

@@ -214,7 +214,7 @@ def step_speedup(model: torch.nn.Module, shape: LayerShape) -> ProbeResult:
 def layer_speedup(config: PreTrainedConfig, shape: LayerShape) -> ProbeResult:
     """bf16's speed-up for one layer of `config`'s model (forward and backward, dropout on) at the probed `shape`,
     its input given as embeddings."""
-    from .modeling import RoFormerModel  # here: the model's code does not import this module
+    from ...modeling import RoFormerModel  # here: the model's code does not import this module
 
     probed = shape.probed()
     layer_config = copy.deepcopy(config)

@@ -13,9 +13,9 @@ from typing import Protocol, TypeVar
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
-from ..document_inputs import INPUT_SETTINGS, document_model_inputs, pool_chunk_logits, tokenize_texts
-from ..modeling import RoFormerForSequenceClassification
-from .errors import ScriptError
+from ...document_inputs import INPUT_SETTINGS, document_model_inputs, pool_chunk_logits, tokenize_texts
+from ...modeling import RoFormerForSequenceClassification
+from ..errors import ScriptError
 from .labels import LabelInfo, encode_label
 
 logger = logging.getLogger(__name__)

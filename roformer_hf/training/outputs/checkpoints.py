@@ -53,7 +53,7 @@ from .checkpoint_checks import (
     trainer_state_step,
     verify_without_manifest,
 )
-from .errors import ScriptError
+from ..errors import ScriptError
 from .locks import check_folder_held
 
 if TYPE_CHECKING:

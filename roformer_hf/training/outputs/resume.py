@@ -19,9 +19,9 @@ from typing import Any
 
 from transformers import PreTrainedModel, Trainer, TrainingArguments
 
-from ..text_rules import load_vocab
+from ...text_rules import load_vocab
 from .checkpoints import check_given_checkpoint, last_complete_checkpoint, save_checkpoints_whole
-from .errors import ScriptError
+from ..errors import ScriptError
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from typing import Any
 import datasets
 from transformers import PreTrainedTokenizerBase
 
-from .errors import ScriptError
+from ..errors import ScriptError
 
 # Texts longer than this many characters are cut into pieces before tokenization (not with --line_by_line, where a
 # line is an example): the tokenizer's memory follows the length of one text, so a corpus on one line needed several times

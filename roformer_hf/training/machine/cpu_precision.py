@@ -1,5 +1,5 @@
 """The precision the scripts run in on a CPU: bf16 mixed precision where it pays for this model there
-(`roformer_hf.cpu_arithmetic` decides), float32 where it does not, each said in one line when it differs from what
+(`roformer_hf.training.machine.cpu_arithmetic` decides), float32 where it does not, each said in one line when it differs from what
 the command line asked.
 
 Two steps, because whether bf16 pays depends on the model's sizes, known only once it is built:
@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..cpu_arithmetic import cpu_bf16, step_bf16
+from .cpu_arithmetic import cpu_bf16, step_bf16
 from .launch import trains_on_cpu
 
 logger = logging.getLogger(__name__)
