@@ -48,7 +48,6 @@ from transformers import (
     PreTrainedTokenizerBase,
     Trainer,
     TrainingArguments,
-    set_seed,
 )
 
 from roformer_hf import RoFormerForSequenceClassification
@@ -74,15 +73,19 @@ from roformer_hf.training.classification.labels import (
     read_csv_numbers,
 )
 from roformer_hf.training.classification.long_documents import encode_batch, resolve_input_settings
-from roformer_hf.training.cli import ModelArguments, ScriptTrainingArguments, parse_arguments
-from roformer_hf.training.console import loading_instructions, setup_logging
-from roformer_hf.training.data_files import check_caches_writable, hold_out_validation, limit_examples
+from roformer_hf.training.cli import (
+    ModelArguments,
+    ScriptTrainingArguments,
+    command_line,
+    demo_or_given_arguments,
+    parse_arguments,
+)
+from roformer_hf.training.console import loading_instructions
+from roformer_hf.training.data_files import hold_out_validation, limit_examples
 from roformer_hf.training.data_sources import FILE_KINDS, DatasetArguments, load_splits
-from roformer_hf.training.demo import command_line, demo_or_given_arguments
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.machine.cpu_precision import settle_cpu_precision, training_arithmetic
-from roformer_hf.training.machine.launch import check_distributed_launch, compiled_for_every_length
-from roformer_hf.training.machine.threads import choose_threads
+from roformer_hf.training.machine.launch import compiled_for_every_length
 from roformer_hf.training.outputs.divergence import StopOnNonFiniteWeights
 from roformer_hf.training.outputs.interrupts import StopAtStepBoundary, raise_if_stopped
 from roformer_hf.training.outputs.resume import (
@@ -96,15 +99,14 @@ from roformer_hf.training.outputs.resume import (
 )
 from roformer_hf.training.outputs.run_outputs import (
     atomic_path,
-    check_output_dir,
     prepare_output_dir,
     save_metrics,
     save_model_atomically,
     save_state,
 )
 from roformer_hf.training.outputs.written_files import check_inputs_are_not_outputs, run_inputs
-from roformer_hf.training.publishing import check_publishing, evaluation_origins, publish_run, trainer_arguments
-from roformer_hf.training.script_runner import guard_run, run_script
+from roformer_hf.training.publishing import evaluation_origins, publish_run, trainer_arguments
+from roformer_hf.training.script_runner import run_script, script_run
 from roformer_hf.training.static_shapes import (
     StaticShapes,
     StaticShapeTrainer,
@@ -644,17 +646,16 @@ def print_where_outputs_are(trainer: Trainer) -> None:
 def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     """Run the script; returns the metrics (train, eval, test) it logged."""
     model_args, data_args, training_args = parse_classification_arguments(argv)
-    setup_logging(training_args)
-    choose_threads(training_args.threads)
-    check_distributed_launch(training_args)
-    with guard_run(
-        training_args, "run_classification.py", demo_or_given_arguments(argv, DEMO_ARGUMENTS, announce=False)
+    evaluates = training_args.do_eval or training_args.do_predict
+    with script_run(
+        training_args,
+        model_args,
+        "run_classification.py",
+        argv,
+        DEMO_ARGUMENTS,
+        checks_output_dir=training_args.do_train,
+        evaluates=evaluates,
     ):
-        check_publishing(training_args)
-        if training_args.do_train:
-            check_output_dir(training_args)
-        check_caches_writable(model_args.cache_dir, evaluates=training_args.do_eval or training_args.do_predict)
-        set_seed(training_args.seed)
         raw_datasets, label_info, sources = load_labelled_documents(model_args, data_args, training_args)
         tokenizer, model = build_tokenizer_and_classifier(model_args, label_info)
         if training_args.do_train:

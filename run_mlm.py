@@ -31,21 +31,25 @@ from pathlib import Path
 from typing import Any
 
 import datasets
-from transformers import PreTrainedTokenizerBase, TrainingArguments, set_seed
+from transformers import PreTrainedTokenizerBase, TrainingArguments
 
 from roformer_hf import RoFormerForMaskedLM
 from roformer_hf.losses import slot_count
 from roformer_hf.model_card import TrainingSummary
 from roformer_hf.training.building import build_config, build_model, build_tokenizer
-from roformer_hf.training.cli import ModelArguments, ScriptTrainingArguments, parse_arguments
-from roformer_hf.training.console import loading_instructions, setup_logging
-from roformer_hf.training.data_files import check_caches_writable, hold_out_validation, limit_examples
+from roformer_hf.training.cli import (
+    ModelArguments,
+    ScriptTrainingArguments,
+    command_line,
+    demo_or_given_arguments,
+    parse_arguments,
+)
+from roformer_hf.training.console import loading_instructions
+from roformer_hf.training.data_files import hold_out_validation, limit_examples
 from roformer_hf.training.data_sources import FILE_KINDS, DatasetArguments, load_splits
-from roformer_hf.training.demo import command_line, demo_or_given_arguments
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.machine.cpu_precision import evaluation_precision, settle_cpu_precision, training_arithmetic
-from roformer_hf.training.machine.launch import check_distributed_launch, compiled_for_every_length
-from roformer_hf.training.machine.threads import choose_threads
+from roformer_hf.training.machine.launch import compiled_for_every_length
 from roformer_hf.training.mlm.stages import (
     SaveAtEndCallback,
     Stage,
@@ -82,10 +86,10 @@ from roformer_hf.training.outputs.resume import (
     run_settings,
     sampling_settings,
 )
-from roformer_hf.training.outputs.run_outputs import check_output_dir, prepare_output_dir, write_json_atomically
+from roformer_hf.training.outputs.run_outputs import prepare_output_dir, write_json_atomically
 from roformer_hf.training.outputs.written_files import check_inputs_are_not_outputs, run_inputs
-from roformer_hf.training.publishing import check_publishing, evaluation_origins, publish_run
-from roformer_hf.training.script_runner import guard_run, run_script
+from roformer_hf.training.publishing import evaluation_origins, publish_run
+from roformer_hf.training.script_runner import run_script, script_run
 from roformer_hf.training.static_shapes import (
     StaticShapes,
     announce_static_shapes,
@@ -590,15 +594,8 @@ def report(table: list[dict[str, Any]], model: RoFormerForMaskedLM, tokenizer: P
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     """Run the script; returns the results of every stage (empty on processes other than the main one)."""
     model_args, data_args, masking_args, training_args = parse_mlm_arguments(argv)
-    setup_logging(training_args)
-    choose_threads(training_args.threads)
-    check_distributed_launch(training_args)
-    with guard_run(training_args, "run_mlm.py", demo_or_given_arguments(argv, DEMO_ARGUMENTS, announce=False)):
-        check_publishing(training_args)
-        check_output_dir(training_args)
-        check_caches_writable(model_args.cache_dir, evaluates=training_args.do_eval)
+    with script_run(training_args, model_args, "run_mlm.py", argv, DEMO_ARGUMENTS, evaluates=training_args.do_eval):
         bound_streamed_evaluation(data_args)
-        set_seed(training_args.seed)
         stages = plan_stages(masking_args.stages, data_args.max_seq_length, training_args)
         raw_datasets, held_out = load_corpus(data_args, model_args)
         longest = max(stage.max_seq_length for stage in stages) if training_args.do_train else None
