@@ -136,6 +136,17 @@ class TrainingSummary:
         return cls(script=script, task=task, datasets=datasets, hyperparameters=hyperparameters, **kwargs)
 
 
+def _finite_summary(summary: TrainingSummary | None) -> tuple[TrainingSummary | None, list[str]]:
+    """The summary with its finite results only (the Hub's metadata takes no NaN), and the names of those left out,
+    said in one warning."""
+    if summary is None:
+        return None, []
+    shown, left_out = finite_results(summary.results)
+    if left_out:
+        logger.warning(f"the model card leaves out {', '.join(left_out)}: not finite numbers")
+    return replace(summary, results=shown), left_out
+
+
 def model_card(
     config: PreTrainedConfig,
     *,
@@ -174,12 +185,7 @@ def model_card(
     architecture = (config.architectures or ["RoFormerModel"])[0]
     description, pipeline_tag = HEAD_TASKS.get(architecture, ("model", None))
     name = model_name or (repo_id.rstrip("/").split("/")[-1] if repo_id else "RoFormer")
-    summary, left_out = training_summary, []
-    if summary is not None:
-        shown, left_out = finite_results(summary.results)
-        summary = replace(summary, results=shown)
-    if left_out:
-        logger.warning(f"the model card leaves out {', '.join(left_out)}: not finite numbers")
+    summary, left_out = _finite_summary(training_summary)
     card_data = hub_card_data(
         pipeline_tag=pipeline_tag,
         tags=["roformer", "roformer_hf", "rope", "custom_code", *(tags or [])],

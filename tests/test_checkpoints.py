@@ -369,10 +369,15 @@ def test_no_module_of_training_imports_one_that_imports_it_back():
 
     folder = Path(__file__).resolve().parents[1] / "roformer_hf" / "training"
     imports = {}
-    for path in folder.glob("*.py"):
+    for path in folder.rglob("*.py"):  # its wings (outputs/, mlm/, ...) too, each module by its dotted name
+        name = ".".join(path.relative_to(folder.parent).with_suffix("").parts).removesuffix(".__init__")
+        package = name.split(".") if path.stem == "__init__" else name.split(".")[:-1]
         nodes = ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-        relative = [node for node in nodes if isinstance(node, ast.ImportFrom) and node.level == 1]
-        imports[path.stem] = {(node.module or alias.name).split(".")[0] for node in relative for alias in node.names}
+        imports[name] = set()
+        for node in nodes:
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+                imports[name] |= {base} if node.module else {f"{base}.{alias.name}" for alias in node.names}
 
     def reachable(start: str) -> set[str]:
         seen, todo = set(), [start]

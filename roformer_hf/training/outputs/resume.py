@@ -20,8 +20,8 @@ from typing import Any
 from transformers import PreTrainedModel, Trainer, TrainingArguments
 
 from ...text_rules import load_vocab
-from .checkpoints import check_given_checkpoint, last_complete_checkpoint, save_checkpoints_whole
 from ..errors import ScriptError
+from .checkpoints import check_given_checkpoint, last_complete_checkpoint, save_checkpoints_whole
 
 logger = logging.getLogger(__name__)
 
