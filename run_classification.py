@@ -51,9 +51,9 @@ from transformers import (
 )
 
 from roformer_hf import RoFormerForSequenceClassification
-from roformer_hf.document_inputs import INPUT_SETTINGS
+from roformer_hf.document_inputs import INPUT_SETTINGS, MIN_SEQ_LENGTH
 from roformer_hf.model_card import TrainingSummary
-from roformer_hf.training.building import build_config, build_model, build_tokenizer
+from roformer_hf.training.building import build_config, build_model, build_tokenizer, check_vocabulary_fits
 from roformer_hf.training.classification.classification_scores import (
     make_compute_metrics,
     prediction_records,
@@ -218,8 +218,8 @@ class DataArguments(DatasetArguments):
     def __post_init__(self):
         self.split_text_column_names()
         # parse_classification_arguments leaves the input settings None when the command line does not give them (see INPUT_SETTINGS)
-        if self.max_seq_length is not None and self.max_seq_length < 8:
-            raise ValueError(f"--max_seq_length must be at least 8, got {self.max_seq_length}.")
+        if self.max_seq_length is not None and self.max_seq_length < MIN_SEQ_LENGTH:
+            raise ValueError(f"--max_seq_length must be at least {MIN_SEQ_LENGTH}, got {self.max_seq_length}.")
         if None in (self.long_doc_strategy, self.chunk_stride, self.max_seq_length):
             return
         if self.long_doc_strategy == "chunk" and not 0 <= self.chunk_stride < self.max_seq_length // 2:
@@ -394,11 +394,7 @@ def build_tokenizer_and_classifier(
     else:
         check_label_change(model_args, label_info)
     config = build_config(model_args, **label_config)
-    if len(tokenizer) > config.vocab_size:
-        raise ScriptError(
-            f"the tokenizer has {len(tokenizer)} tokens but the model only {config.vocab_size} embeddings: use the "
-            "checkpoint's own tokenizer (leave out --tokenizer_name) or a larger vocab_size."
-        )
+    check_vocabulary_fits(tokenizer, config)
     return tokenizer, build_model(model_args, config, RoFormerForSequenceClassification)
 
 

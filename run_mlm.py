@@ -36,7 +36,7 @@ from transformers import PreTrainedTokenizerBase, TrainingArguments
 from roformer_hf import RoFormerForMaskedLM
 from roformer_hf.losses import slot_count
 from roformer_hf.model_card import TrainingSummary
-from roformer_hf.training.building import build_config, build_model, build_tokenizer
+from roformer_hf.training.building import build_config, build_model, build_tokenizer, check_vocabulary_fits
 from roformer_hf.training.cli import (
     ModelArguments,
     ScriptTrainingArguments,
@@ -284,11 +284,7 @@ def build_tokenizer_and_masked_lm(
     # config.json it saves leaves the field out, so whoever loads the model gets logits at every position
     defaults["sparse_prediction"] = sparse_prediction
     config = build_config(model_args, pad_token_id=tokenizer.pad_token_id, **defaults)
-    if len(tokenizer) > config.vocab_size:
-        raise ScriptError(
-            f"the tokenizer has {len(tokenizer)} tokens but the model only {config.vocab_size} embeddings: "
-            "use the checkpoint's own tokenizer or a larger vocab_size."
-        )
+    check_vocabulary_fits(tokenizer, config)
     if longest_trained_length is not None:
         tokenizer.model_max_length = longest_trained_length
     return tokenizer, build_model(model_args, config, RoFormerForMaskedLM)

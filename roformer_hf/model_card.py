@@ -129,11 +129,17 @@ class TrainingSummary:
             "warmup_steps": args.warmup_steps,
             "weight_decay": args.weight_decay,
             "seed": args.seed,
-            "mixed_precision": "bf16" if args.bf16 else "fp16" if args.fp16 else "no",
+            "mixed_precision": mixed_precision(args),
         }
         hyperparameters.update(kwargs.pop("hyperparameters", {}))
         kwargs.setdefault("trained_steps", trainer.state.global_step)
         return cls(script=script, task=task, datasets=datasets, hyperparameters=hyperparameters, **kwargs)
+
+
+def mixed_precision(training_args: Any) -> str:
+    """The mixed precision of a run, as its model card and its checkpoints record it: `"bf16"`, `"fp16"` or `"no"`
+    (float32)."""
+    return "bf16" if training_args.bf16 else "fp16" if training_args.fp16 else "no"
 
 
 def _finite_summary(summary: TrainingSummary | None) -> tuple[TrainingSummary | None, list[str]]:
@@ -469,4 +475,11 @@ def _format_number(value: Any) -> str:
     return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
-__all__ = ["TrainingSummary", "model_card", "push_to_hub_with_model_card", "without_local_path", "write_model_card"]
+__all__ = [
+    "TrainingSummary",
+    "mixed_precision",
+    "model_card",
+    "push_to_hub_with_model_card",
+    "without_local_path",
+    "write_model_card",
+]

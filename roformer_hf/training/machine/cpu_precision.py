@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from ...model_card import mixed_precision
 from .cpu_arithmetic import cpu_bf16, step_bf16
 from .launch import trains_on_cpu
 
@@ -117,10 +118,8 @@ def training_arithmetic(training_args: Any) -> dict[str, Any]:
     torch's thread count (`threads.choose_threads`), and `train_precision`, `"bf16 mixed precision"`, `"fp16 mixed
     precision"` or `"float32"`. The same command on the same machine gives the same two (docs/scripts.md).
     """
-    if training_args.bf16 or training_args.fp16:
-        precision = f"{'bf16' if training_args.bf16 else 'fp16'} mixed precision"
-    else:
-        precision = "float32"
+    label = mixed_precision(training_args)
+    precision = "float32" if label == "no" else f"{label} mixed precision"
     return {"train_threads": torch.get_num_threads(), "train_precision": precision}
 
 

@@ -20,6 +20,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import PreTrainedModel, TrainerCallback, TrainingArguments
 
+from ...document_inputs import MIN_SEQ_LENGTH
 from ..errors import ScriptError
 from ..outputs.checkpoints import atomic_path, check_given_checkpoint, last_complete_checkpoint
 from ..outputs.interrupts import raise_if_stopped
@@ -28,8 +29,6 @@ from ..outputs.run_outputs import save_metrics, save_model_atomically, save_stat
 from ..static_shapes import StaticShapeTrainer
 
 logger = logging.getLogger(__name__)
-
-MIN_SEQ_LENGTH = 8
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import Any
 
 from transformers import PreTrainedModel, Trainer, TrainingArguments
 
+from ...model_card import mixed_precision
 from ...text_rules import load_vocab
 from ..errors import ScriptError
 from .checkpoints import check_given_checkpoint, last_complete_checkpoint, save_checkpoints_whole
@@ -160,7 +161,7 @@ def run_settings(training_args: Any, **script_settings: Any) -> dict[str, Any]:
     precision, all as JSON values.
     """
     settings = {name: getattr(training_args, name, None) for name in (*TRAINING_SETTINGS, *APPLIED_SETTINGS)}
-    settings[PRECISION_SETTING] = "bf16" if training_args.bf16 else "fp16" if training_args.fp16 else "no"
+    settings[PRECISION_SETTING] = mixed_precision(training_args)
     settings.update(script_settings)
     return json.loads(json.dumps(settings, default=str))
 
