@@ -17,7 +17,7 @@ from transformers import HfArgumentParser, TrainingArguments
 
 from .data_files import read_utf8_text
 from .errors import ScriptError
-from .help_text import HELP_ALL_OPTION, short_help
+from .help_text import BF16_HELP, HELP_ALL_OPTION, short_help
 from .machine.cpu_precision import choose_cpu_precision
 from .machine.launch import launch_defaults
 from .setting_checks import check_counts, check_setting_ranges, check_training_settings
@@ -188,9 +188,7 @@ class ScriptTrainingArguments(TrainingArguments):
     bf16: bool | None = field(
         default=None,  # not given: chosen from the machine in __post_init__
         metadata={
-            "help": "bfloat16 mixed precision. On a CPU: by default where bf16 pays for this model (the CPU has bf16 "
-            "instructions, e.g. avx512_bf16, amx_bf16, and a probe of one layer measures it faster), dropped with a "
-            "warning where the CPU has no bf16 instructions. On a GPU: off unless given.",
+            "help": BF16_HELP,
             "nargs": "?",  # --bf16 alone means true, as for transformers' own boolean options
             "const": True,
         },
