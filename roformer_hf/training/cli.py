@@ -237,6 +237,10 @@ class ScriptTrainingArguments(TrainingArguments):
         },
     )
 
+    # Whether the probe of the built model decides --bf16 (`cpu_precision.settle_cpu_precision`): set by
+    # `choose_cpu_precision` where --bf16 was not given on a CPU with bf16 instructions. Not an option.
+    bf16_from_probe: bool = field(default=False, init=False, repr=False)
+
     def __post_init__(self):
         check_setting_ranges(self)
         choose_cpu_precision(self)

@@ -72,7 +72,7 @@ def short_help(
         if issubclass(dataclass_type, TrainingArguments):
             shown = [item for item in fields(dataclass_type) if item.name in COMMON_TRAINING_OPTIONS]
             shown.sort(key=lambda item: list(COMMON_TRAINING_OPTIONS).index(item.name))
-            total = len(fields(dataclass_type))
+            total = sum(item.init for item in fields(dataclass_type))
             heading = f"training options - the {len(shown)} most used of the {total} of TrainingArguments"
         else:
             heading = f"{dataclass_type.__name__.removesuffix('Arguments').lower()} options"
