@@ -72,7 +72,7 @@ from roformer_hf.training.classification.labels import (
     labels_as_names,
     read_csv_numbers,
 )
-from roformer_hf.training.classification.long_documents import encode_batch, resolve_input_settings
+from roformer_hf.training.classification.long_documents import INPUT_DEFAULTS, encode_batch, resolve_input_settings
 from roformer_hf.training.cli import (
     ModelArguments,
     ScriptTrainingArguments,
@@ -179,14 +179,14 @@ class DataArguments(DatasetArguments):
         },
     )
     max_seq_length: int = field(
-        default=1024,
+        default=INPUT_DEFAULTS["max_seq_length"],
         metadata={
             "help": "Tokens per model input, special tokens included. May exceed the model's max_position_embeddings "
             "(RoPE has no length cap). With --long_doc_strategy chunk: the window length."
         },
     )
     truncation_side: str = field(
-        default="head",
+        default=INPUT_DEFAULTS["truncation_side"],
         metadata={
             "help": "Which part of a long document to keep: 'head' (the start), 'tail' (the end) or 'head_tail' "
             "(the first quarter of the budget from the start, the rest from the end).",
@@ -194,16 +194,19 @@ class DataArguments(DatasetArguments):
         },
     )
     long_doc_strategy: str = field(
-        default="truncate",
+        default=INPUT_DEFAULTS["long_doc_strategy"],
         metadata={
             "help": "'truncate' keeps max_seq_length tokens of each document; 'chunk' classifies overlapping windows "
             "of the whole document and pools their logits.",
             "choices": ["truncate", "chunk"],
         },
     )
-    chunk_stride: int = field(default=128, metadata={"help": "Tokens shared by consecutive windows (chunk strategy)."})
+    chunk_stride: int = field(
+        default=INPUT_DEFAULTS["chunk_stride"],
+        metadata={"help": "Tokens shared by consecutive windows (chunk strategy)."},
+    )
     chunk_pooling: str = field(
-        default="mean",
+        default=INPUT_DEFAULTS["chunk_pooling"],
         metadata={"help": "How window logits become document logits.", "choices": ["mean", "max"]},
     )
     early_stopping_patience: int | None = field(

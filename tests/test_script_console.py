@@ -22,6 +22,7 @@ from transformers import TrainingArguments
 
 import run_classification
 import run_mlm
+from roformer_hf.training.classification.long_documents import INPUT_DEFAULTS
 from roformer_hf.training.cli import ScriptTrainingArguments
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.help_text import COMMON_TRAINING_OPTIONS
@@ -108,11 +109,22 @@ def test_help_is_short_grouped_and_names_the_scripts_options(script, monkeypatch
     assert "lr_scheduler_type" not in shown and "--help-all" in text
 
 
+def test_help_shows_the_input_settings_defaults(monkeypatch, capsys):
+    """The input settings of run_classification.py are left unset on the command line (a checkpoint's own win over
+    the defaults, `resolve_input_settings`), yet --help shows the defaults a run without either takes."""
+    text = printed_help("run_classification.py", "--help", monkeypatch, capsys)
+    options = re.split(r"^  (?=--)", text, flags=re.MULTILINE)  # one part per option, its help lines with it
+    shown = {part.split()[0].removeprefix("--"): " ".join(part.split()) for part in options[1:]}
+    assert INPUT_DEFAULTS["max_seq_length"] == 1024
+    for name, default in INPUT_DEFAULTS.items():
+        assert shown[name].endswith(f"(default: {default})"), shown[name]
+
+
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_help_all_lists_every_training_argument(script, monkeypatch, capsys):
     text = printed_help(script, "--help-all", monkeypatch, capsys)
     listed = set(re.findall(r"--(\w+)", text))
-    assert {item.name for item in dataclasses.fields(ScriptTrainingArguments)} <= listed
+    assert {item.name for item in dataclasses.fields(ScriptTrainingArguments) if item.init} <= listed
     assert set(own_option_names(script)) <= listed
     assert len(text.splitlines()) > 500
 

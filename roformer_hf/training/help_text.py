@@ -89,7 +89,9 @@ def _option_help(item: Field, defaults: dict[str, Any]) -> list[str]:
     """The lines of one option: `--name VALUE`, then its help text and default, wrapped at `HELP_INDENT`."""
     help_text = COMMON_TRAINING_OPTIONS.get(item.name) or item.metadata.get("help", "")
     choices = item.metadata.get("choices")
-    default = defaults.get(item.name, None if item.default is MISSING else item.default)
+    default = defaults.get(item.name)
+    if default is None and item.default is not MISSING:  # a script default of None settled later (the input settings)
+        default = item.default
     if choices:
         value = "{" + ",".join(map(str, choices)) + "}"
     else:
