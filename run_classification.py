@@ -89,13 +89,10 @@ from roformer_hf.training.machine.launch import compiled_for_every_length
 from roformer_hf.training.outputs.divergence import StopOnNonFiniteWeights
 from roformer_hf.training.outputs.interrupts import StopAtStepBoundary, raise_if_stopped
 from roformer_hf.training.outputs.resume import (
-    absolute_path,
     check_resume,
-    data_digest,
+    data_run_settings,
     find_resume_checkpoint,
     record_run_settings,
-    run_settings,
-    sampling_settings,
 )
 from roformer_hf.training.outputs.run_outputs import (
     atomic_path,
@@ -540,17 +537,7 @@ def fine_tune(trainer: Trainer, train_dataset: datasets.Dataset, data_args: Data
 
 def classification_run_settings(data_args: DataArguments, training_args: TrainingArguments) -> dict[str, Any]:
     """The settings a checkpoint of this run records, and a resume must repeat (`training.resume`)."""
-    inputs = {name: getattr(data_args, name) for name in INPUT_SETTINGS}
-    dataset = {name: getattr(data_args, name) for name in ("dataset_name", "dataset_config_name", "train_split_name")}
-    digest = data_digest(data_args.train_file or data_args.dataset_name)
-    return run_settings(
-        training_args,
-        train_file=absolute_path(data_args.train_file),
-        train_data_digest=digest,
-        **sampling_settings(data_args),
-        **dataset,
-        **inputs,
-    )
+    return data_run_settings(training_args, data_args, **{name: getattr(data_args, name) for name in INPUT_SETTINGS})
 
 
 def predictions_path(training_args: TrainingArguments) -> Path:

@@ -79,12 +79,9 @@ from roformer_hf.training.mlm.whole_word_masking import (
 from roformer_hf.training.outputs.divergence import StopOnNonFiniteWeights
 from roformer_hf.training.outputs.interrupts import StopAtStepBoundary
 from roformer_hf.training.outputs.resume import (
-    absolute_path,
     check_resume,
-    data_digest,
+    data_run_settings,
     record_run_settings,
-    run_settings,
-    sampling_settings,
 )
 from roformer_hf.training.outputs.run_outputs import prepare_output_dir, write_json_atomically
 from roformer_hf.training.outputs.written_files import check_inputs_are_not_outputs, run_inputs
@@ -381,14 +378,9 @@ def mlm_run_settings(
     data_args: DataArguments, masking_args: MaskingArguments, training_args: TrainingArguments
 ) -> dict[str, Any]:
     """The settings a checkpoint of this run records, and a resume must repeat (`training.resume`)."""
-    return run_settings(
+    return data_run_settings(
         training_args,
-        train_file=absolute_path(data_args.train_file),
-        train_data_digest=data_digest(data_args.train_file or data_args.dataset_name),
-        **sampling_settings(data_args),
-        dataset_name=data_args.dataset_name,
-        dataset_config_name=data_args.dataset_config_name,
-        train_split_name=data_args.train_split_name,
+        data_args,
         max_seq_length=None if masking_args.stages else data_args.max_seq_length,
         stages=masking_args.stages,
         mlm_probability=masking_args.mlm_probability,
