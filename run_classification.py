@@ -536,7 +536,7 @@ def fine_tune(trainer: Trainer, train_dataset: datasets.Dataset, data_args: Data
 
 
 def classification_run_settings(data_args: DataArguments, training_args: TrainingArguments) -> dict[str, Any]:
-    """The settings a checkpoint of this run records, and a resume must repeat (`training.resume`)."""
+    """The settings a checkpoint of this run records, and a resume must repeat (`training.outputs.resume`)."""
     return data_run_settings(training_args, data_args, **{name: getattr(data_args, name) for name in INPUT_SETTINGS})
 
 

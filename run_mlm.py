@@ -377,7 +377,7 @@ def build_stage_trainer(
 def mlm_run_settings(
     data_args: DataArguments, masking_args: MaskingArguments, training_args: TrainingArguments
 ) -> dict[str, Any]:
-    """The settings a checkpoint of this run records, and a resume must repeat (`training.resume`)."""
+    """The settings a checkpoint of this run records, and a resume must repeat (`training.outputs.resume`)."""
     return data_run_settings(
         training_args,
         data_args,

@@ -271,7 +271,7 @@ def convert(source: str | Path, output: str | Path, *, revision: str | None = No
 
 def lock_output(output: Path) -> FolderLock:
     """
-    The lock of the output folder (see `training.locks`), taken until the conversion ends, so that a second conversion into
+    The lock of the output folder (see `training.outputs.locks`), taken until the conversion ends, so that a second conversion into
     the same folder is refused instead of mixing its files with the first's. The lock file lies beside the folder,
     `.<name>.roformer_hf.lock`: the folder may not exist yet, and holds only what a conversion writes.
     """

@@ -226,7 +226,7 @@ def write_model_card(output_dir: str | Path, *, config: PreTrainedConfig, **card
     """
     path = Path(output_dir) / "README.md"
     # Written beside and renamed: a process killed while writing leaves the old card, not half a new one. (Not
-    # training.checkpoints.atomic_path: what lies beside the model does not import the scripts' layer.)
+    # training.outputs.checkpoints.atomic_path: what lies beside the model does not import the scripts' layer.)
     temporary = path.with_name(".README.partial.md")
     model_card(config, **card_options).save(temporary)
     os.replace(temporary, path)

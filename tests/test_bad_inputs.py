@@ -165,7 +165,7 @@ def earlier_run(script: str, tmp: Path) -> list[str]:
     (tmp / "out").mkdir()
     (tmp / "out" / "config.json").write_text('{"model_type": "roformer_hf"}')
     (tmp / "out" / "model.safetensors").write_bytes(b"")  # what a finished run leaves (before the record of its files)
-    (tmp / "out" / "training_args.bin").write_bytes(b"")  # which only the Trainer writes (training/output_record.py)
+    (tmp / "out" / "training_args.bin").write_bytes(b"")  # which only the Trainer writes (outputs/output_record.py)
     return good_run()(script, tmp)
 
 

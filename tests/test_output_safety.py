@@ -383,7 +383,7 @@ def test_a_signal_stops_at_a_step_boundary_and_resumes_to_the_same_weights(
         assert is_complete_checkpoint(output_dir / checkpoint)
     before = json.loads((tmp_path / "record" / "before-signal.json").read_text())
     before.pop(LOCK_FILE_NAME)  # the run's own lock, deleted when it ends
-    before.pop(RECORD_NAME)  # the record of the files it wrote, closed when it ends (training/output_record.py)
+    before.pop(RECORD_NAME)  # the record of the files it wrote, closed when it ends (outputs/output_record.py)
     assert before and {name: digest for name, digest in files_sha256(output_dir).items() if name in before} == before
     assert not (output_dir / "model.safetensors").exists() and not (output_dir / LOCK_FILE_NAME).exists()
     run_mlm.main(shlex.split(line.partition("resume with ")[2])[2:])

@@ -374,7 +374,7 @@ def test_rerun_hint_names_a_command_that_works(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "outputs" / "run_mlm").mkdir(parents=True)
     (tmp_path / "outputs" / "run_mlm" / "config.json").write_text('{"model_type": "roformer_hf"}')
-    (tmp_path / "outputs" / "run_mlm" / "training_args.bin").write_bytes(b"")  # a run's (training/output_record.py)
+    (tmp_path / "outputs" / "run_mlm" / "training_args.bin").write_bytes(b"")  # a run's (outputs/output_record.py)
     with pytest.raises(ScriptError, match="add --overwrite_output_dir to replace it") as error:
         check_output_dir(run_mlm.parse_mlm_arguments([])[3])
     assert "outputs/run_mlm" in str(error.value)

@@ -1,5 +1,5 @@
 """Whether bf16 arithmetic pays on the CPU this process runs on, for one model at one batch shape: the scripts'
-`--bf16` default (`training/cpu_precision.py`) reads it. The model's own code does not: a checkpoint does not carry
+`--bf16` default (`training/machine/cpu_precision.py`) reads it. The model's own code does not: a checkpoint does not carry
 this file.
 
 bf16 (weights in bf16, or `torch.autocast("cpu", dtype=torch.bfloat16)`, what the scripts' `--bf16 true` turns on) can
