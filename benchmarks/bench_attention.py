@@ -133,7 +133,8 @@ def main() -> None:
     decision = cpu_bf16()
     print("\n".join(machine_lines("cpu")))
     print(
-        f"roformer_hf.training.machine.cpu_arithmetic: bf16 {'pays' if decision.pays else 'does not pay'}: {decision.reason}"
+        f"roformer_hf.training.machine.cpu_arithmetic: bf16 {'pays' if decision.pays else 'does not pay'}: "
+        f"{decision.reason}"
     )
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; median of {args.rounds} calls after 1\n")
     results = []

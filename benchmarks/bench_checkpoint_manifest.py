@@ -1,4 +1,5 @@
-"""What a checkpoint's manifest costs (`roformer_hf.training.outputs.checkpoints`) against the save itself, at the base shape.
+"""What a checkpoint's manifest costs (`roformer_hf.training.outputs.checkpoints`) against the save itself, at the base
+shape.
 
 A checkpoint of the 12-layer, 768-wide RoFormer MLM over a 50k vocabulary as the Trainer writes it: the weights
 (`save_pretrained`: safetensors and config), AdamW's state after one step (`optimizer.pt`: both moments), the scheduler

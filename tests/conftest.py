@@ -96,10 +96,10 @@ def skip_without_data() -> None:
 
 
 def pytest_configure(config) -> None:
-    """The suite's threads as the scripts choose theirs with --threads auto (roformer_hf.training.machine.threads): without
-    OMP_NUM_THREADS, the usable cores less those other processes keep busy (the suite's speed on a shared machine; its
-    tests compare runs within one session), set here and, through OMP_NUM_THREADS (and OMP_WAIT_POLICY where several
-    threads share cores), in the scripts and benchmarks the tests start in subprocesses."""
+    """The suite's threads as the scripts choose theirs with --threads auto (roformer_hf.training.machine.threads):
+    without OMP_NUM_THREADS, the usable cores less those other processes keep busy (the suite's speed on a shared
+    machine; its tests compare runs within one session), set here and, through OMP_NUM_THREADS (and OMP_WAIT_POLICY
+    where several threads share cores), in the scripts and benchmarks the tests start in subprocesses."""
     if "OMP_NUM_THREADS" in os.environ:
         return
     from roformer_hf.training.machine.threads import busy_cores_of_others, decide_threads, usable_cores

@@ -1,7 +1,7 @@
-"""A checkpoint is resumed from only once it is verified (`roformer_hf.training.outputs.checkpoints`): its manifest, written
-last, lists every file with its size and checksum and the step; a checkpoint without one is checked as far as it can be.
-Files written through `atomic_path` get the mode a plain write gives. Checkpoints here are written by hand, as the
-Trainer lays them out, with tiny tensors: the end-to-end runs are in test_checkpoint_resume.py."""
+"""A checkpoint is resumed from only once it is verified (`roformer_hf.training.outputs.checkpoints`): its manifest,
+written last, lists every file with its size and checksum and the step; a checkpoint without one is checked as far as
+it can be. Files written through `atomic_path` get the mode a plain write gives. Checkpoints here are written by hand,
+as the Trainer lays them out, with tiny tensors: the end-to-end runs are in test_checkpoint_resume.py."""
 
 import json
 import logging

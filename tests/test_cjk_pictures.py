@@ -1,6 +1,6 @@
-"""Label names that matplotlib's default font cannot draw (roformer_hf/training/classification/picture_fonts.py and the confusion
-matrix of classification_scores.py): drawn in an installed font that has their characters, or numbered with a file
-naming them; never empty boxes, never a "Glyph ... missing from font(s)" warning."""
+"""Label names that matplotlib's default font cannot draw (roformer_hf/training/classification/picture_fonts.py and the
+confusion matrix of classification_scores.py): drawn in an installed font that has their characters, or numbered with a
+file naming them; never empty boxes, never a "Glyph ... missing from font(s)" warning."""
 
 import csv
 import io

@@ -1,5 +1,5 @@
-"""Tests of roformer_hf/training/classification/classification_scores.py: probabilities, metrics, prediction records and the
-accuracy set beside chance."""
+"""Tests of roformer_hf/training/classification/classification_scores.py: probabilities, metrics, prediction records
+and the accuracy set beside chance."""
 
 import numpy as np
 import pytest

@@ -1,5 +1,5 @@
-"""training/machine/cpu_precision.py: the precision of a run on a CPU from the CPU's flags and the probe of the model (both
-mocked here; the verdicts themselves: test_cpu_arithmetic.py), what a run on a GPU keeps, and bf16
+"""training/machine/cpu_precision.py: the precision of a run on a CPU from the CPU's flags and the probe of the model
+(both mocked here; the verdicts themselves: test_cpu_arithmetic.py), what a run on a GPU keeps, and bf16
 mixed-precision training tracking float32 (on a CPU that has bf16, skipped elsewhere). What the scripts print for each
 case: test_script_console.py."""
 

@@ -1,6 +1,6 @@
 """A run whose weights turn NaN stops at that step with one line and saves nothing of it
-(roformer_hf/training/outputs/divergence.py): the checkpoints of the steps before stay, finite; no checkpoint of that step or
-later, no final model, no results."""
+(roformer_hf/training/outputs/divergence.py): the checkpoints of the steps before stay, finite; no checkpoint of that
+step or later, no final model, no results."""
 
 import math
 import re

@@ -1,7 +1,8 @@
-"""The output folder's lock holds for the whole run whatever happens to its files (`roformer_hf.training.outputs.locks`): a
-deleted lock file does not let a second run in, and a run whose folder was deleted, moved or replaced stops at its
-next save with one line instead of writing on without a lock. A file system that cannot lock a directory gets the
-lock on the record file, and a run whose record was deleted stops the same way."""
+"""The output folder's lock holds for the whole run whatever happens to its files
+(`roformer_hf.training.outputs.locks`): a deleted lock file does not let a second run in, and a run whose folder was
+deleted, moved or replaced stops at its next save with one line instead of writing on without a lock. A file system
+that cannot lock a directory gets the lock on the record file, and a run whose record was deleted stops the same
+way."""
 
 import errno
 import json

@@ -1,5 +1,5 @@
-"""Tests of roformer_hf/training/classification/labels.py: the checks of a label column, the problem type inferred from it, the
-label maps and the training target of a label. The end-to-end cases (a script run refusing bad labels) are in
+"""Tests of roformer_hf/training/classification/labels.py: the checks of a label column, the problem type inferred from
+it, the label maps and the training target of a label. The end-to-end cases (a script run refusing bad labels) are in
 test_run_classification.py and test_bad_inputs.py."""
 
 import datasets

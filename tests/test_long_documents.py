@@ -1,5 +1,5 @@
-"""Tests of roformer_hf/training/classification/long_documents.py: truncation, windows, special tokens, the pooling of window
-logits, the encoding of a batch with the real tokenizer, and which input settings a run uses."""
+"""Tests of roformer_hf/training/classification/long_documents.py: truncation, windows, special tokens, the pooling of
+window logits, the encoding of a batch with the real tokenizer, and which input settings a run uses."""
 
 import itertools
 

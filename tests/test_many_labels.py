@@ -1,7 +1,8 @@
 """What run_classification.py writes per label scales with the number of labels
-(roformer_hf/training/classification/classification_scores.py): a confusion-matrix picture up to `MAX_PICTURED_LABELS`, a table of
-its non-zero cells beyond; a prediction's scores of every label up to `MAX_SCORED_LABELS`, of the most probable beyond.
-Structure is asserted, not time: 10,000 labels took minutes and more than 10 GB in the picture alone."""
+(roformer_hf/training/classification/classification_scores.py): a confusion-matrix picture up to `MAX_PICTURED_LABELS`,
+a table of its non-zero cells beyond; a prediction's scores of every label up to `MAX_SCORED_LABELS`, of the most
+probable beyond. Structure is asserted, not time: 10,000 labels took minutes and more than 10 GB in the picture
+alone."""
 
 import csv
 import json

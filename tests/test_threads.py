@@ -1,5 +1,5 @@
-"""training/machine/threads.py: the thread count of a run from the usable cores (whatever the load: the same command gives
-the same run), `--threads` and `OMP_NUM_THREADS` first, `--threads auto` from the load other processes put on the
+"""training/machine/threads.py: the thread count of a run from the usable cores (whatever the load: the same command
+gives the same run), `--threads` and `OMP_NUM_THREADS` first, `--threads auto` from the load other processes put on the
 cores (/proc/stat readings faked here), and the one line that says the choice."""
 
 import logging

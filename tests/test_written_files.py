@@ -1,5 +1,5 @@
-"""Tests of roformer_hf/training/outputs/written_files.py: which files of the output folder a run writes, and the comparison of
-an input file with them (through symlinks and hard links). The refusals in the scripts are rows of
+"""Tests of roformer_hf/training/outputs/written_files.py: which files of the output folder a run writes, and the
+comparison of an input file with them (through symlinks and hard links). The refusals in the scripts are rows of
 docs/bad_inputs.md (tests/test_bad_settings_and_data.py)."""
 
 import json

@@ -20,8 +20,8 @@ from .labels import LabelInfo, encode_label
 
 logger = logging.getLogger(__name__)
 
-# The input settings of a run that gives none and fine-tunes a checkpoint that recorded none (`resolve_input_settings`):
-# run_classification.py's DataArguments take them as their defaults, and --help shows them.
+# The input settings of a run that gives none and fine-tunes a checkpoint that recorded none
+# (`resolve_input_settings`): run_classification.py's DataArguments take them as their defaults, and --help shows them.
 DEFAULT_MAX_SEQ_LENGTH = 1024
 DEFAULT_TRUNCATION_SIDE = "head"
 DEFAULT_LONG_DOC_STRATEGY = "truncate"
@@ -108,8 +108,8 @@ def resolve_input_settings(
 ) -> Reading:
     """
     The input settings (`INPUT_SETTINGS`) of this run: those the command line gives, else those the checkpoint was
-    fine-tuned with (its config's `classification_inputs`), else `INPUT_DEFAULTS`. They are written into `model.config.classification_inputs`, so the
-    saved classifier remembers how it read its documents.
+    fine-tuned with (its config's `classification_inputs`), else `INPUT_DEFAULTS`. They are written into
+    `model.config.classification_inputs`, so the saved classifier remembers how it read its documents.
 
     Args:
         data_args (`DataArguments`): the script's data arguments, `None` for each input setting not given.

@@ -1,6 +1,6 @@
 """The precision the scripts run in on a CPU: bf16 mixed precision where it pays for this model there
-(`roformer_hf.training.machine.cpu_arithmetic` decides), float32 where it does not, each said in one line when it differs from what
-the command line asked.
+(`roformer_hf.training.machine.cpu_arithmetic` decides), float32 where it does not, each said in one line when it
+differs from what the command line asked.
 
 Two steps, because whether bf16 pays depends on the model's sizes, known only once it is built:
 `choose_cpu_precision` (while the arguments are parsed) settles what the command line and the CPU's flags decide
