@@ -29,7 +29,7 @@ fields named with dots: `meta.label`). A label is a name or an id
 import os
 
 # torch's idle OpenMP threads sleep rather than spin on cores other processes need (read once, when torch loads;
-# roformer_hf/training/threads.py says why)
+# roformer_hf/training/machine/threads.py says why)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import json
@@ -48,61 +48,57 @@ from transformers import (
     PreTrainedTokenizerBase,
     Trainer,
     TrainingArguments,
-    set_seed,
 )
 
 from roformer_hf import RoFormerForSequenceClassification
-from roformer_hf.document_inputs import INPUT_SETTINGS
+from roformer_hf.document_inputs import INPUT_SETTINGS, MIN_SEQ_LENGTH
 from roformer_hf.model_card import TrainingSummary
-from roformer_hf.training.building import build_config, build_model, build_tokenizer
-from roformer_hf.training.classification_scores import (
+from roformer_hf.training.building import build_config, build_model, build_tokenizer, check_vocabulary_fits
+from roformer_hf.training.classification.classification_scores import (
     make_compute_metrics,
     prediction_records,
     report_split,
     run_inference,
 )
-from roformer_hf.training.cli import ModelArguments, ScriptTrainingArguments, parse_arguments
-from roformer_hf.training.console import loading_instructions, setup_logging
-from roformer_hf.training.cpu_precision import settle_cpu_precision, training_arithmetic
-from roformer_hf.training.data_files import check_caches_writable, hold_out_validation, limit_examples
-from roformer_hf.training.data_sources import FILE_KINDS, DatasetArguments, load_splits
-from roformer_hf.training.demo import command_line, demo_or_given_arguments
-from roformer_hf.training.divergence import StopOnNonFiniteWeights
-from roformer_hf.training.errors import ScriptError
-from roformer_hf.training.interrupts import StopAtStepBoundary, raise_if_stopped
-from roformer_hf.training.labels import (
+from roformer_hf.training.classification.documents import HELD_OUT, load_labelled_documents, wanted_splits
+from roformer_hf.training.classification.labels import (
     MULTI_LABEL,
     REGRESSION,
     SINGLE_LABEL,
     LabelInfo,
-    build_label_maps,
     check_label_change,
-    check_label_column,
-    class_label_names,
-    labels_as_names,
-    read_csv_numbers,
 )
-from roformer_hf.training.launch import check_distributed_launch, compiled_for_every_length
-from roformer_hf.training.long_documents import encode_batch, resolve_input_settings
-from roformer_hf.training.publishing import check_publishing, evaluation_origins, publish_run, trainer_arguments
-from roformer_hf.training.resume import (
-    absolute_path,
+from roformer_hf.training.classification.long_documents import INPUT_DEFAULTS, encode_batch, resolve_input_settings
+from roformer_hf.training.cli import (
+    ModelArguments,
+    ScriptTrainingArguments,
+    command_line,
+    demo_or_given_arguments,
+    parse_arguments,
+)
+from roformer_hf.training.console import loading_instructions
+from roformer_hf.training.data_sources import FILE_KINDS, DatasetArguments
+from roformer_hf.training.errors import ScriptError
+from roformer_hf.training.machine.cpu_precision import settle_cpu_precision, training_arithmetic
+from roformer_hf.training.machine.launch import compiled_for_every_length
+from roformer_hf.training.outputs.divergence import StopOnNonFiniteWeights
+from roformer_hf.training.outputs.interrupts import StopAtStepBoundary, raise_if_stopped
+from roformer_hf.training.outputs.resume import (
     check_resume,
-    data_digest,
+    data_run_settings,
     find_resume_checkpoint,
     record_run_settings,
-    run_settings,
-    sampling_settings,
 )
-from roformer_hf.training.run_outputs import (
+from roformer_hf.training.outputs.run_outputs import (
     atomic_path,
-    check_output_dir,
     prepare_output_dir,
     save_metrics,
     save_model_atomically,
     save_state,
 )
-from roformer_hf.training.script_runner import guard_run, run_script
+from roformer_hf.training.outputs.written_files import check_inputs_are_not_outputs, run_inputs
+from roformer_hf.training.publishing import evaluation_origins, publish_run, trainer_arguments
+from roformer_hf.training.script_runner import run_script, script_run
 from roformer_hf.training.static_shapes import (
     StaticShapes,
     StaticShapeTrainer,
@@ -111,9 +107,7 @@ from roformer_hf.training.static_shapes import (
     length_buckets,
     uses_static_shapes,
 )
-from roformer_hf.training.threads import choose_threads
 from roformer_hf.training.vocabulary_coverage import tokenizer_source, warn_if_many_unknown
-from roformer_hf.training.written_files import check_inputs_are_not_outputs, run_inputs
 
 logger = logging.getLogger(__name__)
 
@@ -177,14 +171,14 @@ class DataArguments(DatasetArguments):
         },
     )
     max_seq_length: int = field(
-        default=1024,
+        default=INPUT_DEFAULTS["max_seq_length"],
         metadata={
             "help": "Tokens per model input, special tokens included. May exceed the model's max_position_embeddings "
             "(RoPE has no length cap). With --long_doc_strategy chunk: the window length."
         },
     )
     truncation_side: str = field(
-        default="head",
+        default=INPUT_DEFAULTS["truncation_side"],
         metadata={
             "help": "Which part of a long document to keep: 'head' (the start), 'tail' (the end) or 'head_tail' "
             "(the first quarter of the budget from the start, the rest from the end).",
@@ -192,16 +186,19 @@ class DataArguments(DatasetArguments):
         },
     )
     long_doc_strategy: str = field(
-        default="truncate",
+        default=INPUT_DEFAULTS["long_doc_strategy"],
         metadata={
             "help": "'truncate' keeps max_seq_length tokens of each document; 'chunk' classifies overlapping windows "
             "of the whole document and pools their logits.",
             "choices": ["truncate", "chunk"],
         },
     )
-    chunk_stride: int = field(default=128, metadata={"help": "Tokens shared by consecutive windows (chunk strategy)."})
+    chunk_stride: int = field(
+        default=INPUT_DEFAULTS["chunk_stride"],
+        metadata={"help": "Tokens shared by consecutive windows (chunk strategy)."},
+    )
     chunk_pooling: str = field(
-        default="mean",
+        default=INPUT_DEFAULTS["chunk_pooling"],
         metadata={"help": "How window logits become document logits.", "choices": ["mean", "max"]},
     )
     early_stopping_patience: int | None = field(
@@ -216,8 +213,8 @@ class DataArguments(DatasetArguments):
     def __post_init__(self):
         self.split_text_column_names()
         # parse_classification_arguments leaves the input settings None when the command line does not give them (see INPUT_SETTINGS)
-        if self.max_seq_length is not None and self.max_seq_length < 8:
-            raise ValueError(f"--max_seq_length must be at least 8, got {self.max_seq_length}.")
+        if self.max_seq_length is not None and self.max_seq_length < MIN_SEQ_LENGTH:
+            raise ValueError(f"--max_seq_length must be at least {MIN_SEQ_LENGTH}, got {self.max_seq_length}.")
         if None in (self.long_doc_strategy, self.chunk_stride, self.max_seq_length):
             return
         if self.long_doc_strategy == "chunk" and not 0 <= self.chunk_stride < self.max_seq_length // 2:
@@ -273,114 +270,6 @@ def parse_classification_arguments(
     return model_args, data_args, training_args
 
 
-# How load_labelled_documents names a validation split held out of train, in `sources`.
-HELD_OUT = "held out of"
-
-
-def load_labelled_documents(
-    model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments
-) -> tuple[datasets.DatasetDict, LabelInfo, dict[str, str]]:
-    """
-    The splits the run needs: train, validation (a file or a held-out fraction of train) and test; the task and its
-    labels (`build_label_maps`: from the training data, else from the fine-tuned checkpoint); and where each split
-    came from (`load_splits`' words, `"held out of ..."` for a validation split held out of train).
-    """
-    wanted = wanted_splits(data_args, training_args)
-    raw_datasets, sources = read_splits(model_args, data_args, wanted)
-    column = data_args.label_column_name
-    declared_names = class_label_names(raw_datasets["train"].features.get(column)) if "train" in raw_datasets else None
-    raw_datasets = datasets.DatasetDict({split: labels_as_names(rows, column) for split, rows in raw_datasets.items()})
-    check_raw_datasets(raw_datasets, data_args, sources)  # before any shuffling: row numbers are those of the files
-    if training_args.do_eval and "validation" not in raw_datasets and "train" in raw_datasets:
-        if data_args.validation_split_percentage == 0:
-            raise ScriptError("--do_eval needs --validation_file or a --validation_split_percentage above 0.")
-        # a seeded random sample: labelled files are often sorted by label (see hold_out_validation)
-        raw_datasets["train"], raw_datasets["validation"] = hold_out_validation(
-            raw_datasets["train"], data_args.validation_split_percentage, seed=training_args.seed
-        )
-        sources["validation"] = f"{HELD_OUT} {sources['train']}"
-    for split, option, _, needed in wanted:
-        if needed and split not in raw_datasets:
-            dataset_split = f" or a --dataset_name with a {split!r} split" if split == "test" else ""
-            raise ScriptError(f"--do_{'eval' if split == 'validation' else split} needs {option}{dataset_split}.")
-    limits = {
-        "train": data_args.max_train_samples,
-        "validation": data_args.max_eval_samples,
-        "test": data_args.max_predict_samples,
-    }
-    raw_datasets = limit_examples(raw_datasets, limits, streaming=False)
-    label_info = build_label_maps(raw_datasets, column, data_args.problem_type, model_args, sources, declared_names)
-    return raw_datasets, label_info, sources
-
-
-def read_splits(
-    model_args: ModelArguments, data_args: DataArguments, wanted: list[tuple[str, str, str | None, bool]]
-) -> tuple[datasets.DatasetDict, dict[str, str]]:
-    """The splits the run needs, from their files or `--dataset_name` (`data_sources.load_splits`), and where each
-    came from; a CSV file's labels read as numbers when they all are (`read_csv_numbers`)."""
-    files = {split: path for split, _, path, needed in wanted if needed}
-    columns = [data_args.text_column_name, data_args.text_pair_column_name, data_args.label_column_name]
-    raw_datasets, sources = load_splits(data_args, files, columns, model_args.cache_dir)
-    for split, path in files.items():
-        if path is not None and Path(path).suffix.lower() == ".csv":
-            raw_datasets[split] = read_csv_numbers(raw_datasets[split], data_args.label_column_name, sources[split])
-    return raw_datasets, sources
-
-
-def wanted_splits(
-    data_args: DataArguments, training_args: TrainingArguments
-) -> list[tuple[str, str, str | None, bool]]:
-    """Every split as (name, the option giving its file, the file, whether the run needs it)."""
-    return [
-        ("train", "--train_file", data_args.train_file, training_args.do_train),
-        ("validation", "--validation_file", data_args.validation_file, training_args.do_eval),
-        ("test", "--test_file", data_args.test_file, training_args.do_predict),
-    ]
-
-
-def check_raw_datasets(raw_datasets: datasets.DatasetDict, data_args: DataArguments, sources: dict[str, str]) -> None:
-    """Every split has non-empty text columns of text, and (but for test) a label column without gaps; `sources`
-    says where each split came from, for messages."""
-    text_columns = [data_args.text_column_name, data_args.text_pair_column_name]
-    label_column = data_args.label_column_name
-    for split, dataset in raw_datasets.items():
-        if len(dataset) == 0:
-            raise ScriptError(f"the {split} data is empty.")
-        for column in filter(None, text_columns):
-            option = "--text_column_name" if column == data_args.text_column_name else "--text_pair_column_name"
-            require_column(dataset, column, split, option)
-            check_text_column(dataset, column, split)
-        if split != "test" or label_column in dataset.column_names:
-            require_column(dataset, label_column, split, "--label_column_name")
-            check_label_column(dataset, label_column, split, sources[split])
-
-
-def require_column(dataset: datasets.Dataset, column: str, split: str, option: str) -> None:
-    """Refuse a split without `column`, naming its columns and the `option` that picks another."""
-    if column not in dataset.column_names:
-        raise ScriptError(
-            f"the {split} data has no column {column!r} (its columns: {', '.join(dataset.column_names)}): "
-            f"name the right one with {option}."
-        )
-
-
-def check_text_column(dataset: datasets.Dataset, column: str, split: str) -> None:
-    """Refuse a text column that holds something else than text, or an empty text."""
-    feature = dataset.features[column]
-    if not (isinstance(feature, datasets.Value) and feature.dtype in ("string", "large_string")):
-        kind = feature.dtype if isinstance(feature, datasets.Value) else type(feature).__name__
-        raise ScriptError(
-            f"column {column!r} of the {split} data holds {kind} values, not text: point --text_column_name (or "
-            "--text_pair_column_name) at a column of text."
-        )
-    empty = [row for row, text in enumerate(dataset[column]) if text is None or not text.strip()]
-    if empty:
-        raise ScriptError(
-            f"{len(empty)} rows of the {split} data have an empty {column!r} (the first is data row {empty[0] + 1} "
-            "of the file): remove them or fill them in."
-        )
-
-
 def build_tokenizer_and_classifier(
     model_args: ModelArguments, label_info: LabelInfo
 ) -> tuple[PreTrainedTokenizerBase, RoFormerForSequenceClassification]:
@@ -392,11 +281,7 @@ def build_tokenizer_and_classifier(
     else:
         check_label_change(model_args, label_info)
     config = build_config(model_args, **label_config)
-    if len(tokenizer) > config.vocab_size:
-        raise ScriptError(
-            f"the tokenizer has {len(tokenizer)} tokens but the model only {config.vocab_size} embeddings: use the "
-            "checkpoint's own tokenizer (leave out --tokenizer_name) or a larger vocab_size."
-        )
+    check_vocabulary_fits(tokenizer, config)
     return tokenizer, build_model(model_args, config, RoFormerForSequenceClassification)
 
 
@@ -538,18 +423,8 @@ def fine_tune(trainer: Trainer, train_dataset: datasets.Dataset, data_args: Data
 
 
 def classification_run_settings(data_args: DataArguments, training_args: TrainingArguments) -> dict[str, Any]:
-    """The settings a checkpoint of this run records, and a resume must repeat (`training.resume`)."""
-    inputs = {name: getattr(data_args, name) for name in INPUT_SETTINGS}
-    dataset = {name: getattr(data_args, name) for name in ("dataset_name", "dataset_config_name", "train_split_name")}
-    digest = data_digest(data_args.train_file or data_args.dataset_name)
-    return run_settings(
-        training_args,
-        train_file=absolute_path(data_args.train_file),
-        train_data_digest=digest,
-        **sampling_settings(data_args),
-        **dataset,
-        **inputs,
-    )
+    """The settings a checkpoint of this run records, and a resume must repeat (`training.outputs.resume`)."""
+    return data_run_settings(training_args, data_args, **{name: getattr(data_args, name) for name in INPUT_SETTINGS})
 
 
 def predictions_path(training_args: TrainingArguments) -> Path:
@@ -644,17 +519,16 @@ def print_where_outputs_are(trainer: Trainer) -> None:
 def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     """Run the script; returns the metrics (train, eval, test) it logged."""
     model_args, data_args, training_args = parse_classification_arguments(argv)
-    setup_logging(training_args)
-    choose_threads(training_args.threads)
-    check_distributed_launch(training_args)
-    with guard_run(
-        training_args, "run_classification.py", demo_or_given_arguments(argv, DEMO_ARGUMENTS, announce=False)
+    evaluates = training_args.do_eval or training_args.do_predict
+    with script_run(
+        training_args,
+        model_args,
+        "run_classification.py",
+        argv,
+        DEMO_ARGUMENTS,
+        checks_output_dir=training_args.do_train,
+        evaluates=evaluates,
     ):
-        check_publishing(training_args)
-        if training_args.do_train:
-            check_output_dir(training_args)
-        check_caches_writable(model_args.cache_dir, evaluates=training_args.do_eval or training_args.do_predict)
-        set_seed(training_args.seed)
         raw_datasets, label_info, sources = load_labelled_documents(model_args, data_args, training_args)
         tokenizer, model = build_tokenizer_and_classifier(model_args, label_info)
         if training_args.do_train:

@@ -20,7 +20,7 @@ People's Daily sample in `data/`, saved to `./outputs/run_mlm/`. Runs unchanged 
 import os
 
 # torch's idle OpenMP threads sleep rather than spin on cores other processes need (read once, when torch loads;
-# roformer_hf/training/threads.py says why)
+# roformer_hf/training/machine/threads.py says why)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import logging
@@ -31,34 +31,25 @@ from pathlib import Path
 from typing import Any
 
 import datasets
-from transformers import PreTrainedTokenizerBase, TrainingArguments, set_seed
+from transformers import PreTrainedTokenizerBase, TrainingArguments
 
 from roformer_hf import RoFormerForMaskedLM
 from roformer_hf.losses import slot_count
 from roformer_hf.model_card import TrainingSummary
-from roformer_hf.training.building import build_config, build_model, build_tokenizer
-from roformer_hf.training.cli import ModelArguments, ScriptTrainingArguments, parse_arguments
-from roformer_hf.training.console import loading_instructions, setup_logging
-from roformer_hf.training.cpu_precision import evaluation_precision, settle_cpu_precision, training_arithmetic
-from roformer_hf.training.data_files import check_caches_writable, hold_out_validation, limit_examples
-from roformer_hf.training.data_sources import FILE_KINDS, DatasetArguments, load_splits
-from roformer_hf.training.demo import command_line, demo_or_given_arguments
-from roformer_hf.training.divergence import StopOnNonFiniteWeights
-from roformer_hf.training.errors import ScriptError
-from roformer_hf.training.interrupts import StopAtStepBoundary
-from roformer_hf.training.launch import check_distributed_launch, compiled_for_every_length
-from roformer_hf.training.publishing import check_publishing, evaluation_origins, publish_run
-from roformer_hf.training.resume import (
-    absolute_path,
-    check_resume,
-    data_digest,
-    record_run_settings,
-    run_settings,
-    sampling_settings,
+from roformer_hf.training.building import build_config, build_model, build_tokenizer, check_vocabulary_fits
+from roformer_hf.training.cli import (
+    ModelArguments,
+    ScriptTrainingArguments,
+    command_line,
+    demo_or_given_arguments,
+    parse_arguments,
 )
-from roformer_hf.training.run_outputs import check_output_dir, prepare_output_dir, write_json_atomically
-from roformer_hf.training.script_runner import guard_run, run_script
-from roformer_hf.training.stages import (
+from roformer_hf.training.console import loading_instructions
+from roformer_hf.training.data_sources import FILE_KINDS, DatasetArguments
+from roformer_hf.training.errors import ScriptError
+from roformer_hf.training.machine.cpu_precision import evaluation_precision, settle_cpu_precision, training_arithmetic
+from roformer_hf.training.machine.launch import compiled_for_every_length
+from roformer_hf.training.mlm.stages import (
     SaveAtEndCallback,
     Stage,
     StagedTrainer,
@@ -70,6 +61,27 @@ from roformer_hf.training.stages import (
     read_stage_results,
     walk_stages,
 )
+from roformer_hf.training.mlm.text_corpus import (
+    load_corpus,
+    tokenize_corpus,
+)
+from roformer_hf.training.mlm.whole_word_masking import (
+    EpochCallback,
+    WholeWordMaskCollator,
+    masked_token_accuracy,
+    predicted_token_ids,
+)
+from roformer_hf.training.outputs.divergence import StopOnNonFiniteWeights
+from roformer_hf.training.outputs.interrupts import StopAtStepBoundary
+from roformer_hf.training.outputs.resume import (
+    check_resume,
+    data_run_settings,
+    record_run_settings,
+)
+from roformer_hf.training.outputs.run_outputs import prepare_output_dir, write_json_atomically
+from roformer_hf.training.outputs.written_files import check_inputs_are_not_outputs, run_inputs
+from roformer_hf.training.publishing import evaluation_origins, publish_run
+from roformer_hf.training.script_runner import run_script, script_run
 from roformer_hf.training.static_shapes import (
     StaticShapes,
     announce_static_shapes,
@@ -77,23 +89,7 @@ from roformer_hf.training.static_shapes import (
     length_buckets,
     uses_static_shapes,
 )
-from roformer_hf.training.text_corpus import (
-    cut_long_texts,
-    has_text,
-    keep_text_column,
-    number_examples,
-    pack_into_blocks,
-    tokenize_with_word_ids,
-)
-from roformer_hf.training.threads import choose_threads
 from roformer_hf.training.vocabulary_coverage import tokenizer_source, warn_if_many_unknown
-from roformer_hf.training.whole_word_masking import (
-    EpochCallback,
-    WholeWordMaskCollator,
-    masked_token_accuracy,
-    predicted_token_ids,
-)
-from roformer_hf.training.written_files import check_inputs_are_not_outputs, run_inputs
 
 logger = logging.getLogger(__name__)
 
@@ -226,34 +222,6 @@ def bound_streamed_evaluation(data_args: DataArguments) -> None:
         )
 
 
-def load_corpus(data_args: DataArguments, model_args: ModelArguments) -> tuple[datasets.DatasetDict, str | None]:
-    """
-    Load the text as a `DatasetDict` (or `IterableDatasetDict` when streaming) with `train` and, when there is
-    validation text, `validation` splits holding one column, `text`, without blank texts; and, when the validation
-    text is held out of the training text, what it is in words (for the card), else `None`.
-    """
-    files = {"train": data_args.train_file, "validation": data_args.validation_file}
-    raw_datasets, sources = load_splits(
-        data_args, files, [data_args.text_column_name], model_args.cache_dir, data_args.streaming
-    )
-    raw_datasets = keep_text_column(raw_datasets, data_args.text_column_name)
-    for split, dataset in raw_datasets.items():
-        raw_datasets[split] = dataset.filter(has_text, with_indices=True, fn_kwargs={"source": sources[split]})
-    if not data_args.streaming and len(raw_datasets["train"]) == 0:
-        raise ScriptError("the training data holds no text (only blank lines or empty values).")
-    if not data_args.line_by_line:
-        raw_datasets = cut_long_texts(raw_datasets)
-    if "validation" not in raw_datasets and data_args.validation_split_percentage > 0:
-        # the last rows, in file order: validation text is not a neighbour of training text (see hold_out_validation)
-        train, validation = hold_out_validation(raw_datasets["train"], data_args.validation_split_percentage)
-        raw_datasets = type(raw_datasets)(train=train, validation=validation)
-        percentage = data_args.validation_split_percentage
-        part = f"the first {percentage} rows of every 100" if data_args.streaming else f"the last {percentage}%"
-        held_out = f"{part} of the training text (in file order), held out: not trained on"
-        return raw_datasets, held_out
-    return raw_datasets, None
-
-
 def main_stage(stages: list[Stage]) -> Stage:
     """The stage that trains on the most tokens: its length is the one the precision probe times."""
     return max(stages, key=lambda stage: (stage.steps or 1) * (stage.global_batch_size or 1) * stage.max_seq_length)
@@ -280,60 +248,10 @@ def build_tokenizer_and_masked_lm(
     # config.json it saves leaves the field out, so whoever loads the model gets logits at every position
     defaults["sparse_prediction"] = sparse_prediction
     config = build_config(model_args, pad_token_id=tokenizer.pad_token_id, **defaults)
-    if len(tokenizer) > config.vocab_size:
-        raise ScriptError(
-            f"the tokenizer has {len(tokenizer)} tokens but the model only {config.vocab_size} embeddings: "
-            "use the checkpoint's own tokenizer or a larger vocab_size."
-        )
+    check_vocabulary_fits(tokenizer, config)
     if longest_trained_length is not None:
         tokenizer.model_max_length = longest_trained_length
     return tokenizer, build_model(model_args, config, RoFormerForMaskedLM)
-
-
-def tokenize_corpus(
-    raw_datasets: datasets.DatasetDict,
-    tokenizer: PreTrainedTokenizerBase,
-    max_seq_length: int,
-    data_args: DataArguments,
-    training_args: TrainingArguments,
-) -> datasets.DatasetDict:
-    """
-    Turn text into training examples of at most `max_seq_length` tokens with their word ids: packed blocks, or one
-    truncated example per line with `--line_by_line`. Validation examples get a `mask_seed`.
-    """
-    map_options = {}
-    if not data_args.streaming:
-        map_options = {
-            "load_from_cache_file": not data_args.overwrite_cache,
-            "num_proc": data_args.preprocessing_num_workers,
-        }
-    truncation = max_seq_length if data_args.line_by_line else None
-    with training_args.main_process_first(desc="tokenization"):
-        examples = raw_datasets.map(
-            partial(tokenize_with_word_ids, tokenizer=tokenizer, max_length=truncation),
-            batched=True,
-            remove_columns=["text"],
-            **map_options,
-        )
-        if not data_args.line_by_line:
-            examples = examples.map(
-                partial(pack_into_blocks, block_length=max_seq_length), batched=True, **map_options
-            )
-    limits = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples}
-    examples = number_examples(limit_examples(examples, limits, data_args.streaming))
-    _check_not_empty(examples, max_seq_length, data_args)
-    return examples
-
-
-def _check_not_empty(examples: datasets.DatasetDict, max_seq_length: int, data_args: DataArguments) -> None:
-    if data_args.streaming:
-        return
-    for split, part in examples.items():
-        if len(part) == 0:
-            raise ScriptError(
-                f"the {split} text gives no example of {max_seq_length} tokens: lower max_seq_length, use "
-                "--line_by_line, or give more text."
-            )
 
 
 def build_stage_trainer(
@@ -380,15 +298,10 @@ def build_stage_trainer(
 def mlm_run_settings(
     data_args: DataArguments, masking_args: MaskingArguments, training_args: TrainingArguments
 ) -> dict[str, Any]:
-    """The settings a checkpoint of this run records, and a resume must repeat (`training.resume`)."""
-    return run_settings(
+    """The settings a checkpoint of this run records, and a resume must repeat (`training.outputs.resume`)."""
+    return data_run_settings(
         training_args,
-        train_file=absolute_path(data_args.train_file),
-        train_data_digest=data_digest(data_args.train_file or data_args.dataset_name),
-        **sampling_settings(data_args),
-        dataset_name=data_args.dataset_name,
-        dataset_config_name=data_args.dataset_config_name,
-        train_split_name=data_args.train_split_name,
+        data_args,
         max_seq_length=None if masking_args.stages else data_args.max_seq_length,
         stages=masking_args.stages,
         mlm_probability=masking_args.mlm_probability,
@@ -590,15 +503,8 @@ def report(table: list[dict[str, Any]], model: RoFormerForMaskedLM, tokenizer: P
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     """Run the script; returns the results of every stage (empty on processes other than the main one)."""
     model_args, data_args, masking_args, training_args = parse_mlm_arguments(argv)
-    setup_logging(training_args)
-    choose_threads(training_args.threads)
-    check_distributed_launch(training_args)
-    with guard_run(training_args, "run_mlm.py", demo_or_given_arguments(argv, DEMO_ARGUMENTS, announce=False)):
-        check_publishing(training_args)
-        check_output_dir(training_args)
-        check_caches_writable(model_args.cache_dir, evaluates=training_args.do_eval)
+    with script_run(training_args, model_args, "run_mlm.py", argv, DEMO_ARGUMENTS, evaluates=training_args.do_eval):
         bound_streamed_evaluation(data_args)
-        set_seed(training_args.seed)
         stages = plan_stages(masking_args.stages, data_args.max_seq_length, training_args)
         raw_datasets, held_out = load_corpus(data_args, model_args)
         longest = max(stage.max_seq_length for stage in stages) if training_args.do_train else None

@@ -30,9 +30,9 @@ from bench_model import machine_lines, real_lengths  # the same machine header a
 from torch.nn import functional as F
 
 from roformer_hf.attention_kernels import blockwise_attention_forward
-from roformer_hf.cpu_arithmetic import cpu_bf16
 from roformer_hf.modeling import eager_attention_forward
 from roformer_hf.rope import apply_rotary, rotate_pairs
+from roformer_hf.training.machine.cpu_arithmetic import cpu_bf16
 
 NUM_HEADS, HEAD_DIM, DROPOUT = 12, 64, 0.1
 ROWS = {"train": [(4, 512), (1, 2048)], "infer": [(1, 4096)], "rope": [(4, 512)]}
@@ -132,7 +132,10 @@ def main() -> None:
     args = parser.parse_args()
     decision = cpu_bf16()
     print("\n".join(machine_lines("cpu")))
-    print(f"roformer_hf.cpu_arithmetic: bf16 {'pays' if decision.pays else 'does not pay'}: {decision.reason}")
+    print(
+        f"roformer_hf.training.machine.cpu_arithmetic: bf16 {'pays' if decision.pays else 'does not pay'}: "
+        f"{decision.reason}"
+    )
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; median of {args.rounds} calls after 1\n")
     results = []
     for task in args.tasks.split(","):

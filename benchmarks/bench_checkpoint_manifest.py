@@ -1,4 +1,5 @@
-"""What a checkpoint's manifest costs (`roformer_hf.training.checkpoints`) against the save itself, at the base shape.
+"""What a checkpoint's manifest costs (`roformer_hf.training.outputs.checkpoints`) against the save itself, at the base
+shape.
 
 A checkpoint of the 12-layer, 768-wide RoFormer MLM over a 50k vocabulary as the Trainer writes it: the weights
 (`save_pretrained`: safetensors and config), AdamW's state after one step (`optimizer.pt`: both moments), the scheduler
@@ -26,7 +27,7 @@ from pathlib import Path
 import torch
 
 from roformer_hf import RoFormerConfig, RoFormerForMaskedLM
-from roformer_hf.training.checkpoints import verify_checkpoint, write_manifest
+from roformer_hf.training.outputs.checkpoints import verify_checkpoint, write_manifest
 
 
 def parse_args() -> argparse.Namespace:

@@ -1,4 +1,5 @@
-"""Speed and peak memory of roformer_hf against transformers' RoFormer, same weights, one fresh process per measurement.
+"""Speed and peak memory of roformer_hf against transformers' RoFormer, same weights, one fresh process per
+measurement.
 
 Two models, the 12-layer base model first (what users fine-tune and pretrain), then a 2-layer one:
 
@@ -32,8 +33,8 @@ sparse prediction) is printed, and the run stops if one exceeds 1e-3.
 Every measurement runs in a fresh process: the model is loaded, one warm-up step runs on at most 128 tokens per
 sequence (it initialises the kernels and thread pools; a full-size one would double the run time of the base rows),
 then the timed steps at full size: `--repeats` of them, or by default as many as fit in 2 seconds (1 to 5). The
-implementations of a row take turns, `--rounds` times (transformers, ours, transformers, ours, ...), so that a change of
-load on a shared machine hits them alike; the table shows the median step time over every timed step and the median
+implementations of a row take turns, `--rounds` times (transformers, ours, transformers, ours, ...), so that a change
+of load on a shared machine hits them alike; the table shows the median step time over every timed step and the median
 peak. Peak memory is what the steps add on top of the loaded model: on the CPU the growth of the process's
 resident-set high-water mark (VmHWM, reset after loading) over the warm-up and timed steps, on CUDA the growth of
 `torch.cuda.max_memory_allocated`. Speed-ups are transformers' step time / ours (above 1: ours is faster), from
@@ -613,10 +614,10 @@ def machine_lines(device: str) -> list[str]:
 
 def choose_threads(requested: int | None) -> str:
     """The thread count of every measurement, chosen as the scripts choose theirs with `--threads auto` (the usable
-    cores less those other processes keep busy: `roformer_hf.training.threads`) and handed to the measuring processes
-    through OMP_NUM_THREADS; where several threads share cores with other processes, OMP_WAIT_POLICY=PASSIVE too (a
-    fresh process reads it, a running one cannot). Returns the line that says so."""
-    from roformer_hf.training.threads import busy_cores_of_others, decide_threads, usable_cores
+    cores less those other processes keep busy: `roformer_hf.training.machine.threads`) and handed to the measuring
+    processes through OMP_NUM_THREADS; where several threads share cores with other processes, OMP_WAIT_POLICY=PASSIVE
+    too (a fresh process reads it, a running one cannot). Returns the line that says so."""
+    from roformer_hf.training.machine.threads import busy_cores_of_others, decide_threads, usable_cores
 
     environment = os.environ.get("OMP_NUM_THREADS")
     user_chose = requested is not None or (environment or "").strip().isdigit()

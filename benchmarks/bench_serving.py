@@ -411,7 +411,7 @@ def header_lines(args: argparse.Namespace, size: dict, num_texts: int, load_at_s
     import onnxruntime
     import transformers
 
-    from roformer_hf.cpu_arithmetic import cpu_bf16
+    from roformer_hf.training.machine.cpu_arithmetic import cpu_bf16
 
     return [
         "command: " + shlex.join(["python", "benchmarks/bench_serving.py", *sys.argv[1:]]),

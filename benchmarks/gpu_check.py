@@ -252,7 +252,7 @@ def measure_collator(vocab: str) -> float:
     import torch
 
     from roformer_hf import RoFormerJiebaTokenizer
-    from roformer_hf.training.whole_word_masking import WholeWordMaskCollator
+    from roformer_hf.training.mlm.whole_word_masking import WholeWordMaskCollator
 
     tokenizer = RoFormerJiebaTokenizer(vocab)
     collator = WholeWordMaskCollator(tokenizer, seed=0)

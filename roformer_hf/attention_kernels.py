@@ -90,8 +90,9 @@ def prefers_blockwise_attention(config: PreTrainedConfig, query: torch.Tensor, d
 @functools.cache
 def cpu_multiplies_bf16() -> bool:
     """Whether this CPU has instructions that multiply bf16 numbers (AVX-512 BF16, AMX, Arm's BF16), as torch reads
-    them. Whether bf16 is worth choosing is the caller's question (the scripts: `roformer_hf.cpu_arithmetic`); this
-    only asks, for bf16 inputs already chosen, which attention computes them in bf16."""
+    them. Whether bf16 is worth choosing is the caller's question (the scripts:
+    `roformer_hf.training.machine.cpu_arithmetic`); this only asks, for bf16 inputs already chosen, which attention
+    computes them in bf16."""
     get_capabilities = getattr(torch.cpu, "get_capabilities", None)  # recent torch only; older ones keep SDPA
     capabilities = get_capabilities() if get_capabilities is not None else {}
     return any(capabilities.get(flag) for flag in ("avx512_bf16", "amx_bf16", "bf16"))

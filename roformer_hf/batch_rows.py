@@ -7,7 +7,7 @@ from typing import Any
 
 from transformers.tokenization_utils_base import TruncationStrategy
 
-from .encodings import TextEncoding
+from .encodings import TextEncoding, framed
 
 # The lists an encoded row can hold, in the order `_encode_plus` returns them.
 ROW_KEYS = ("input_ids", "token_type_ids", "special_tokens_mask", "offset_mapping", "word_ids")
@@ -99,18 +99,20 @@ def build_row(
     row = {key: [] for key in ROW_KEYS if key == "input_ids" or options[key]}
     next_word = 0
     for encoding, (start, end), type_id in parts:
-        opening = special and type_id == 0
-        ids = [options["cls_token_id"]] * opening + encoding.ids[start:end] + [options["sep_token_id"]] * special
+        frame = {"first_part": type_id == 0, "special": special}
+        ids = framed(
+            encoding.ids[start:end], **frame, opening=options["cls_token_id"], closing=options["sep_token_id"]
+        )
         row["input_ids"] += ids
         if "token_type_ids" in row:
             row["token_type_ids"] += [type_id] * len(ids)
         if "special_tokens_mask" in row:
-            row["special_tokens_mask"] += [1] * opening + [0] * (end - start) + [1] * special
+            row["special_tokens_mask"] += framed([0] * (end - start), **frame, opening=1, closing=1)
         if "offset_mapping" in row:
-            row["offset_mapping"] += [(0, 0)] * opening + encoding.offsets[start:end] + [(0, 0)] * special
+            row["offset_mapping"] += framed(encoding.offsets[start:end], **frame, opening=(0, 0), closing=(0, 0))
         if "word_ids" in row:
             words = [word - encoding.word_ids[start] + next_word for word in encoding.word_ids[start:end]]
-            row["word_ids"] += [-1] * opening + words + [-1] * special
+            row["word_ids"] += framed(words, **frame, opening=-1, closing=-1)
             next_word = words[-1] + 1 if words else next_word
     if options["length"]:
         row["length"] = len(row["input_ids"])

@@ -67,9 +67,9 @@ from .fengshen_layout import is_fengshen_layout
 from .model_card import write_model_card
 from .text_rules import load_vocab
 from .tokenization import RoFormerJiebaTokenizer
-from .training.checkpoints import give_plain_modes
-from .training.locks import LOCK_FILE_NAME, FolderLock, FolderLockedError
-from .training.pickle_refusal import is_refused_pickle, refused_pickle_message
+from .training.outputs.checkpoints import give_plain_modes
+from .training.outputs.locks import LOCK_FILE_NAME, FolderLock, FolderLockedError
+from .training.outputs.pickle_refusal import is_refused_pickle, refused_pickle_message
 
 logger = logging.get_logger(__name__)
 
@@ -271,7 +271,7 @@ def convert(source: str | Path, output: str | Path, *, revision: str | None = No
 
 def lock_output(output: Path) -> FolderLock:
     """
-    The lock of the output folder (see `training.locks`), taken until the conversion ends, so that a second conversion into
+    The lock of the output folder (see `training.outputs.locks`), taken until the conversion ends, so that a second conversion into
     the same folder is refused instead of mixing its files with the first's. The lock file lies beside the folder,
     `.<name>.roformer_hf.lock`: the folder may not exist yet, and holds only what a conversion writes.
     """

@@ -24,6 +24,9 @@ INPUT_SETTINGS = ("max_seq_length", "truncation_side", "long_doc_strategy", "chu
 TRUNCATION_SIDES = ("head", "tail", "head_tail")
 LONG_DOC_STRATEGIES = ("truncate", "chunk")
 CHUNK_POOLINGS = ("mean", "max")
+# The shortest model input the scripts train on and a classifier's recipe accepts: room for [CLS], [SEP] and a few
+# tokens of text (run_classification.py's --max_seq_length, run_mlm.py's stage lengths, `classification_inputs`).
+MIN_SEQ_LENGTH = 8
 
 
 class ReadingRecipe(Protocol):
@@ -92,15 +95,17 @@ class DocumentRecipe:
         """max_seq_length and chunk_stride: whole numbers of tokens (a bool, a float or a string is refused here, not
         by a TypeError of the first document it would cut), in their ranges."""
         stride_range = f"at least 0 and less than half of max_seq_length ({self.max_seq_length})"
-        for name, allowed in (("max_seq_length", "8 or more"), ("chunk_stride", stride_range)):
+        for name, allowed in (("max_seq_length", f"{MIN_SEQ_LENGTH} or more"), ("chunk_stride", stride_range)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ValueError(
                     f"classification_inputs has {name} {value!r} (a {type(value).__name__}): use a whole number of "
                     f"tokens, {allowed}."
                 )
-        if self.max_seq_length < 8:
-            raise ValueError(f"classification_inputs has max_seq_length {self.max_seq_length}: use 8 or more.")
+        if self.max_seq_length < MIN_SEQ_LENGTH:
+            raise ValueError(
+                f"classification_inputs has max_seq_length {self.max_seq_length}: use {MIN_SEQ_LENGTH} or more."
+            )
         if self.reads_in_windows and not 0 <= self.chunk_stride < self.max_seq_length // 2:
             raise ValueError(
                 f"classification_inputs has chunk_stride {self.chunk_stride}: it must be {stride_range}, so that "
@@ -180,7 +185,9 @@ def split_into_windows(token_ids: Sequence[int], window_length: int, stride: int
 def add_special_tokens(
     first_ids: list[int], second_ids: list[int] | None, cls_token_id: int, sep_token_id: int
 ) -> dict[str, list[int]]:
-    """`[CLS] first [SEP]` or `[CLS] first [SEP] second [SEP]`, with token type 0 for the first part, 1 for the second."""
+    """`[CLS] first [SEP]` or `[CLS] first [SEP] second [SEP]`, with token type 0 for the first part, 1 for the second:
+    the tokenizer's row (`encodings.framed`), written here again because a classifier's checkpoint carries this module
+    without the tokenizer's files where its model is saved alone."""
     input_ids = [cls_token_id, *first_ids, sep_token_id]
     token_type_ids = [0] * len(input_ids)
     if second_ids is not None:

@@ -10,6 +10,15 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 
+def framed(values: list, first_part: bool, special: bool, opening: object, closing: object) -> list:
+    """
+    A part of a row as special tokens frame it: the row is `[CLS] first [SEP]`, or `[CLS] first [SEP] second [SEP]`
+    for a pair (with `add_special_tokens`; bare parts without). Every list of a row (its ids, offsets, word ids, ...)
+    follows this one layout, each with its own values at `[CLS]` (`opening`) and `[SEP]` (`closing`).
+    """
+    return [opening] * (special and first_part) + values + [closing] * special
+
+
 @dataclass
 class TextEncoding:
     """The tokens of one text before special tokens: ids, and on request character spans and jieba word indices."""
@@ -136,22 +145,23 @@ class RowEncodings(Sequence):
         return self.texts[sample_index]
 
     def build(self, index: int) -> RowEncoding:
-        """Row `index`: `[CLS] first [SEP] (second [SEP])` as `_build_row` builds it, then its padding."""
+        """Row `index`: `[CLS] first [SEP] (second [SEP])` as `batch_rows.build_row` builds it (`framed`), then its
+        padding."""
         sample_index, first_window, second_window = self.rows[index]
         first, second = self.text_encodings(sample_index)
         parts = [(first, first_window, 0)] + ([(second, second_window, 1)] if second is not None else [])
         special, tokenizer = self.options["add_special_tokens"], self.tokenizer
         ids, type_ids, offsets, word_ids, sequence_ids = [], [], [], [], []
         for encoding, (start, end), sequence in parts:
-            opening = special and sequence == 0
-            part_ids = (
-                [tokenizer.cls_token_id] * opening + encoding.ids[start:end] + [tokenizer.sep_token_id] * special
+            frame = {"first_part": sequence == 0, "special": special}
+            part_ids = framed(
+                encoding.ids[start:end], **frame, opening=tokenizer.cls_token_id, closing=tokenizer.sep_token_id
             )
             ids += part_ids
             type_ids += [sequence] * len(part_ids)
-            offsets += [(0, 0)] * opening + encoding.offsets[start:end] + [(0, 0)] * special
-            word_ids += [None] * opening + encoding.word_ids[start:end] + [None] * special
-            sequence_ids += [None] * opening + [sequence] * (end - start) + [None] * special
+            offsets += framed(encoding.offsets[start:end], **frame, opening=(0, 0), closing=(0, 0))
+            word_ids += framed(encoding.word_ids[start:end], **frame, opening=None, closing=None)
+            sequence_ids += framed([sequence] * (end - start), **frame, opening=None, closing=None)
         padding = self.padding_length(index, ids)
         attention_mask = [1] * len(ids)
         lists = [ids, type_ids, offsets, word_ids, sequence_ids, attention_mask]

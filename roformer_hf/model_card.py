@@ -131,13 +131,30 @@ class TrainingSummary:
             "warmup_steps": args.warmup_steps,
             "weight_decay": args.weight_decay,
             "seed": args.seed,
-            "mixed_precision": "bf16" if args.bf16 else "fp16" if args.fp16 else "no",
+            "mixed_precision": mixed_precision(args),
         }
         if args.device.type == "cpu":
             hyperparameters["cpu_threads"] = torch.get_num_threads()
         hyperparameters.update(kwargs.pop("hyperparameters", {}))
         kwargs.setdefault("trained_steps", trainer.state.global_step)
         return cls(script=script, task=task, datasets=datasets, hyperparameters=hyperparameters, **kwargs)
+
+
+def mixed_precision(training_args: Any) -> str:
+    """The mixed precision of a run, as its model card and its checkpoints record it: `"bf16"`, `"fp16"` or `"no"`
+    (float32)."""
+    return "bf16" if training_args.bf16 else "fp16" if training_args.fp16 else "no"
+
+
+def _finite_summary(summary: TrainingSummary | None) -> tuple[TrainingSummary | None, list[str]]:
+    """The summary with its finite results only (the Hub's metadata takes no NaN), and the names of those left out,
+    said in one warning."""
+    if summary is None:
+        return None, []
+    shown, left_out = finite_results(summary.results)
+    if left_out:
+        logger.warning(f"the model card leaves out {', '.join(left_out)}: not finite numbers")
+    return replace(summary, results=shown), left_out
 
 
 def model_card(
@@ -178,12 +195,7 @@ def model_card(
     architecture = (config.architectures or ["RoFormerModel"])[0]
     description, pipeline_tag = HEAD_TASKS.get(architecture, ("model", None))
     name = model_name or (repo_id.rstrip("/").split("/")[-1] if repo_id else "RoFormer")
-    summary, left_out = training_summary, []
-    if summary is not None:
-        shown, left_out = finite_results(summary.results)
-        summary = replace(summary, results=shown)
-    if left_out:
-        logger.warning(f"the model card leaves out {', '.join(left_out)}: not finite numbers")
+    summary, left_out = _finite_summary(training_summary)
     card_data = hub_card_data(
         pipeline_tag=pipeline_tag,
         tags=["roformer", "roformer_hf", "rope", "custom_code", *(tags or [])],
@@ -218,7 +230,7 @@ def write_model_card(output_dir: str | Path, *, config: PreTrainedConfig, **card
     """
     path = Path(output_dir) / "README.md"
     # Written beside and renamed: a process killed while writing leaves the old card, not half a new one. (Not
-    # training.checkpoints.atomic_path: what lies beside the model does not import the scripts' layer.)
+    # training.outputs.checkpoints.atomic_path: what lies beside the model does not import the scripts' layer.)
     temporary = path.with_name(".README.partial.md")
     model_card(config, **card_options).save(temporary)
     os.replace(temporary, path)
@@ -467,4 +479,11 @@ def _format_number(value: Any) -> str:
     return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
-__all__ = ["TrainingSummary", "model_card", "push_to_hub_with_model_card", "without_local_path", "write_model_card"]
+__all__ = [
+    "TrainingSummary",
+    "mixed_precision",
+    "model_card",
+    "push_to_hub_with_model_card",
+    "without_local_path",
+    "write_model_card",
+]

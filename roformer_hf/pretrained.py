@@ -245,6 +245,24 @@ def check_encoder_weights_loaded(
     needed = variant_settings_of_weights(config, missing_in_layers, unexpected) if loaded_some else {}
     if not (missing or mismatched or needed):
         return
+    causes = mismatch_causes(config, needed, missing_in_layers, absent_layers, mismatched)
+    raise CheckpointMismatchError(
+        f"The checkpoint does not fit the encoder of {type(model).__name__} as configured, so some of its weights "
+        f"would be random: {'; '.join(causes)}. Load it with the config saved with these weights, or fix these "
+        "settings."
+    )
+
+
+def mismatch_causes(
+    config: RoFormerConfig,
+    needed: dict[str, object],
+    missing_in_layers: list[str],
+    absent_layers: list[int],
+    mismatched: list[tuple],
+) -> list[str]:
+    """The likely causes of a checkpoint that does not fit the encoder, each a clause of
+    `check_encoder_weights_loaded`'s error: the variant its weights say, the norm or weights it lacks, its number of
+    layers, and the weights of another shape."""
     causes = []
     if needed:
         is_v2 = needed.get("norm_type") == "rms_norm" or needed.get("use_bias") is False
@@ -272,11 +290,7 @@ def check_encoder_weights_loaded(
             f"these weights have another shape in the checkpoint than in the config: {abbreviated(shapes)} (compare "
             "hidden_size, intermediate_size, embedding_size, vocab_size and type_vocab_size)"
         )
-    raise CheckpointMismatchError(
-        f"The checkpoint does not fit the encoder of {type(model).__name__} as configured, so some of its weights "
-        f"would be random: {'; '.join(causes)}. Load it with the config saved with these weights, or fix these "
-        "settings."
-    )
+    return causes
 
 
 def holds_no_weight_of(model: PreTrainedModel, loading_info: dict) -> bool:

@@ -273,26 +273,30 @@ class RoFormerJiebaTokenizer(JiebaRuleMixin, PreTrainedTokenizer):
         rows, row_windows, texts = self._rows(samples, options, truncation)
         if verbose:
             self._warn_if_too_long(rows["input_ids"], truncation_strategy)
-        # One text as lists: the first window and what it cut off, as transformers' Python tokenizers answer. A batch,
-        # tensors, or offsets (which only fast tokenizers return) get every window as a row, as fast tokenizers answer.
         cut_off = {}
         fast_only = return_offsets_mapping or return_word_ids
         if not batched and return_overflowing_tokens and return_tensors is None and not fast_only:
-            cut_off = self._cut_off(
-                texts[0], row_windows[0], truncation_strategy, stride, max_length, add_special_tokens
-            )
-            rows = {key: value[:1] for key, value in rows.items() if key != "overflow_to_sample_mapping"}
-            row_windows, return_overflowing_tokens = row_windows[:1], False
+            rows, row_windows, cut_off = self._first_window_only(rows, row_windows, texts[0], truncation, options)
+            return_overflowing_tokens = False
         padding = {"padding": padding_strategy, "max_length": max_length, "pad_to_multiple_of": pad_to_multiple_of}
-        rows = self._padded_rows(
-            rows, **padding, padding_side=padding_side, return_attention_mask=return_attention_mask
-        )
+        rows = self._padded_rows(rows, return_attention_mask, **padding, padding_side=padding_side)
         alignment = {**options, "padding_side": padding_side or self.padding_side, "state": self._alignment_state()}
         encodings = RowEncodings(self, samples, row_windows, rows["input_ids"], alignment)
         n_sequences = (1 if samples[0][1] is None else 2) if samples else None
         if not batched and not return_overflowing_tokens and return_tensors is None:
             rows = {key: value[0] for key, value in rows.items()} | cut_off
         return BatchEncoding(rows, encoding=encodings, tensor_type=return_tensors, n_sequences=n_sequences)
+
+    def _first_window_only(
+        self, rows: dict[str, list], row_windows: list, text: Any, truncation: tuple, options: dict[str, Any]
+    ) -> tuple[dict[str, list], list, dict[str, Any]]:
+        """One text as lists: the first window and what it cut off, as transformers' Python tokenizers answer. (A
+        batch, tensors, or offsets, which only fast tokenizers return, get every window as a row, as fast tokenizers
+        answer.)"""
+        strategy, max_length, stride, _ = truncation
+        cut_off = self._cut_off(text, row_windows[0], strategy, stride, max_length, options["add_special_tokens"])
+        rows = {key: value[:1] for key, value in rows.items() if key != "overflow_to_sample_mapping"}
+        return rows, row_windows[:1], cut_off
 
     def _padded_rows(self, rows: dict[str, list], return_attention_mask: bool | None, **padding) -> dict[str, list]:
         """`rows` padded by transformers' `pad` (which refuses an empty batch: that gets an empty attention mask)."""

@@ -96,13 +96,13 @@ def skip_without_data() -> None:
 
 
 def pytest_configure(config) -> None:
-    """The suite's threads as the scripts choose theirs with --threads auto (roformer_hf.training.threads): without
-    OMP_NUM_THREADS, the usable cores less those other processes keep busy (the suite's speed on a shared machine; its
-    tests compare runs within one session), set here and, through OMP_NUM_THREADS (and OMP_WAIT_POLICY where several
-    threads share cores), in the scripts and benchmarks the tests start in subprocesses."""
+    """The suite's threads as the scripts choose theirs with --threads auto (roformer_hf.training.machine.threads):
+    without OMP_NUM_THREADS, the usable cores less those other processes keep busy (the suite's speed on a shared
+    machine; its tests compare runs within one session), set here and, through OMP_NUM_THREADS (and OMP_WAIT_POLICY
+    where several threads share cores), in the scripts and benchmarks the tests start in subprocesses."""
     if "OMP_NUM_THREADS" in os.environ:
         return
-    from roformer_hf.training.threads import busy_cores_of_others, decide_threads, usable_cores
+    from roformer_hf.training.machine.threads import busy_cores_of_others, decide_threads, usable_cores
 
     busy = busy_cores_of_others()
     threads = decide_threads("auto", None, usable_cores(), busy).threads
@@ -160,7 +160,7 @@ def tokenizer(roformer_vocab):
 
 def skip_unless_bf16_pays() -> None:
     """Skips a test of bf16 mixed precision on a CPU where the scripts would not use it (no bf16 instructions)."""
-    from roformer_hf.cpu_arithmetic import cpu_bf16
+    from roformer_hf.training.machine.cpu_arithmetic import cpu_bf16
 
     decision = cpu_bf16()
     if not decision.pays:

@@ -38,14 +38,15 @@ from roformer_hf import (
     RoFormerModel,
 )
 from roformer_hf.configuration import POSITIVE_FIELDS
-from roformer_hf.cpu_arithmetic import CpuBf16, cpu_bf16
-from roformer_hf.training import cpu_precision, data_files
-from roformer_hf.training.checkpoints import MANIFEST_NAME, write_manifest
+from roformer_hf.training import data_files
 from roformer_hf.training.data_files import find_utf8_error
 from roformer_hf.training.errors import ScriptError
-from roformer_hf.training.launch import trains_on_cpu
-from roformer_hf.training.locks import LOCK_FILE_NAME, FolderLock
-from roformer_hf.training.resume import RUN_SETTINGS_FILE
+from roformer_hf.training.machine import cpu_precision
+from roformer_hf.training.machine.cpu_arithmetic import CpuBf16, cpu_bf16
+from roformer_hf.training.machine.launch import trains_on_cpu
+from roformer_hf.training.outputs.checkpoints import MANIFEST_NAME, write_manifest
+from roformer_hf.training.outputs.locks import LOCK_FILE_NAME, FolderLock
+from roformer_hf.training.outputs.resume import RUN_SETTINGS_FILE
 from roformer_hf.training.script_runner import DEBUG_VARIABLE, run_script
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -164,7 +165,7 @@ def earlier_run(script: str, tmp: Path) -> list[str]:
     (tmp / "out").mkdir()
     (tmp / "out" / "config.json").write_text('{"model_type": "roformer_hf"}')
     (tmp / "out" / "model.safetensors").write_bytes(b"")  # what a finished run leaves (before the record of its files)
-    (tmp / "out" / "training_args.bin").write_bytes(b"")  # which only the Trainer writes (training/output_record.py)
+    (tmp / "out" / "training_args.bin").write_bytes(b"")  # which only the Trainer writes (outputs/output_record.py)
     return good_run()(script, tmp)
 
 

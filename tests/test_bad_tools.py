@@ -31,8 +31,8 @@ import roformer_hf
 from data import build_full_data
 from roformer_hf import RoFormerConfig, RoFormerForSequenceClassification, RoFormerJiebaTokenizer, RoFormerModel
 from roformer_hf.document_inputs import DocumentRecipe
+from roformer_hf.training.classification.labels import LabelInfo, check_known_labels
 from roformer_hf.training.errors import ScriptError
-from roformer_hf.training.labels import LabelInfo, check_known_labels
 
 SECTION = "## The data build, served recipes, hand-damaged folders and benchmarks"
 RECIPE = {

@@ -23,7 +23,7 @@ from test_output_safety import (
 
 import run_classification
 import run_mlm
-from roformer_hf.training.checkpoints import MANIFEST_NAME, is_complete_checkpoint, verify_checkpoint
+from roformer_hf.training.outputs.checkpoints import MANIFEST_NAME, is_complete_checkpoint, verify_checkpoint
 
 FINAL_MODEL_FILES = (
     "model.safetensors",

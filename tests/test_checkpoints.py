@@ -1,7 +1,7 @@
-"""A checkpoint is resumed from only once it is verified (`roformer_hf.training.checkpoints`): its manifest, written
-last, lists every file with its size and checksum and the step; a checkpoint without one is checked as far as it can be.
-Files written through `atomic_path` get the mode a plain write gives. Checkpoints here are written by hand, as the
-Trainer lays them out, with tiny tensors: the end-to-end runs are in test_checkpoint_resume.py."""
+"""A checkpoint is resumed from only once it is verified (`roformer_hf.training.outputs.checkpoints`): its manifest,
+written last, lists every file with its size and checksum and the step; a checkpoint without one is checked as far as
+it can be. Files written through `atomic_path` get the mode a plain write gives. Checkpoints here are written by hand,
+as the Trainer lays them out, with tiny tensors: the end-to-end runs are in test_checkpoint_resume.py."""
 
 import json
 import logging
@@ -13,7 +13,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from roformer_hf.training.checkpoints import (
+from roformer_hf.training.errors import ScriptError
+from roformer_hf.training.outputs.checkpoints import (
     MANIFEST_NAME,
     MISSING_MANIFEST,
     atomic_path,
@@ -24,8 +25,7 @@ from roformer_hf.training.checkpoints import (
     write_json_atomically,
     write_manifest,
 )
-from roformer_hf.training.errors import ScriptError
-from roformer_hf.training.resume import find_resume_checkpoint
+from roformer_hf.training.outputs.resume import find_resume_checkpoint
 
 
 def write_checkpoint(folder: Path, step: int, manifest: bool = True) -> Path:
@@ -369,10 +369,15 @@ def test_no_module_of_training_imports_one_that_imports_it_back():
 
     folder = Path(__file__).resolve().parents[1] / "roformer_hf" / "training"
     imports = {}
-    for path in folder.glob("*.py"):
+    for path in folder.rglob("*.py"):  # its wings (outputs/, mlm/, ...) too, each module by its dotted name
+        name = ".".join(path.relative_to(folder.parent).with_suffix("").parts).removesuffix(".__init__")
+        package = name.split(".") if path.stem == "__init__" else name.split(".")[:-1]
         nodes = ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-        relative = [node for node in nodes if isinstance(node, ast.ImportFrom) and node.level == 1]
-        imports[path.stem] = {(node.module or alias.name).split(".")[0] for node in relative for alias in node.names}
+        imports[name] = set()
+        for node in nodes:
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+                imports[name] |= {base} if node.module else {f"{base}.{alias.name}" for alias in node.names}
 
     def reachable(start: str) -> set[str]:
         seen, todo = set(), [start]

@@ -1,6 +1,6 @@
-"""Label names that matplotlib's default font cannot draw (roformer_hf/training/picture_fonts.py and the confusion
-matrix of classification_scores.py): drawn in an installed font that has their characters, or numbered with a file
-naming them; never empty boxes, never a "Glyph ... missing from font(s)" warning."""
+"""Label names that matplotlib's default font cannot draw (roformer_hf/training/classification/picture_fonts.py and the
+confusion matrix of classification_scores.py): drawn in an installed font that has their characters, or numbered with a
+file naming them; never empty boxes, never a "Glyph ... missing from font(s)" warning."""
 
 import csv
 import io
@@ -13,8 +13,8 @@ import pytest
 from test_bad_inputs import TEXTS, tiny_run, write_jsonl
 
 import run_classification
-from roformer_hf.training import picture_fonts
-from roformer_hf.training.classification_scores import confusion_matrix_figure, save_confusion_matrix
+from roformer_hf.training.classification import picture_fonts
+from roformer_hf.training.classification.classification_scores import confusion_matrix_figure, save_confusion_matrix
 
 CHINESE_NAMES = ["民事", "刑事"]
 # Characters DejaVu Sans lacks and STIXGeneral, which matplotlib ships, has: the font search on every machine.

@@ -1,16 +1,16 @@
-"""Tests of roformer_hf/training/classification_scores.py: probabilities, metrics, prediction records and the
-accuracy set beside chance."""
+"""Tests of roformer_hf/training/classification/classification_scores.py: probabilities, metrics, prediction records
+and the accuracy set beside chance."""
 
 import numpy as np
 import pytest
 
-from roformer_hf.training.classification_scores import (
+from roformer_hf.training.classification.classification_scores import (
     accuracy_against_chance,
     compute_task_metrics,
     logits_to_scores,
     prediction_records,
 )
-from roformer_hf.training.labels import MULTI_LABEL, REGRESSION, SINGLE_LABEL, LabelInfo
+from roformer_hf.training.classification.labels import MULTI_LABEL, REGRESSION, SINGLE_LABEL, LabelInfo
 
 
 def test_logits_to_scores():

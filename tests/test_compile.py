@@ -230,7 +230,7 @@ def dynamo_dynamic_of_a_trainer_built(training_args, varying: str | None) -> boo
     """The `dynamic` a Trainer's accelerator will compile with, when built inside `compiled_for_every_length`."""
     from transformers import Trainer
 
-    from roformer_hf.training.launch import compiled_for_every_length
+    from roformer_hf.training.machine.launch import compiled_for_every_length
 
     model = RoFormerForSequenceClassification(RoFormerConfig(**TINY))
     with compiled_for_every_length(training_args, varying):
@@ -249,15 +249,15 @@ def test_the_scripts_compile_once_for_every_length_where_lengths_vary(
     where torch's default took 31 s + 35 s), said in one line; the variable is set only while the Trainer is built."""
     from transformers import TrainingArguments
 
-    from roformer_hf.training.launch import DYNAMIC_COMPILE_VARIABLE
+    from roformer_hf.training.machine.launch import DYNAMIC_COMPILE_VARIABLE
 
     monkeypatch.delenv(DYNAMIC_COMPILE_VARIABLE, raising=False)
     arguments = TrainingArguments(tmp_path, torch_compile=torch_compile, use_cpu=True, report_to="none")
-    with caplog.at_level("WARNING", logger="roformer_hf.training.launch"):
+    with caplog.at_level("WARNING", logger="roformer_hf.training.machine.launch"):
         assert dynamo_dynamic_of_a_trainer_built(arguments, varying) is expected
     assert DYNAMIC_COMPILE_VARIABLE not in os.environ
     # ours only: transformers warns of its own about torch_compile without a GPU, once per process
-    ours = [record.getMessage() for record in caplog.records if record.name == "roformer_hf.training.launch"]
+    ours = [record.getMessage() for record in caplog.records if record.name == "roformer_hf.training.machine.launch"]
     if expected:
         [line] = ours
         assert line.startswith("--torch_compile compiles the model once for every length (batches padded to")
@@ -268,7 +268,7 @@ def test_the_scripts_compile_once_for_every_length_where_lengths_vary(
 def test_a_dynamic_setting_the_user_gave_wins(tmp_path, monkeypatch):
     from transformers import TrainingArguments
 
-    from roformer_hf.training.launch import DYNAMIC_COMPILE_VARIABLE
+    from roformer_hf.training.machine.launch import DYNAMIC_COMPILE_VARIABLE
 
     monkeypatch.setenv(DYNAMIC_COMPILE_VARIABLE, "false")
     arguments = TrainingArguments(tmp_path, torch_compile=True, use_cpu=True, report_to="none")

@@ -14,7 +14,7 @@ from roformer_hf import (
     RoFormerModel,
     cpu_arithmetic,
 )
-from roformer_hf.cpu_arithmetic import (
+from roformer_hf.training.machine.cpu_arithmetic import (
     LAYER_MIN_SPEEDUP,
     STEP_MIN_SPEEDUP,
     LayerShape,

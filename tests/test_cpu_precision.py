@@ -1,5 +1,5 @@
-"""training/cpu_precision.py: the precision of a run on a CPU from the CPU's flags and the probe of the model (both
-mocked here; the verdicts themselves: test_cpu_arithmetic.py), what a run on a GPU keeps, and bf16
+"""training/machine/cpu_precision.py: the precision of a run on a CPU from the CPU's flags and the probe of the model
+(both mocked here; the verdicts themselves: test_cpu_arithmetic.py), what a run on a GPU keeps, and bf16
 mixed-precision training tracking float32 (on a CPU that has bf16, skipped elsewhere). What the scripts print for each
 case: test_script_console.py."""
 
@@ -10,9 +10,9 @@ import torch
 from conftest import TINY, skip_unless_bf16_pays
 
 from roformer_hf import RoFormerConfig, RoFormerForSequenceClassification
-from roformer_hf.cpu_arithmetic import CpuBf16
-from roformer_hf.training import cpu_precision
-from roformer_hf.training.cpu_precision import choose_cpu_precision, settle_cpu_precision
+from roformer_hf.training.machine import cpu_precision
+from roformer_hf.training.machine.cpu_arithmetic import CpuBf16
+from roformer_hf.training.machine.cpu_precision import choose_cpu_precision, settle_cpu_precision
 
 
 def no_probe() -> float:

@@ -25,9 +25,9 @@ from transformers import TrainingArguments
 
 import run_classification
 import run_mlm
-from roformer_hf.training.checkpoints import is_complete_checkpoint
 from roformer_hf.training.errors import ScriptError
-from roformer_hf.training.launch import check_distributed_launch
+from roformer_hf.training.machine.launch import check_distributed_launch
+from roformer_hf.training.outputs.checkpoints import is_complete_checkpoint
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WORKER = REPO_ROOT / "tests" / "distributed_worker.py"
@@ -278,7 +278,7 @@ def test_sigterm_under_torchrun_stops_both_processes_at_one_step_and_resumes(tmp
 
 
 def test_the_resume_command_launches_as_many_processes(monkeypatch):
-    from roformer_hf.training.interrupts import resume_command
+    from roformer_hf.training.outputs.interrupts import resume_command
 
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     arguments = ["--output_dir", "out dir", "--resume_from_checkpoint", "out dir/checkpoint-2"]

@@ -1,6 +1,6 @@
 """A run whose weights turn NaN stops at that step with one line and saves nothing of it
-(roformer_hf/training/divergence.py): the checkpoints of the steps before stay, finite; no checkpoint of that step or
-later, no final model, no results."""
+(roformer_hf/training/outputs/divergence.py): the checkpoints of the steps before stay, finite; no checkpoint of that
+step or later, no final model, no results."""
 
 import math
 import re
@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 from test_bad_inputs import SCRIPTS, run_in_process, training_run, with_value
 from transformers import TrainerCallback
 
-from roformer_hf.training.divergence import StopOnNonFiniteWeights, weights_are_finite
+from roformer_hf.training.outputs.divergence import StopOnNonFiniteWeights, weights_are_finite
 from roformer_hf.training.script_runner import run_script
 
 BUILDERS = {"run_mlm.py": "build_stage_trainer", "run_classification.py": "build_classification_trainer"}

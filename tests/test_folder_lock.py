@@ -1,7 +1,8 @@
-"""The output folder's lock holds for the whole run whatever happens to its files (`roformer_hf.training.locks`): a
-deleted lock file does not let a second run in, and a run whose folder was deleted, moved or replaced stops at its
-next save with one line instead of writing on without a lock. A file system that cannot lock a directory gets the
-lock on the record file, and a run whose record was deleted stops the same way."""
+"""The output folder's lock holds for the whole run whatever happens to its files
+(`roformer_hf.training.outputs.locks`): a deleted lock file does not let a second run in, and a run whose folder was
+deleted, moved or replaced stops at its next save with one line instead of writing on without a lock. A file system
+that cannot lock a directory gets the lock on the record file, and a run whose record was deleted stops the same
+way."""
 
 import errno
 import json
@@ -22,8 +23,8 @@ from transformers import TrainerCallback
 
 import run_classification
 import run_mlm
-from roformer_hf.training import locks
-from roformer_hf.training.locks import (
+from roformer_hf.training.outputs import locks
+from roformer_hf.training.outputs.locks import (
     LOCK_FILE_NAME,
     FolderLock,
     FolderLockedError,

@@ -19,7 +19,7 @@ from test_run_classification import tiny_run, write_jsonl
 
 import roformer_hf
 from roformer_hf.model_card import TrainingSummary, model_card, without_local_path, write_model_card
-from roformer_hf.training.cpu_precision import evaluation_precision
+from roformer_hf.training.machine.cpu_precision import evaluation_precision
 
 TEXTS = ["原告与被告签订借款合同，约定借款十万元。", "被告人盗窃财物，数额较大。"]
 # What the captured upload holds, besides the code (*.py) and the weights.

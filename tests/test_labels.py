@@ -1,13 +1,12 @@
-"""Tests of roformer_hf/training/labels.py: the checks of a label column, the problem type inferred from it, the
-label maps and the training target of a label. The end-to-end cases (a script run refusing bad labels) are in
+"""Tests of roformer_hf/training/classification/labels.py: the checks of a label column, the problem type inferred from
+it, the label maps and the training target of a label. The end-to-end cases (a script run refusing bad labels) are in
 test_run_classification.py and test_bad_inputs.py."""
 
 import datasets
 import pytest
 from huggingface_hub import ModelCard
 
-from roformer_hf.training.errors import ScriptError
-from roformer_hf.training.labels import (
+from roformer_hf.training.classification.labels import (
     MULTI_LABEL,
     REGRESSION,
     SINGLE_LABEL,
@@ -23,6 +22,7 @@ from roformer_hf.training.labels import (
     read_csv_numbers,
     sorted_label_names,
 )
+from roformer_hf.training.errors import ScriptError
 
 
 def test_label_info_maps_and_config_fields():

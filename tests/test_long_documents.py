@@ -1,5 +1,5 @@
-"""Tests of roformer_hf/training/long_documents.py: truncation, windows, special tokens, the pooling of window
-logits, the encoding of a batch with the real tokenizer, and which input settings a run uses."""
+"""Tests of roformer_hf/training/classification/long_documents.py: truncation, windows, special tokens, the pooling of
+window logits, the encoding of a batch with the real tokenizer, and which input settings a run uses."""
 
 import itertools
 
@@ -15,9 +15,9 @@ from roformer_hf.document_inputs import (
     truncate_pair,
     truncate_token_ids,
 )
+from roformer_hf.training.classification.labels import SINGLE_LABEL, LabelInfo
+from roformer_hf.training.classification.long_documents import encode_batch, first_per_document, resolve_input_settings
 from roformer_hf.training.errors import ScriptError
-from roformer_hf.training.labels import SINGLE_LABEL, LabelInfo
-from roformer_hf.training.long_documents import encode_batch, first_per_document, resolve_input_settings
 from run_classification import DataArguments
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """What run_classification.py writes per label scales with the number of labels
-(roformer_hf/training/classification_scores.py): a confusion-matrix picture up to `MAX_PICTURED_LABELS`, a table of
-its non-zero cells beyond; a prediction's scores of every label up to `MAX_SCORED_LABELS`, of the most probable beyond.
-Structure is asserted, not time: 10,000 labels took minutes and more than 10 GB in the picture alone."""
+(roformer_hf/training/classification/classification_scores.py): a confusion-matrix picture up to `MAX_PICTURED_LABELS`,
+a table of its non-zero cells beyond; a prediction's scores of every label up to `MAX_SCORED_LABELS`, of the most
+probable beyond. Structure is asserted, not time: 10,000 labels took minutes and more than 10 GB in the picture
+alone."""
 
 import csv
 import json
@@ -11,15 +12,15 @@ import numpy as np
 from test_bad_inputs import TEXTS, tiny_run, write_jsonl
 
 import run_classification
-from roformer_hf.training import classification_scores
-from roformer_hf.training.classification_scores import (
+from roformer_hf.training.classification import classification_scores
+from roformer_hf.training.classification.classification_scores import (
     MAX_PICTURED_LABELS,
     MAX_SCORED_LABELS,
     logits_to_scores,
     prediction_records,
     report_split,
 )
-from roformer_hf.training.labels import SINGLE_LABEL, LabelInfo
+from roformer_hf.training.classification.labels import SINGLE_LABEL, LabelInfo
 
 
 def stub_trainer(output_dir) -> SimpleNamespace:

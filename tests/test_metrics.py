@@ -13,8 +13,8 @@ from transformers import EvalPrediction
 
 import run_mlm
 from roformer_hf import metrics
-from roformer_hf.training.classification_scores import compute_task_metrics
-from roformer_hf.training.labels import SINGLE_LABEL
+from roformer_hf.training.classification.classification_scores import compute_task_metrics
+from roformer_hf.training.classification.labels import SINGLE_LABEL
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

@@ -20,8 +20,8 @@ from test_output_safety import (
 
 import run_classification
 import run_mlm
-from roformer_hf.training.checkpoints import is_complete_checkpoint
-from roformer_hf.training.locks import LOCK_FILE_NAME
+from roformer_hf.training.outputs.checkpoints import is_complete_checkpoint
+from roformer_hf.training.outputs.locks import LOCK_FILE_NAME
 
 
 @pytest.fixture

@@ -32,14 +32,14 @@ from transformers import Trainer, TrainingArguments
 import run_classification
 import run_mlm
 from roformer_hf import RoFormerConfig, RoFormerForMaskedLM
-from roformer_hf.training import run_outputs
-from roformer_hf.training.checkpoints import is_complete_checkpoint, last_complete_checkpoint, write_manifest
 from roformer_hf.training.cli import ScriptTrainingArguments
 from roformer_hf.training.errors import ScriptError
-from roformer_hf.training.locks import LOCK_FILE_NAME, FolderLock, FolderLockedError
-from roformer_hf.training.output_record import RECORD_NAME
-from roformer_hf.training.resume import find_resume_checkpoint
-from roformer_hf.training.run_outputs import save_model_atomically
+from roformer_hf.training.outputs import run_outputs
+from roformer_hf.training.outputs.checkpoints import is_complete_checkpoint, last_complete_checkpoint, write_manifest
+from roformer_hf.training.outputs.locks import LOCK_FILE_NAME, FolderLock, FolderLockedError
+from roformer_hf.training.outputs.output_record import RECORD_NAME
+from roformer_hf.training.outputs.resume import find_resume_checkpoint
+from roformer_hf.training.outputs.run_outputs import save_model_atomically
 from roformer_hf.training.script_runner import run_script
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -314,7 +314,7 @@ def test_a_lock_left_by_a_killed_process_is_taken_over(tmp_path):
         [
             sys.executable,
             "-c",
-            "import os, signal, sys; from roformer_hf.training.locks import FolderLock; "
+            "import os, signal, sys; from roformer_hf.training.outputs.locks import FolderLock; "
             "FolderLock(sys.argv[1]).acquire(); os.kill(os.getpid(), signal.SIGKILL)",
             str(tmp_path),
         ],
@@ -383,7 +383,7 @@ def test_a_signal_stops_at_a_step_boundary_and_resumes_to_the_same_weights(
         assert is_complete_checkpoint(output_dir / checkpoint)
     before = json.loads((tmp_path / "record" / "before-signal.json").read_text())
     before.pop(LOCK_FILE_NAME)  # the run's own lock, deleted when it ends
-    before.pop(RECORD_NAME)  # the record of the files it wrote, closed when it ends (training/output_record.py)
+    before.pop(RECORD_NAME)  # the record of the files it wrote, closed when it ends (outputs/output_record.py)
     assert before and {name: digest for name, digest in files_sha256(output_dir).items() if name in before} == before
     assert not (output_dir / "model.safetensors").exists() and not (output_dir / LOCK_FILE_NAME).exists()
     run_mlm.main(shlex.split(line.partition("resume with ")[2])[2:])

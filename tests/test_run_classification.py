@@ -19,8 +19,8 @@ import transformers
 
 import run_classification
 from roformer_hf.document_inputs import split_into_windows
+from roformer_hf.training.classification.labels import MULTI_LABEL, REGRESSION, SINGLE_LABEL
 from roformer_hf.training.errors import ScriptError
-from roformer_hf.training.labels import MULTI_LABEL, REGRESSION, SINGLE_LABEL
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TINY_MODEL = "hidden_size=32,num_hidden_layers=2,num_attention_heads=2,intermediate_size=64"

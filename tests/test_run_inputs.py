@@ -21,7 +21,7 @@ from test_output_safety import TINY_MODEL, assert_same_weights, mlm_arguments
 
 import run_classification
 from roformer_hf import RoFormerConfig, RoFormerForMaskedLM, RoFormerJiebaTokenizer
-from roformer_hf.training.checkpoints import MANIFEST_NAME
+from roformer_hf.training.outputs.checkpoints import MANIFEST_NAME
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TABLE_HEADER = "| Case | Where | What the user did | Before | What it gets |"

@@ -26,13 +26,13 @@ from transformers import (
 import run_mlm
 from roformer_hf import RoFormerConfig, RoFormerJiebaTokenizer
 from roformer_hf.modeling import RoFormerOnlyMLMHead
-from roformer_hf.training import text_corpus
 from roformer_hf.training.building import build_config, parse_config_overrides
 from roformer_hf.training.cli import ModelArguments
 from roformer_hf.training.errors import ScriptError
-from roformer_hf.training.resume import RUN_SETTINGS_FILE
-from roformer_hf.training.text_corpus import pack_into_blocks, split_long_text
-from roformer_hf.training.whole_word_masking import WholeWordMaskCollator, predicted_token_ids
+from roformer_hf.training.mlm import text_corpus
+from roformer_hf.training.mlm.text_corpus import pack_into_blocks, split_long_text
+from roformer_hf.training.mlm.whole_word_masking import WholeWordMaskCollator, predicted_token_ids
+from roformer_hf.training.outputs.resume import RUN_SETTINGS_FILE
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO_VOCAB = REPO_ROOT / "data" / "demo_vocab.txt"
@@ -657,7 +657,7 @@ def test_fill_mask_guesses_of_a_briefly_trained_model_come_with_what_to_expect()
 def test_what_varies_from_batch_to_batch_is_said_for_torch_compile():
     """`--torch_compile` compiles once for every length where stages differ in length or the sparse head scores a
     different number of tokens in each batch; one fixed shape keeps torch's default (tests/test_compile.py)."""
-    from roformer_hf.training.stages import parse_stages
+    from roformer_hf.training.mlm.stages import parse_stages
 
     two_lengths, one_length = parse_stages("64:16:10,128:16:10"), parse_stages("64:16:10")
     assert run_mlm.varying_shapes(two_lengths, sparse_prediction=False) == "stages of 64 and 128 tokens"

@@ -22,12 +22,13 @@ from transformers import TrainingArguments
 
 import run_classification
 import run_mlm
-from roformer_hf.cpu_arithmetic import CpuBf16
-from roformer_hf.training import cpu_precision
+from roformer_hf.training.classification.long_documents import INPUT_DEFAULTS
 from roformer_hf.training.cli import ScriptTrainingArguments
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.help_text import COMMON_TRAINING_OPTIONS
-from roformer_hf.training.run_outputs import check_output_dir
+from roformer_hf.training.machine import cpu_precision
+from roformer_hf.training.machine.cpu_arithmetic import CpuBf16
+from roformer_hf.training.outputs.run_outputs import check_output_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA = REPO_ROOT / "data"
@@ -108,11 +109,22 @@ def test_help_is_short_grouped_and_names_the_scripts_options(script, monkeypatch
     assert "lr_scheduler_type" not in shown and "--help-all" in text
 
 
+def test_help_shows_the_input_settings_defaults(monkeypatch, capsys):
+    """The input settings of run_classification.py are left unset on the command line (a checkpoint's own win over
+    the defaults, `resolve_input_settings`), yet --help shows the defaults a run without either takes."""
+    text = printed_help("run_classification.py", "--help", monkeypatch, capsys)
+    options = re.split(r"^  (?=--)", text, flags=re.MULTILINE)  # one part per option, its help lines with it
+    shown = {part.split()[0].removeprefix("--"): " ".join(part.split()) for part in options[1:]}
+    assert INPUT_DEFAULTS["max_seq_length"] == 1024
+    for name, default in INPUT_DEFAULTS.items():
+        assert shown[name].endswith(f"(default: {default})"), shown[name]
+
+
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_help_all_lists_every_training_argument(script, monkeypatch, capsys):
     text = printed_help(script, "--help-all", monkeypatch, capsys)
     listed = set(re.findall(r"--(\w+)", text))
-    assert {item.name for item in dataclasses.fields(ScriptTrainingArguments)} <= listed
+    assert {item.name for item in dataclasses.fields(ScriptTrainingArguments) if item.init} <= listed
     assert set(own_option_names(script)) <= listed
     assert len(text.splitlines()) > 500
 
@@ -173,7 +185,7 @@ WITHOUT_BF16 = CpuBf16(False, "this CPU has no bf16 instructions (none of ...)")
 def parsed_with_cpu(monkeypatch, caplog, cpu: CpuBf16, *extra: str) -> TrainingArguments:
     """The training arguments of run_classification.py on a CPU (--use_cpu) whose bf16 verdict is `cpu`."""
     monkeypatch.setattr(cpu_precision, "cpu_bf16", lambda: cpu)
-    with caplog.at_level(logging.WARNING, logger="roformer_hf.training.cpu_precision"):
+    with caplog.at_level(logging.WARNING, logger="roformer_hf.training.machine.cpu_precision"):
         return run_classification.parse_classification_arguments([*CLASSIFICATION_ARGUMENTS, "--use_cpu", *extra])[2]
 
 
@@ -199,7 +211,7 @@ def test_the_default_on_a_bf16_cpu_is_what_the_probe_measures_said_in_one_line(m
     assert training_args.bf16 is True and caplog.messages == []
     measured = CpuBf16(pays, f"this model trains {1.4 if pays else 0.8}x as fast in bf16 (mocked)")
     monkeypatch.setattr(cpu_precision, "step_bf16", lambda model, batch_size, seq_len: measured)
-    with caplog.at_level(logging.WARNING, logger="roformer_hf.training.cpu_precision"):
+    with caplog.at_level(logging.WARNING, logger="roformer_hf.training.machine.cpu_precision"):
         cpu_precision.settle_cpu_precision(training_args, model=None, seq_len=64)
     assert training_args.bf16 is pays and training_args.mixed_precision == ("bf16" if pays else "no")
     [line] = caplog.messages
@@ -362,7 +374,7 @@ def test_rerun_hint_names_a_command_that_works(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "outputs" / "run_mlm").mkdir(parents=True)
     (tmp_path / "outputs" / "run_mlm" / "config.json").write_text('{"model_type": "roformer_hf"}')
-    (tmp_path / "outputs" / "run_mlm" / "training_args.bin").write_bytes(b"")  # a run's (training/output_record.py)
+    (tmp_path / "outputs" / "run_mlm" / "training_args.bin").write_bytes(b"")  # a run's (outputs/output_record.py)
     with pytest.raises(ScriptError, match="add --overwrite_output_dir to replace it") as error:
         check_output_dir(run_mlm.parse_mlm_arguments([])[3])
     assert "outputs/run_mlm" in str(error.value)

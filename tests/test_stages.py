@@ -1,4 +1,4 @@
-"""Tests of roformer_hf.training.stages, the multi-stage length schedule of run_mlm.py (whole staged runs, resumed
+"""Tests of roformer_hf.training.mlm.stages, the multi-stage length schedule of run_mlm.py (whole staged runs, resumed
 ones included: test_run_mlm.py)."""
 
 import logging
@@ -9,7 +9,7 @@ from test_checkpoints import write_checkpoint
 
 import run_mlm
 from roformer_hf.training.errors import ScriptError
-from roformer_hf.training.stages import (
+from roformer_hf.training.mlm.stages import (
     Stage,
     find_starting_point,
     format_stage_table,

@@ -15,8 +15,8 @@ import run_classification
 import run_mlm
 from roformer_hf import RoFormerConfig, RoFormerForMaskedLM, RoFormerForSequenceClassification
 from roformer_hf.losses import labelled_tokens, slot_count
+from roformer_hf.training.mlm.whole_word_masking import WholeWordMaskCollator, predicted_token_ids
 from roformer_hf.training.static_shapes import StaticShapes, length_buckets
-from roformer_hf.training.whole_word_masking import WholeWordMaskCollator, predicted_token_ids
 
 ATOL = 1e-6
 TINY_MODEL = "hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64"

@@ -1,5 +1,5 @@
-"""training/threads.py: the thread count of a run from the usable cores (whatever the load: the same command gives
-the same run), `--threads` and `OMP_NUM_THREADS` first, `--threads auto` from the load other processes put on the
+"""training/machine/threads.py: the thread count of a run from the usable cores (whatever the load: the same command
+gives the same run), `--threads` and `OMP_NUM_THREADS` first, `--threads auto` from the load other processes put on the
 cores (/proc/stat readings faked here), and the one line that says the choice."""
 
 import logging
@@ -7,9 +7,9 @@ import logging
 import pytest
 import torch
 
-from roformer_hf.training import threads
 from roformer_hf.training.errors import ScriptError
-from roformer_hf.training.threads import busy_cores, choose_threads, cpu_times, decide_threads
+from roformer_hf.training.machine import threads
+from roformer_hf.training.machine.threads import busy_cores, choose_threads, cpu_times, decide_threads
 
 # Two readings of a 2-core /proc/stat 1 second (100 ticks per core) apart: cpu0 idle for 10 of its 100 ticks, cpu1 for
 # 60 (idle + iowait); the aggregate "cpu" line and the other lines are not per-core and are skipped.

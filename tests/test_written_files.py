@@ -1,5 +1,5 @@
-"""Tests of roformer_hf/training/written_files.py: which files of the output folder a run writes, and the comparison of
-an input file with them (through symlinks and hard links). The refusals in the scripts are rows of
+"""Tests of roformer_hf/training/outputs/written_files.py: which files of the output folder a run writes, and the
+comparison of an input file with them (through symlinks and hard links). The refusals in the scripts are rows of
 docs/bad_inputs.md (tests/test_bad_settings_and_data.py)."""
 
 import json
@@ -13,7 +13,7 @@ import pytest
 from test_bad_inputs import ROWS, SCRIPTS, good_run, with_value, write_jsonl
 
 from roformer_hf.training.errors import ScriptError
-from roformer_hf.training.written_files import check_inputs_are_not_outputs, is_written, written_file_clash
+from roformer_hf.training.outputs.written_files import check_inputs_are_not_outputs, is_written, written_file_clash
 
 
 @pytest.mark.parametrize(
@@ -107,7 +107,7 @@ def test_every_file_a_run_writes_is_known(script, tmp_path):
     ],
 )
 def test_every_input_is_compared_with_what_the_run_writes(option, input_path, trains, refused, tmp_path, monkeypatch):
-    from roformer_hf.training.written_files import overlap_refusal
+    from roformer_hf.training.outputs.written_files import overlap_refusal
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "out" / "checkpoint-1").mkdir(parents=True)  # a run's folder
@@ -119,7 +119,7 @@ def test_every_input_is_compared_with_what_the_run_writes(option, input_path, tr
 
 def test_a_hub_id_spelled_as_the_output_folder_is_refused(tmp_path, monkeypatch):
     """`--model_name_or_path user/model --output_dir user/model`: the run would make the folder, then load it."""
-    from roformer_hf.training.written_files import overlap_refusal
+    from roformer_hf.training.outputs.written_files import overlap_refusal
 
     monkeypatch.chdir(tmp_path)
     assert "are the same folder" in overlap_refusal("--model_name_or_path", "user/model", "user/model")
@@ -131,7 +131,7 @@ def test_a_hub_id_spelled_as_the_output_folder_is_refused(tmp_path, monkeypatch)
 def test_a_run_records_what_it_wrote_and_overwrites_only_that(tmp_path):
     """After a run, its record names what it wrote; files the user adds later (of any name) are not in it, and a run
     with --overwrite_output_dir replaces the run's files and leaves the user's, or refuses the folder for them."""
-    from roformer_hf.training.output_record import RECORD_NAME, read_record
+    from roformer_hf.training.outputs.output_record import RECORD_NAME, read_record
 
     arguments = good_run("--save_strategy", "steps", "--save_steps", "1")("run_classification.py", tmp_path)
     SCRIPTS["run_classification.py"].main(with_value(arguments, "--max_steps", "2"))
@@ -151,7 +151,7 @@ def test_a_run_records_what_it_wrote_and_overwrites_only_that(tmp_path):
 def test_a_killed_run_s_files_are_still_its_own(tmp_path):
     """A run killed while its record is open: what appeared since it opened counts as a run's, what was there before
     stays the user's; once closed, a file the user adds is the user's."""
-    from roformer_hf.training.output_record import close_record, open_record, run_entries
+    from roformer_hf.training.outputs.output_record import close_record, open_record, run_entries
 
     out = tmp_path / "out"
     out.mkdir()
@@ -170,7 +170,7 @@ def test_a_killed_run_s_files_are_still_its_own(tmp_path):
 def test_a_run_folder_older_than_the_record_is_recognised(tmp_path, model_type):
     """A folder written before the record: a Trainer's files beside a roformer_hf config make it a run's (its files of
     run names with it); a config of another model beside them does not, and its files stay the user's."""
-    from roformer_hf.training.output_record import run_entries
+    from roformer_hf.training.outputs.output_record import run_entries
 
     (tmp_path / "checkpoint-4").mkdir()
     (tmp_path / "checkpoint-4" / "trainer_state.json").write_text("{}")
@@ -188,7 +188,7 @@ def test_a_bind_mount_of_the_model_folder_is_the_same_folder(tmp_path):
     (tmp_path / "model").mkdir()
     (tmp_path / "other").mkdir()
     program = (
-        "import sys; from roformer_hf.training.written_files import overlap_refusal; "
+        "import sys; from roformer_hf.training.outputs.written_files import overlap_refusal; "
         f"print(overlap_refusal('--model_name_or_path', '{tmp_path}/other', '{tmp_path}/model'))"
     )
     command = (

@@ -163,6 +163,16 @@ def build_tokenizer(model_args: ModelArguments):
         raise ScriptError(f"cannot load a tokenizer from {source}: {error}") from error
 
 
+def check_vocabulary_fits(tokenizer: Any, config: PreTrainedConfig) -> None:
+    """Refuse a tokenizer with more tokens than the model has embeddings (both scripts, before the model is built):
+    its last ids would index past the embedding table."""
+    if len(tokenizer) > config.vocab_size:
+        raise ScriptError(
+            f"the tokenizer has {len(tokenizer)} tokens but the model only {config.vocab_size} embeddings: use the "
+            "checkpoint's own tokenizer (leave out --tokenizer_name) or a larger vocab_size."
+        )
+
+
 def build_model(
     model_args: ModelArguments, config: PreTrainedConfig, model_class: type[PreTrainedModel]
 ) -> PreTrainedModel:

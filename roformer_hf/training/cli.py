@@ -1,21 +1,25 @@
 """The command line of the scripts: the model arguments, transformers' `TrainingArguments` as the scripts use them,
-and parsing them, from files of arguments (`.json`, `.yaml`) too. The short `--help` is in `help_text.py`, the demo
-run in `demo.py`, the checks of the settings in `setting_checks.py`."""
+and parsing them, from files of arguments (`.json`, `.yaml`) too; the demo each script runs when its command line
+names no data and no model, and the command a model card shows. The short `--help` is in `help_text.py`, the checks
+of the settings in `setting_checks.py`."""
 
 import json
 import logging
+import os
+import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from transformers import HfArgumentParser, TrainingArguments
 
-from .cpu_precision import choose_cpu_precision
 from .data_files import read_utf8_text
 from .errors import ScriptError
-from .help_text import HELP_ALL_OPTION, short_help
-from .launch import launch_defaults
+from .help_text import BF16_HELP, HELP_ALL_OPTION, short_help
+from .machine.cpu_precision import choose_cpu_precision
+from .machine.launch import launch_defaults
 from .setting_checks import check_counts, check_setting_ranges, check_training_settings
 
 logger = logging.getLogger(__name__)
@@ -184,9 +188,7 @@ class ScriptTrainingArguments(TrainingArguments):
     bf16: bool | None = field(
         default=None,  # not given: chosen from the machine in __post_init__
         metadata={
-            "help": "bfloat16 mixed precision. On a CPU: by default where bf16 pays for this model (the CPU has bf16 "
-            "instructions, e.g. avx512_bf16, amx_bf16, and a probe of one layer measures it faster), dropped with a "
-            "warning where the CPU has no bf16 instructions. On a GPU: off unless given.",
+            "help": BF16_HELP,
             "nargs": "?",  # --bf16 alone means true, as for transformers' own boolean options
             "const": True,
         },
@@ -235,7 +237,77 @@ class ScriptTrainingArguments(TrainingArguments):
         },
     )
 
+    # Whether the probe of the built model decides --bf16 (`cpu_precision.settle_cpu_precision`): set by
+    # `choose_cpu_precision` where --bf16 was not given on a CPU with bf16 instructions. Not an option.
+    bf16_from_probe: bool = field(default=False, init=False, repr=False)
+
     def __post_init__(self):
         check_setting_ranges(self)
         choose_cpu_precision(self)
         super().__post_init__()
+
+
+# Options that name what to train on or start from: given any of them, a script runs what the command line says;
+# given none, it runs its demo with the options given on top (`python run_mlm.py --overwrite_output_dir`).
+DATA_AND_MODEL_OPTIONS = (
+    "--train_file",
+    "--validation_file",
+    "--test_file",
+    "--dataset_name",
+    "--model_name_or_path",
+    "--config_name",
+    "--tokenizer_name",
+)
+
+
+def demo_or_given_arguments(
+    argv: Sequence[str] | None, demo_arguments: Sequence[str], announce: bool = True
+) -> list[str]:
+    """
+    The command-line arguments (`sys.argv[1:]` for `None`), or the demo's when they name no data and no model (no
+    option of `DATA_AND_MODEL_OPTIONS`, no file of arguments, no `--help`): then the given options follow the demo's
+    and win over them, so `--overwrite_output_dir` or `--output_dir elsewhere` re-run the demo. For the demo, prints
+    the equivalent command first (data paths relative to the current folder where they lie inside it).
+
+    Args:
+        argv (`Sequence[str]`, *optional*): the arguments without the program name.
+        demo_arguments (`Sequence[str]`): the arguments of the script's demo.
+        announce (`bool`, defaults to `True`): print the demo's command (`False`: only return the arguments).
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not runs_the_demo(argv):
+        return argv
+    if announce and int(os.environ.get("RANK", "0")) == 0:
+        shown = [_relative_if_inside(argument, Path.cwd()) for argument in demo_arguments]
+        command = shlex.join(["python", Path(sys.argv[0]).name, *shown, *argv])
+        opening = "No arguments" if not argv else "No data or model given"
+        print(f"{opening}: running the demo, i.e. {command}", flush=True)
+    return [*demo_arguments, *argv]
+
+
+def runs_the_demo(argv: Sequence[str]) -> bool:
+    """Whether the arguments leave the data and the model to the demo (see `demo_or_given_arguments`)."""
+    if argv and is_arguments_file(argv[0]):
+        return False
+    names = {argument.split("=", 1)[0] for argument in argv if argument.startswith("-")}
+    return not names & {*DATA_AND_MODEL_OPTIONS, "-h", "--help", HELP_ALL_OPTION}
+
+
+def command_line(script_file: str | Path, argv: Sequence[str] | None) -> str:
+    """
+    The command that ran a script, as its model card shows it: `python <script> <arguments>`, quoted for a shell.
+
+    Args:
+        script_file (`str` or `Path`): the script's own file (`__file__`), named when `argv` was passed in.
+        argv (`Sequence[str]`, *optional*): the arguments `main` was given; `None`: those of `sys.argv`.
+    """
+    if argv is None:
+        return shlex.join(["python", *sys.argv])
+    return shlex.join(["python", Path(script_file).name, *argv])
+
+
+def _relative_if_inside(argument: str, folder: Path) -> str:
+    path = Path(argument)
+    if path.is_absolute() and path.exists() and path.is_relative_to(folder):
+        return str(path.relative_to(folder))
+    return argument

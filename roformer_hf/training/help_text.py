@@ -11,6 +11,13 @@ from transformers import TrainingArguments
 
 HELP_ALL_OPTION = "--help-all"
 
+# --bf16 of both scripts, in --help and --help-all alike (its default is decided by `machine.cpu_precision`)
+BF16_HELP = (
+    "bfloat16 mixed precision. On a CPU: by default where bf16 pays for this model (the CPU has bf16 instructions, "
+    "e.g. avx512_bf16, amx_bf16, and a probe of one layer measures it faster), dropped with a warning where the CPU "
+    "has no bf16 instructions. On a GPU: off unless given."
+)
+
 
 # The TrainingArguments options shown by --help (every other one is accepted too, and listed by --help-all), with a
 # help text short enough for one line.
@@ -32,8 +39,7 @@ COMMON_TRAINING_OPTIONS = {
     "save_strategy": "When to save a checkpoint: 'no', 'steps', 'epoch' or 'best'.",
     "save_steps": "Steps between checkpoints with --save_strategy steps.",
     "logging_steps": "Steps between loss reports.",
-    "bf16": "bfloat16 mixed precision. On a CPU the default where it pays for this model (measured), dropped where "
-    "the CPU has no bf16 instructions; on a GPU off unless given.",
+    "bf16": None,  # BF16_HELP, the help of the scripts' own --bf16 field (`cli.ScriptTrainingArguments`)
     "seed": "Random seed of initialisation, masking and data order.",
     "resume_from_checkpoint": "A checkpoint folder to continue from, or True for the newest in output_dir.",
     "log_level": "Console verbosity: 'warning' shows warnings and results, 'info' also transformers' progress.",
@@ -66,7 +72,7 @@ def short_help(
         if issubclass(dataclass_type, TrainingArguments):
             shown = [item for item in fields(dataclass_type) if item.name in COMMON_TRAINING_OPTIONS]
             shown.sort(key=lambda item: list(COMMON_TRAINING_OPTIONS).index(item.name))
-            total = len(fields(dataclass_type))
+            total = sum(item.init for item in fields(dataclass_type))
             heading = f"training options - the {len(shown)} most used of the {total} of TrainingArguments"
         else:
             heading = f"{dataclass_type.__name__.removesuffix('Arguments').lower()} options"
@@ -83,7 +89,9 @@ def _option_help(item: Field, defaults: dict[str, Any]) -> list[str]:
     """The lines of one option: `--name VALUE`, then its help text and default, wrapped at `HELP_INDENT`."""
     help_text = COMMON_TRAINING_OPTIONS.get(item.name) or item.metadata.get("help", "")
     choices = item.metadata.get("choices")
-    default = defaults.get(item.name, None if item.default is MISSING else item.default)
+    default = defaults.get(item.name)
+    if default is None and item.default is not MISSING:  # a script default of None settled later (the input settings)
+        default = item.default
     if choices:
         value = "{" + ",".join(map(str, choices)) + "}"
     else:

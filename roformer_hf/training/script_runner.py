@@ -1,6 +1,6 @@
 """How a script runs and ends: `run_script` turns a user's mistake into one line on stderr and a non-zero exit (no
 traceback unless `ROFORMER_HF_DEBUG=1`), and `guard_run` holds the output folder's lock and the stop-signal handling
-around the work."""
+around the work, and `script_run` takes the steps every script takes before its own (`guard_run` among them)."""
 
 import logging
 import os
@@ -11,20 +11,26 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
-from transformers import TrainingArguments
+from transformers import TrainingArguments, set_seed
 
+from .cli import ModelArguments, demo_or_given_arguments
+from .console import setup_logging
+from .data_files import check_caches_writable
 from .errors import ScriptError
-from .interrupts import (
+from .machine.launch import check_distributed_launch
+from .machine.threads import choose_threads
+from .outputs.interrupts import (
     TrainingInterrupted,
     handle_stop_signals,
     resume_advice,
     resume_command,
     stopped_at_once_message,
 )
-from .locks import lock_output_dir
-from .output_record import RECORD_NAME, close_record
-from .pickle_refusal import is_refused_pickle, refused_pickle_message
-from .run_outputs import is_disk_full, remove_stale_staging
+from .outputs.locks import lock_output_dir
+from .outputs.output_record import RECORD_NAME, close_record
+from .outputs.pickle_refusal import is_refused_pickle, refused_pickle_message
+from .outputs.run_outputs import check_output_dir, is_disk_full, remove_stale_staging
+from .publishing import check_publishing
 
 logger = logging.getLogger(__name__)
 
@@ -129,3 +135,41 @@ def guard_run(training_args: TrainingArguments, script: str, argv: Sequence[str]
                 raise ScriptError(
                     f"no space left on device while writing {where}: free some space; {resume_advice()}"
                 ) from error
+
+
+@contextmanager
+def script_run(
+    training_args: TrainingArguments,
+    model_args: ModelArguments,
+    script: str,
+    argv: Sequence[str] | None,
+    demo_arguments: Sequence[str],
+    *,
+    checks_output_dir: bool = True,
+    evaluates: bool = True,
+) -> Iterator[None]:
+    """
+    The steps every script takes, in this order, before its own: logging at `--log_level`, the thread count, the
+    checks of a distributed launch, then, inside `guard_run` (the folder's lock, stops at step boundaries), the checks
+    of publishing, of the output folder and of the caches, and the seed.
+
+    Args:
+        training_args (`TrainingArguments`): the run's arguments.
+        model_args (`ModelArguments`): the model's arguments (their `cache_dir`).
+        script (`str`): the script's file name, for the resume command.
+        argv (`Sequence[str]`, *optional*): the arguments `main` was given (`None`: those of `sys.argv`).
+        demo_arguments (`Sequence[str]`): the script's demo, which `argv` runs when it names no data and no model.
+        checks_output_dir (`bool`, defaults to `True`): check `--output_dir` before the run (earlier runs, the user's
+            files, free space).
+        evaluates (`bool`, defaults to `True`): whether the run evaluates (the metrics' cache is then checked too).
+    """
+    setup_logging(training_args)
+    choose_threads(training_args.threads)
+    check_distributed_launch(training_args)
+    with guard_run(training_args, script, demo_or_given_arguments(argv, demo_arguments, announce=False)):
+        check_publishing(training_args)
+        if checks_output_dir:
+            check_output_dir(training_args)
+        check_caches_writable(model_args.cache_dir, evaluates=evaluates)
+        set_seed(training_args.seed)
+        yield

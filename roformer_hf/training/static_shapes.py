@@ -22,7 +22,7 @@ import torch
 from torch.nn import functional as F
 from transformers import Trainer, TrainingArguments
 
-from .launch import DYNAMIC_COMPILE_VARIABLE, trains_on_cpu
+from .machine.launch import DYNAMIC_COMPILE_VARIABLE, trains_on_cpu
 
 logger = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import datasets
 
-from .building import build_config
-from .cli import ModelArguments
-from .errors import ScriptError
+from ..building import build_config
+from ..cli import ModelArguments
+from ..errors import ScriptError
 
 logger = logging.getLogger(__name__)
 

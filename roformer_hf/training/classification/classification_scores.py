@@ -20,12 +20,12 @@ import evaluate
 import numpy as np
 from transformers import EvalPrediction, Trainer
 
-from ..metrics import load as load_metric
+from ...metrics import load as load_metric
+from ..machine.cpu_precision import evaluation_precision
+from ..outputs.run_outputs import atomic_path, save_metrics
 from . import picture_fonts
-from .cpu_precision import evaluation_precision
 from .labels import MULTI_LABEL, REGRESSION, SINGLE_LABEL, LabelInfo
 from .long_documents import DocumentReading, pool_documents
-from .run_outputs import atomic_path, save_metrics
 
 SPLIT_NAMES = {"eval": "validation", "test": "test"}
 

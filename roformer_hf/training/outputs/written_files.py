@@ -27,13 +27,13 @@ from fnmatch import fnmatchcase
 from pathlib import Path, PurePath
 from typing import Any
 
-from ..sentence_transformers_files import SENTENCE_TRANSFORMERS_FILES
-from .errors import ScriptError
+from ...sentence_transformers_files import SENTENCE_TRANSFORMERS_FILES
+from ..errors import ScriptError
 from .locks import LOCK_FILE_NAME
 
 # The code a saved model carries beside its weights (for trust_remote_code): copies of roformer_hf's own modules, and
 # no other Python file (a user's script in the output folder is not one of them).
-CODE_FILES = tuple(sorted(path.name for path in Path(__file__).resolve().parents[1].glob("*.py")))
+CODE_FILES = tuple(sorted(path.name for path in Path(__file__).resolve().parents[2].glob("*.py")))  # roformer_hf/*.py
 
 # Files of the output folder a run writes: the model, its code (saved beside it for trust_remote_code), tokenizer,
 # card, results, pictures and predictions of either script, and the lock; and what --overwrite_output_dir deletes.

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from transformers import TrainerCallback, TrainingArguments
 
+from ..errors import ScriptError
 from .checkpoint_checks import (
     CHECKPOINT_NAME,
     MANIFEST_NAME,
@@ -53,7 +54,6 @@ from .checkpoint_checks import (
     trainer_state_step,
     verify_without_manifest,
 )
-from .errors import ScriptError
 from .locks import check_folder_held
 
 if TYPE_CHECKING:

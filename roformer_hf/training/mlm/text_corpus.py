@@ -1,14 +1,18 @@
 """
-Plain text for masked language modelling, once read (`data_sources`): its text column, dropping blank texts, cutting
-long ones, tokenizing with jieba word ids and packing the tokens into blocks.
+Plain text for masked language modelling: reading it (`load_corpus`, through `data_sources`), its text column,
+dropping blank texts, cutting long ones, holding out validation text, then (`tokenize_corpus`) tokenizing with jieba
+word ids and packing the tokens into blocks.
 """
 
+from functools import partial
 from typing import Any
 
 import datasets
-from transformers import PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase, TrainingArguments
 
-from .errors import ScriptError
+from ..data_files import hold_out_validation, limit_examples
+from ..data_sources import load_splits
+from ..errors import ScriptError
 
 # Texts longer than this many characters are cut into pieces before tokenization (not with --line_by_line, where a
 # line is an example): the tokenizer's memory follows the length of one text, so a corpus on one line needed several times
@@ -115,3 +119,77 @@ def number_examples(examples: datasets.DatasetDict) -> datasets.DatasetDict:
             add_index, with_indices=True, fn_kwargs={"name": "mask_seed"}
         )
     return examples
+
+
+def load_corpus(data_args: Any, model_args: Any) -> tuple[datasets.DatasetDict, str | None]:
+    """
+    Load the text as a `DatasetDict` (or `IterableDatasetDict` when streaming) with `train` and, when there is
+    validation text, `validation` splits holding one column, `text`, without blank texts; and, when the validation
+    text is held out of the training text, what it is in words (for the card), else `None`.
+    """
+    files = {"train": data_args.train_file, "validation": data_args.validation_file}
+    raw_datasets, sources = load_splits(
+        data_args, files, [data_args.text_column_name], model_args.cache_dir, data_args.streaming
+    )
+    raw_datasets = keep_text_column(raw_datasets, data_args.text_column_name)
+    for split, dataset in raw_datasets.items():
+        raw_datasets[split] = dataset.filter(has_text, with_indices=True, fn_kwargs={"source": sources[split]})
+    if not data_args.streaming and len(raw_datasets["train"]) == 0:
+        raise ScriptError("the training data holds no text (only blank lines or empty values).")
+    if not data_args.line_by_line:
+        raw_datasets = cut_long_texts(raw_datasets)
+    if "validation" not in raw_datasets and data_args.validation_split_percentage > 0:
+        # the last rows, in file order: validation text is not a neighbour of training text (see hold_out_validation)
+        train, validation = hold_out_validation(raw_datasets["train"], data_args.validation_split_percentage)
+        raw_datasets = type(raw_datasets)(train=train, validation=validation)
+        percentage = data_args.validation_split_percentage
+        part = f"the first {percentage} rows of every 100" if data_args.streaming else f"the last {percentage}%"
+        held_out = f"{part} of the training text (in file order), held out: not trained on"
+        return raw_datasets, held_out
+    return raw_datasets, None
+
+
+def tokenize_corpus(
+    raw_datasets: datasets.DatasetDict,
+    tokenizer: PreTrainedTokenizerBase,
+    max_seq_length: int,
+    data_args: Any,
+    training_args: TrainingArguments,
+) -> datasets.DatasetDict:
+    """
+    Turn text into training examples of at most `max_seq_length` tokens with their word ids: packed blocks, or one
+    truncated example per line with `--line_by_line`. Validation examples get a `mask_seed`.
+    """
+    map_options = {}
+    if not data_args.streaming:
+        map_options = {
+            "load_from_cache_file": not data_args.overwrite_cache,
+            "num_proc": data_args.preprocessing_num_workers,
+        }
+    truncation = max_seq_length if data_args.line_by_line else None
+    with training_args.main_process_first(desc="tokenization"):
+        examples = raw_datasets.map(
+            partial(tokenize_with_word_ids, tokenizer=tokenizer, max_length=truncation),
+            batched=True,
+            remove_columns=["text"],
+            **map_options,
+        )
+        if not data_args.line_by_line:
+            examples = examples.map(
+                partial(pack_into_blocks, block_length=max_seq_length), batched=True, **map_options
+            )
+    limits = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples}
+    examples = number_examples(limit_examples(examples, limits, data_args.streaming))
+    _check_not_empty(examples, max_seq_length, data_args)
+    return examples
+
+
+def _check_not_empty(examples: datasets.DatasetDict, max_seq_length: int, data_args: Any) -> None:
+    if data_args.streaming:
+        return
+    for split, part in examples.items():
+        if len(part) == 0:
+            raise ScriptError(
+                f"the {split} text gives no example of {max_seq_length} tokens: lower max_seq_length, use "
+                "--line_by_line, or give more text."
+            )

@@ -1,6 +1,6 @@
 """Whether bf16 arithmetic pays on the CPU this process runs on, for one model at one batch shape: the scripts'
-`--bf16` default (`training/cpu_precision.py`) reads it. The model's own code does not: a checkpoint does not carry
-this file.
+`--bf16` default (`training/machine/cpu_precision.py`) reads it. The model's own code does not: a checkpoint does not
+carry this file.
 
 bf16 (weights in bf16, or `torch.autocast("cpu", dtype=torch.bfloat16)`, what the scripts' `--bf16 true` turns on) can
 be fast on a CPU only where the CPU multiplies bf16 numbers natively: AVX-512 BF16 (`avx512_bf16`: AMD Zen 4 and later,
@@ -9,12 +9,12 @@ torch converts every bf16 number to float32 and back, and bf16 runs slower than 
 /proc/cpuinfo are a fast "never". With them, whether bf16 pays depends on the CPU and on the sizes of the products: a
 small one loses AMX's tile set-up, a mid-size one on two threads gains little, and autocast's casts cost the same
 whatever the gain. So a probe decides: the model's own training step (forward and backward on random tokens,
-dropout on) at the run's batch shape, on one thread (`PROBE_THREADS`), in float32 and under bf16 autocast, where that costs a few
-billion operations (the demo's model: its embeddings, its output head and its layers all count); for wider models one
-layer of it at a capped number of tokens, where bf16's gain is either large or absent. bf16 is chosen where it trains at least
-`STEP_MIN_SPEEDUP` (the whole step) or `LAYER_MIN_SPEEDUP` (one layer, which leaves out the embeddings, the head and
-the optimizer) times as fast: margins that keep the choice within a few percent of the better precision where the
-two are close. The measured speed-up is cached per machine (CPU model, torch version) and shape
+dropout on) at the run's batch shape, on one thread (`PROBE_THREADS`), in float32 and under bf16 autocast, where that
+costs a few billion operations (the demo's model: its embeddings, its output head and its layers all count); for wider
+models one layer of it at a capped number of tokens, where bf16's gain is either large or absent. bf16 is chosen where
+it trains at least `STEP_MIN_SPEEDUP` (the whole step) or `LAYER_MIN_SPEEDUP` (one layer, which leaves out the
+embeddings, the head and the optimizer) times as fast: margins that keep the choice within a few percent of the better
+precision where the two are close. The measured speed-up is cached per machine (CPU model, torch version) and shape
 (`probe_cache_file`), so a run pays the probe once, and the same command gives the same precision however busy the
 machine.
 """
@@ -214,7 +214,7 @@ def step_speedup(model: torch.nn.Module, shape: LayerShape) -> ProbeResult:
 def layer_speedup(config: PreTrainedConfig, shape: LayerShape) -> ProbeResult:
     """bf16's speed-up for one layer of `config`'s model (forward and backward, dropout on) at the probed `shape`,
     its input given as embeddings."""
-    from .modeling import RoFormerModel  # here: the model's code does not import this module
+    from ...modeling import RoFormerModel  # here: the model's code does not import this module
 
     probed = shape.probed()
     layer_config = copy.deepcopy(config)

@@ -20,16 +20,15 @@ import torch
 from safetensors.torch import load_file
 from transformers import PreTrainedModel, TrainerCallback, TrainingArguments
 
-from .checkpoints import atomic_path, check_given_checkpoint, last_complete_checkpoint
-from .errors import ScriptError
-from .interrupts import raise_if_stopped
-from .resume import RESTART_ADVICE, find_resume_checkpoint
-from .run_outputs import save_metrics, save_model_atomically, save_state
-from .static_shapes import StaticShapeTrainer
+from ...document_inputs import MIN_SEQ_LENGTH
+from ..errors import ScriptError
+from ..outputs.checkpoints import atomic_path, check_given_checkpoint, last_complete_checkpoint
+from ..outputs.interrupts import raise_if_stopped
+from ..outputs.resume import RESTART_ADVICE, find_resume_checkpoint
+from ..outputs.run_outputs import save_metrics, save_model_atomically, save_state
+from ..static_shapes import StaticShapeTrainer
 
 logger = logging.getLogger(__name__)
-
-MIN_SEQ_LENGTH = 8
 
 
 @dataclass(frozen=True)

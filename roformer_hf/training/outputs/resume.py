@@ -19,9 +19,10 @@ from typing import Any
 
 from transformers import PreTrainedModel, Trainer, TrainingArguments
 
-from ..text_rules import load_vocab
+from ...model_card import mixed_precision
+from ...text_rules import load_vocab
+from ..errors import ScriptError
 from .checkpoints import check_given_checkpoint, last_complete_checkpoint, save_checkpoints_whole
-from .errors import ScriptError
 
 logger = logging.getLogger(__name__)
 
@@ -160,9 +161,32 @@ def run_settings(training_args: Any, **script_settings: Any) -> dict[str, Any]:
     precision, all as JSON values.
     """
     settings = {name: getattr(training_args, name, None) for name in (*TRAINING_SETTINGS, *APPLIED_SETTINGS)}
-    settings[PRECISION_SETTING] = "bf16" if training_args.bf16 else "fp16" if training_args.fp16 else "no"
+    settings[PRECISION_SETTING] = mixed_precision(training_args)
     settings.update(script_settings)
     return json.loads(json.dumps(settings, default=str))
+
+
+def data_run_settings(training_args: Any, data_args: Any, **script_settings: Any) -> dict[str, Any]:
+    """
+    The settings a checkpoint of a script's run records, and a resume must repeat (`run_settings`): its training data
+    (the file's absolute path and its content's digest, the dataset, its config and split), how it is sampled
+    (`sampling_settings`), then the script's own `script_settings`.
+
+    Args:
+        training_args (`TrainingArguments`): the run's training arguments.
+        data_args: the script's data arguments (`DatasetArguments`).
+        script_settings: the script's own settings (option name without dashes -> value).
+    """
+    return run_settings(
+        training_args,
+        train_file=absolute_path(data_args.train_file),
+        train_data_digest=data_digest(data_args.train_file or data_args.dataset_name),
+        **sampling_settings(data_args),
+        dataset_name=data_args.dataset_name,
+        dataset_config_name=data_args.dataset_config_name,
+        train_split_name=data_args.train_split_name,
+        **script_settings,
+    )
 
 
 def absolute_path(path: str | None) -> str | None:

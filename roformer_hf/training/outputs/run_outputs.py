@@ -19,8 +19,8 @@ from typing import Any
 import torch
 from transformers import Trainer, TrainingArguments
 
+from ..errors import ScriptError
 from .checkpoints import atomic_path, give_plain_modes, last_complete_checkpoint, write_json_atomically
-from .errors import ScriptError
 from .interrupts import deferred_stops
 from .locks import check_folder_held, output_dir_not_writable, refuse_dangling_link
 from .output_record import (

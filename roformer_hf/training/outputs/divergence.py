@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback
 
-from .errors import ScriptError
+from ..errors import ScriptError
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import torch
 
-from .errors import ScriptError
+from ..errors import ScriptError
 
 logger = logging.getLogger(__name__)
 

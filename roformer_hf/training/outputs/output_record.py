@@ -24,9 +24,9 @@ import json
 import re
 from pathlib import Path
 
+from ..errors import ScriptError
 from .checkpoint_checks import MANIFEST_NAME
 from .checkpoints import write_json_atomically
-from .errors import ScriptError
 from .locks import LOCK_FILE_NAME
 from .written_files import is_checkpoint_file, is_written
 

@@ -1,6 +1,6 @@
 """The precision the scripts run in on a CPU: bf16 mixed precision where it pays for this model there
-(`roformer_hf.cpu_arithmetic` decides), float32 where it does not, each said in one line when it differs from what
-the command line asked.
+(`roformer_hf.training.machine.cpu_arithmetic` decides), float32 where it does not, each said in one line when it
+differs from what the command line asked.
 
 Two steps, because whether bf16 pays depends on the model's sizes, known only once it is built:
 `choose_cpu_precision` (while the arguments are parsed) settles what the command line and the CPU's flags decide
@@ -14,13 +14,11 @@ from typing import Any
 
 import torch
 
-from ..cpu_arithmetic import cpu_bf16, step_bf16
+from ...model_card import mixed_precision
+from .cpu_arithmetic import cpu_bf16, step_bf16
 from .launch import trains_on_cpu
 
 logger = logging.getLogger(__name__)
-
-# Set on the training arguments whose unset --bf16 waits for the probe (`settle_cpu_precision`).
-PROBE_PENDING = "_bf16_from_probe"
 
 
 def choose_cpu_precision(training_args: Any) -> None:
@@ -38,7 +36,7 @@ def choose_cpu_precision(training_args: Any) -> None:
     On a GPU (or XPU, TPU, ...) nothing changes: an unset `--bf16` is False, as transformers has it. transformers
     accepts bf16 on a machine that has a GPU only with `--use_cpu`, which this sets where bf16 is kept.
     """
-    given = training_args.bf16 is not None
+    given, training_args.bf16_from_probe = training_args.bf16 is not None, False
     if not trains_on_cpu(training_args.use_cpu):
         training_args.bf16 = bool(training_args.bf16)
         return
@@ -50,8 +48,8 @@ def choose_cpu_precision(training_args: Any) -> None:
         training_args.use_cpu = True
     default_bf16 = bool(wanted and keep and not given)
     # each process of a distributed launch would probe on its own and might decide otherwise: they keep the flags'
-    setattr(training_args, PROBE_PENDING, default_bf16 and int(os.environ.get("WORLD_SIZE", "1")) == 1)
-    if default_bf16 and not getattr(training_args, PROBE_PENDING) and is_main_process():
+    training_args.bf16_from_probe = default_bf16 and int(os.environ.get("WORLD_SIZE", "1")) == 1
+    if default_bf16 and not training_args.bf16_from_probe and is_main_process():
         logger.warning(
             f"bf16 mixed precision, the default of a distributed launch where {decision.reason}; "
             "--bf16 false runs in float32."
@@ -76,9 +74,9 @@ def settle_cpu_precision(training_args: Any, model: torch.nn.Module, seq_len: in
         model (`PreTrainedModel`): the built model (a copy of it, or of one layer, is probed).
         seq_len (`int`): the length of the training sequences (the batch is `--per_device_train_batch_size`).
     """
-    if not getattr(training_args, PROBE_PENDING, False):
+    if not training_args.bf16_from_probe:
         return
-    setattr(training_args, PROBE_PENDING, False)
+    training_args.bf16_from_probe = False
     decision = step_bf16(model, training_args.per_device_train_batch_size, seq_len)
     training_args.bf16 = decision.pays
     training_args.mixed_precision = "bf16" if decision.pays else "no"
@@ -117,10 +115,8 @@ def training_arithmetic(training_args: Any) -> dict[str, Any]:
     torch's thread count (`threads.choose_threads`), and `train_precision`, `"bf16 mixed precision"`, `"fp16 mixed
     precision"` or `"float32"`. The same command on the same machine gives the same two (docs/scripts.md).
     """
-    if training_args.bf16 or training_args.fp16:
-        precision = f"{'bf16' if training_args.bf16 else 'fp16'} mixed precision"
-    else:
-        precision = "float32"
+    label = mixed_precision(training_args)
+    precision = "float32" if label == "no" else f"{label} mixed precision"
     return {"train_threads": torch.get_num_threads(), "train_precision": precision}
 
 

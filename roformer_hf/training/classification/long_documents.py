@@ -7,18 +7,33 @@ windows, `split_into_windows`, whose logits `pool_chunk_logits` pools back into 
 
 import logging
 from collections.abc import Sequence
-from dataclasses import fields, replace
+from dataclasses import replace
 from typing import Protocol, TypeVar
 
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
-from ..document_inputs import INPUT_SETTINGS, document_model_inputs, pool_chunk_logits, tokenize_texts
-from ..modeling import RoFormerForSequenceClassification
-from .errors import ScriptError
+from ...document_inputs import INPUT_SETTINGS, document_model_inputs, pool_chunk_logits, tokenize_texts
+from ...modeling import RoFormerForSequenceClassification
+from ..errors import ScriptError
 from .labels import LabelInfo, encode_label
 
 logger = logging.getLogger(__name__)
+
+# The input settings of a run that gives none and fine-tunes a checkpoint that recorded none
+# (`resolve_input_settings`): run_classification.py's DataArguments take them as their defaults, and --help shows them.
+DEFAULT_MAX_SEQ_LENGTH = 1024
+DEFAULT_TRUNCATION_SIDE = "head"
+DEFAULT_LONG_DOC_STRATEGY = "truncate"
+DEFAULT_CHUNK_STRIDE = 128
+DEFAULT_CHUNK_POOLING = "mean"
+INPUT_DEFAULTS = {
+    "max_seq_length": DEFAULT_MAX_SEQ_LENGTH,
+    "truncation_side": DEFAULT_TRUNCATION_SIDE,
+    "long_doc_strategy": DEFAULT_LONG_DOC_STRATEGY,
+    "chunk_stride": DEFAULT_CHUNK_STRIDE,
+    "chunk_pooling": DEFAULT_CHUNK_POOLING,
+}
 
 
 def first_per_document(values: np.ndarray, document_ids: Sequence[int]) -> np.ndarray:
@@ -93,9 +108,8 @@ def resolve_input_settings(
 ) -> Reading:
     """
     The input settings (`INPUT_SETTINGS`) of this run: those the command line gives, else those the checkpoint was
-    fine-tuned with (its config's `classification_inputs`), else the defaults of `data_args`' dataclass
-    (run_classification.py's `DataArguments`). They are written into `model.config.classification_inputs`, so the
-    saved classifier remembers how it read its documents.
+    fine-tuned with (its config's `classification_inputs`), else `INPUT_DEFAULTS`. They are written into
+    `model.config.classification_inputs`, so the saved classifier remembers how it read its documents.
 
     Args:
         data_args (`DataArguments`): the script's data arguments, `None` for each input setting not given.
@@ -107,7 +121,6 @@ def resolve_input_settings(
         A copy of `data_args` with every input setting filled in.
     """
     saved = model.config.classification_inputs or {}
-    defaults = {data_field.name: data_field.default for data_field in fields(data_args)}
     settings = {}
     for name in INPUT_SETTINGS:
         given, trained_with = getattr(data_args, name), saved.get(name)
@@ -117,7 +130,7 @@ def resolve_input_settings(
                 f"are read differently than in training, which can change the results (leave out --{name} to use "
                 f"{trained_with})."
             )
-        settings[name] = next(value for value in (given, trained_with, defaults[name]) if value is not None)
+        settings[name] = next(value for value in (given, trained_with, INPUT_DEFAULTS[name]) if value is not None)
     if not training and not saved and any(getattr(data_args, name) is None for name in INPUT_SETTINGS):
         logger.warning(
             f"{model_name} does not record how it read documents when fine-tuned (max_seq_length, truncation_side, "

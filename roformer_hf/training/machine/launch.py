@@ -12,7 +12,7 @@ import torch
 from transformers import TrainingArguments
 from transformers.training_args import ParallelMode
 
-from .errors import ScriptError
+from ..errors import ScriptError
 
 logger = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from .errors import ScriptError
+from ..errors import ScriptError
 
 LOCK_FILE_NAME = ".roformer_hf.lock"
 

@@ -1,0 +1,2 @@
+"""What only run_mlm.py needs: the multi-stage length schedule (`stages`), cleaning and packing text (`text_corpus`),
+whole-word masking and the MLM metrics (`whole_word_masking`)."""
