@@ -241,6 +241,17 @@ def bad_input_rows(after: str) -> dict[str, tuple[str, str, str]]:
     return rows
 
 
+def check_table_names_the_cases(after: str, cases: dict[str, tuple[str, object]]) -> None:
+    """The case table at `after` (see `bad_input_rows`) and a test file's `cases` (case id -> (where, how to make
+    it)) name the same cases in the same places, and each row's Before cell starts with one of `BEFORE_CLASSES`."""
+    table = bad_input_rows(after)
+    assert {case: where for case, (where, _, _) in table.items()} == {
+        case: where for case, (where, _) in cases.items()
+    }
+    for case, (_, before, _) in table.items():
+        assert before.startswith(BEFORE_CLASSES), f"{case}: the 'before' cell starts with none of {BEFORE_CLASSES}"
+
+
 def first_texts(path: Path, count: int) -> list[str]:
     """The `text` of the first `count` records of a JSON-lines file."""
     with path.open(encoding="utf-8") as reader:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import huggingface_hub
 import pytest
-from conftest import BEFORE_CLASSES, bad_input_rows
+from conftest import bad_input_rows, check_table_names_the_cases
 from test_bad_inputs import (
     BOTH,
     ROWS,
@@ -135,12 +135,7 @@ CASES: dict[str, tuple[str, Callable]] = {
 
 
 def test_the_table_and_the_cases_name_the_same_bad_inputs():
-    table = bad_input_rows(TABLE_HEADER)
-    assert {case: where for case, (where, _, _) in table.items()} == {
-        case: where for case, (where, _) in CASES.items()
-    }
-    for case, (_, before, _) in table.items():
-        assert before.startswith(BEFORE_CLASSES), f"{case}: the 'before' cell starts with none of {BEFORE_CLASSES}"
+    check_table_names_the_cases(TABLE_HEADER, CASES)
 
 
 @pytest.fixture(autouse=True)

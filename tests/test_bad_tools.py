@@ -21,7 +21,7 @@ import datasets
 import pytest
 import torch
 import transformers
-from conftest import BEFORE_CLASSES, REPO_ROOT, bad_input_rows
+from conftest import REPO_ROOT, bad_input_rows, check_table_names_the_cases
 from safetensors.torch import load_file, save_file
 from test_bad_inputs import template_pattern
 from test_build_full_data import file_of, kept_cail_download, stopped_build
@@ -380,12 +380,7 @@ CASES: dict[str, tuple[str, Callable[[Path, object, object], str]]] = {
 
 
 def test_the_table_and_the_cases_name_the_same_bad_inputs():
-    table = bad_input_rows(SECTION)
-    assert {case: where for case, (where, _, _) in table.items()} == {
-        case: where for case, (where, _) in CASES.items()
-    }
-    for case, (_, before, _) in table.items():
-        assert before.startswith(BEFORE_CLASSES), f"{case}: the 'before' cell starts with none of {BEFORE_CLASSES}"
+    check_table_names_the_cases(SECTION, CASES)
 
 
 @pytest.mark.parametrize("case", list(CASES))
