@@ -166,6 +166,24 @@ def test_a_killed_run_s_files_are_still_its_own(tmp_path):
     assert "README.md" not in run_entries(out) and "config.json" in run_entries(out)
 
 
+def test_the_lock_taken_between_two_listings_is_no_file_of_the_user_s(tmp_path, monkeypatch):
+    """Under torchrun the main rank takes the folder's lock while another rank checks the folder: a lock file that
+    appears after the run's entries were listed is still no file of the user's (it made rank 1 refuse the folder now
+    and then in test_distributed.py)."""
+    from roformer_hf.training.outputs import output_record
+    from roformer_hf.training.outputs.locks import LOCK_FILE_NAME
+
+    listed = output_record.run_entries
+
+    def listed_before_the_lock(folder):
+        entries = listed(folder)
+        (Path(folder) / LOCK_FILE_NAME).write_text("")  # the main rank's lock, taken right after the listing
+        return entries
+
+    monkeypatch.setattr(output_record, "run_entries", listed_before_the_lock)
+    assert output_record.user_file_clashes(tmp_path) == []
+
+
 @pytest.mark.parametrize("model_type", ["roformer_hf", "bert"])
 def test_a_run_folder_older_than_the_record_is_recognised(tmp_path, model_type):
     """A folder written before the record: a Trainer's files beside a roformer_hf config make it a run's (its files of

@@ -148,8 +148,12 @@ def user_file_clashes(output_dir: str | Path) -> list[str]:
     if not output_dir.is_dir():
         return []
     ours = run_entries(output_dir)
+    # By name too: under torchrun the main rank takes the lock (and writes the record) while another rank checks the
+    # folder, so those can appear between run_entries' listing and this one.
     return sorted(
-        entry.name for entry in output_dir.iterdir() if entry.name not in ours and is_written(Path(entry.name))
+        entry.name
+        for entry in output_dir.iterdir()
+        if entry.name not in ours and not entry.name.startswith(RUN_ONLY_PREFIXES) and is_written(Path(entry.name))
     )
 
 
