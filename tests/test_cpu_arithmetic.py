@@ -12,8 +12,8 @@ from roformer_hf import (
     RoFormerForMaskedLM,
     RoFormerForSequenceClassification,
     RoFormerModel,
-    cpu_arithmetic,
 )
+from roformer_hf.training.machine import cpu_arithmetic
 from roformer_hf.training.machine.cpu_arithmetic import (
     LAYER_MIN_SPEEDUP,
     STEP_MIN_SPEEDUP,
