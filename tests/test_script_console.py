@@ -23,9 +23,8 @@ from transformers import TrainingArguments
 import run_classification
 import run_mlm
 from roformer_hf.training.classification.long_documents import INPUT_DEFAULTS
-from roformer_hf.training.cli import ScriptTrainingArguments
+from roformer_hf.training.cli import COMMON_TRAINING_OPTIONS, ScriptTrainingArguments
 from roformer_hf.training.errors import ScriptError
-from roformer_hf.training.help_text import COMMON_TRAINING_OPTIONS
 from roformer_hf.training.machine import cpu_precision
 from roformer_hf.training.machine.cpu_arithmetic import CpuBf16
 from roformer_hf.training.outputs.run_outputs import check_output_dir

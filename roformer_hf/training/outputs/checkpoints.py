@@ -43,6 +43,7 @@ import torch
 from transformers import TrainerCallback, TrainingArguments
 
 from ..errors import ScriptError
+from ..trainer_internals import around_checkpoint_weights
 from .checkpoint_checks import (
     CHECKPOINT_NAME,
     MANIFEST_NAME,
@@ -122,22 +123,19 @@ def save_checkpoints_whole(trainer: "Trainer", extra_files: Mapping[str, Any] | 
     deleted first (`clear_checkpoint_folder`), `extra_files` (name -> JSON content) are written right after the weights,
     and the manifest last (`ManifestCallback`).
     """
-    save_model, extra_files = trainer.save_model, dict(extra_files or {})
+    extra_files = dict(extra_files or {})
 
-    def save_model_of_checkpoint(output_dir: str | None = None, _internal_call: bool = False) -> None:
-        # the Trainer saves a checkpoint's weights first, with _internal_call=True, into checkpoint-<step>
-        checkpoint = Path(output_dir) if _internal_call and output_dir is not None else None
-        if checkpoint is not None and not CHECKPOINT_NAME.fullmatch(checkpoint.name):
-            checkpoint = None
-        if checkpoint is not None:
-            clear_checkpoint_folder(checkpoint, trainer.args)
-        save_model(output_dir, _internal_call=_internal_call)
-        if checkpoint is not None and trainer.args.should_save:
-            give_plain_modes(checkpoint)
+    def before(folder: Path) -> None:
+        if CHECKPOINT_NAME.fullmatch(folder.name):
+            clear_checkpoint_folder(folder, trainer.args)
+
+    def after(folder: Path) -> None:
+        if CHECKPOINT_NAME.fullmatch(folder.name) and trainer.args.should_save:
+            give_plain_modes(folder)
             for name, content in extra_files.items():
-                write_json_atomically(checkpoint / name, content, indent=2)
+                write_json_atomically(folder / name, content, indent=2)
 
-    trainer.save_model = save_model_of_checkpoint
+    around_checkpoint_weights(trainer, before, after)
     trainer.add_callback(ManifestCallback())
 
 

@@ -1,0 +1,67 @@
+"""trainer_internals.py: what the scripts rely on in transformers' `Trainer` beyond its documented API holds on the
+installed release (the newest and the oldest pass of .ci/run both run this file's checks through the scripts' tests;
+here each is checked on its own, tiny model, no data files)."""
+
+import torch
+from conftest import TINY
+from torch.utils.data import Dataset
+from transformers import Trainer, TrainingArguments
+
+from roformer_hf import RoFormerConfig, RoFormerForSequenceClassification
+from roformer_hf.training.trainer_internals import InputOrderEvaluation, around_checkpoint_weights
+
+
+class Documents(Dataset):
+    """Rows of different lengths, so that grouping by length would reorder them."""
+
+    def __init__(self, lengths: list[int]):
+        self.rows = [{"input_ids": [5] * n, "labels": 0} for n in lengths]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> dict:
+        return self.rows[index]
+
+
+class InputOrderTrainer(InputOrderEvaluation, Trainer):
+    pass
+
+
+def tiny_trainer(trainer_class: type, tmp_path, **arguments) -> Trainer:
+    torch.manual_seed(0)
+    model = RoFormerForSequenceClassification(RoFormerConfig(**TINY, num_labels=2, pad_token_id=0))
+    args = TrainingArguments(tmp_path / "run", report_to="none", use_cpu=True, **arguments)
+    return trainer_class(model=model, args=args, train_dataset=Documents([3, 9, 5, 7]))
+
+
+def evaluation_order(trainer: Trainer, lengths: list[int]) -> list[int]:
+    """The lengths of the rows in the order the trainer's evaluation reads them."""
+    trainer.data_collator = lambda rows: {"length": torch.tensor([len(row["input_ids"]) for row in rows])}
+    return [n for batch in trainer.get_eval_dataloader(Documents(lengths)) for n in batch["length"].tolist()]
+
+
+def test_evaluation_keeps_the_input_order_where_batches_are_grouped_by_length(tmp_path):
+    grouped = {"train_sampling_strategy": "group_by_length", "per_device_eval_batch_size": 2}
+    lengths = [3, 9, 5, 7, 2, 8]
+    assert evaluation_order(tiny_trainer(Trainer, tmp_path, **grouped), lengths) != lengths  # what it overrides
+    assert evaluation_order(tiny_trainer(InputOrderTrainer, tmp_path, **grouped), lengths) == lengths
+
+
+def test_a_checkpoint_s_weights_are_its_first_file_and_pass_through_save_model(tmp_path):
+    trainer = tiny_trainer(Trainer, tmp_path, max_steps=1, save_steps=1, per_device_train_batch_size=2)
+    trainer.data_collator = lambda rows: {
+        "input_ids": torch.tensor([row["input_ids"][:3] for row in rows]),
+        "labels": torch.tensor([row["labels"] for row in rows]),
+    }
+    seen = []
+    around_checkpoint_weights(
+        trainer,
+        before=lambda folder: seen.append(("before", folder.name, sorted(p.name for p in folder.glob("*")))),
+        after=lambda folder: seen.append(("after", folder.name, sorted(p.name for p in folder.glob("*.safetensors")))),
+    )
+    trainer.train()
+    trainer.save_model(tmp_path / "final")  # the final model passes through without the calls
+    assert seen == [("before", "checkpoint-1", []), ("after", "checkpoint-1", ["model.safetensors"])]
+    assert (tmp_path / "run" / "checkpoint-1" / "optimizer.pt").is_file()
+    assert (tmp_path / "final" / "model.safetensors").is_file()
