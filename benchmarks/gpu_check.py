@@ -458,6 +458,7 @@ def mlm_worker(spec_path: Path) -> None:
     from transformers import TrainerCallback
 
     import run_mlm
+    from roformer_hf.training.mlm import pretraining
 
     class StepTimes(TrainerCallback):
         def __init__(self):
@@ -470,14 +471,14 @@ def mlm_worker(spec_path: Path) -> None:
             self.ends.append(time.perf_counter())
             self.graphs.append(counters["stats"]["unique_graphs"])
 
-    recorder, build = StepTimes(), run_mlm.build_stage_trainer
+    recorder, build = StepTimes(), pretraining.build_stage_trainer
 
     def build_and_record(*arguments, **options):
         trainer = build(*arguments, **options)
         trainer.add_callback(recorder)
         return trainer
 
-    run_mlm.build_stage_trainer = build_and_record
+    pretraining.build_stage_trainer = build_and_record
     spec = json.loads(spec_path.read_text())
     table = run_mlm.main(spec["arguments"])
     steps = [later - earlier for earlier, later in zip(recorder.ends, recorder.ends[1:], strict=False)]

@@ -26,6 +26,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 
 import torch
 from safetensors.torch import save_file
@@ -172,14 +173,24 @@ def install_kill_hook(kill_at: str, callbacks: list, record_dir: Path | None = N
         raise ValueError(f"unknown KILL_AT {kill_at!r}")
 
 
-# The function of each script that builds its trainers (once per stage for run_mlm.py).
-TRAINER_BUILDERS = {"run_mlm": "build_stage_trainer", "run_classification": "build_classification_trainer"}
+# The function of each script that builds its trainers (once per stage for run_mlm.py), and the module that looks it
+# up when the script calls it: the one to patch to reach every trainer a run builds.
+TRAINER_BUILDERS = {
+    "run_mlm": ("roformer_hf.training.mlm.pretraining", "build_stage_trainer"),
+    "run_classification": ("run_classification", "build_classification_trainer"),
+}
+
+
+def trainer_builder(script: str) -> tuple[ModuleType, str]:
+    """The module that looks up the trainer builder of `script` (`run_mlm` or `run_mlm.py`, ...), and its name."""
+    module_name, builder_name = TRAINER_BUILDERS[Path(script).stem]
+    return importlib.import_module(module_name), builder_name
 
 
 def record_run(module, record_dir: Path, argv: list[str] | None = None):
     """Run `module.main(argv)` with a `Recorder` on every trainer it builds; returns what `main` returns."""
-    builder_name = TRAINER_BUILDERS[module.__name__]
-    build_trainer, record, kill_callbacks = getattr(module, builder_name), {"stages": [], "pid": os.getpid()}, []
+    owner, builder_name = trainer_builder(module.__name__)
+    build_trainer, record, kill_callbacks = getattr(owner, builder_name), {"stages": [], "pid": os.getpid()}, []
     if os.environ.get("KILL_AT"):
         install_kill_hook(os.environ["KILL_AT"], kill_callbacks, record_dir)
 
@@ -190,11 +201,11 @@ def record_run(module, record_dir: Path, argv: list[str] | None = None):
             trainer.add_callback(callback)
         return trainer
 
-    setattr(module, builder_name, build_recorded_trainer)
+    setattr(owner, builder_name, build_recorded_trainer)
     try:
         return module.main(argv)
     finally:
-        setattr(module, builder_name, build_trainer)
+        setattr(owner, builder_name, build_trainer)
 
 
 def main() -> None:

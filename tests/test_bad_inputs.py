@@ -23,7 +23,7 @@ import huggingface_hub
 import pytest
 import torch
 from conftest import fail_final_saves_on_a_full_disk
-from distributed_worker import TRAINER_BUILDERS
+from distributed_worker import trainer_builder
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
@@ -517,9 +517,9 @@ def sigint_during_training(script: str, tmp: Path, monkeypatch) -> tuple[list[st
             if state.global_step == 1:
                 os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C during step 2
 
-    builder_name = TRAINER_BUILDERS[SCRIPTS[script].__name__]
-    build_trainer = getattr(SCRIPTS[script], builder_name)
-    monkeypatch.setattr(SCRIPTS[script], builder_name, lambda *a, **k: _with_callback(build_trainer(*a, **k), CtrlC()))
+    owner, builder_name = trainer_builder(script)
+    build_trainer = getattr(owner, builder_name)
+    monkeypatch.setattr(owner, builder_name, lambda *a, **k: _with_callback(build_trainer(*a, **k), CtrlC()))
     return with_value(training_run(script, tmp), "--max_steps", "3"), 130
 
 

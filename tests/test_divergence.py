@@ -7,14 +7,13 @@ import re
 
 import pytest
 import torch
+from distributed_worker import trainer_builder
 from safetensors.torch import load_file
 from test_bad_inputs import SCRIPTS, run_in_process, training_run, with_value
 from transformers import TrainerCallback
 
 from roformer_hf.training.outputs.divergence import StopOnNonFiniteWeights, weights_are_finite
 from roformer_hf.training.script_runner import run_script
-
-BUILDERS = {"run_mlm.py": "build_stage_trainer", "run_classification.py": "build_classification_trainer"}
 
 
 class NaNAtStep(TrainerCallback):
@@ -30,14 +29,15 @@ class NaNAtStep(TrainerCallback):
 
 
 def inject_nan(monkeypatch, script: str, step: int) -> None:
-    builder = getattr(SCRIPTS[script], BUILDERS[script])
+    owner, builder_name = trainer_builder(script)
+    builder = getattr(owner, builder_name)
 
     def build_with_nan(*args, **kwargs):
         trainer = builder(*args, **kwargs)
         trainer.add_callback(NaNAtStep(step))
         return trainer
 
-    monkeypatch.setattr(SCRIPTS[script], BUILDERS[script], build_with_nan)
+    monkeypatch.setattr(owner, builder_name, build_with_nan)
 
 
 def assert_finite_checkpoints(output_dir, steps: list[int]) -> None:

@@ -11,7 +11,7 @@ import shutil
 import stat
 
 import pytest
-from distributed_worker import TRAINER_BUILDERS, files_sha256
+from distributed_worker import files_sha256, trainer_builder
 from test_output_safety import (
     classification_arguments,
     classification_files,  # noqa: F401 (a fixture)
@@ -142,15 +142,15 @@ def test_a_run_whose_folder_was_deleted_stops_at_its_next_save(
         "run_mlm": (run_mlm, mlm_arguments(news_file, output_dir, "--stages", "32:4:3")),
         "run_classification": (run_classification, classification_arguments(classification_files, output_dir)),
     }[script]
-    builder_name = TRAINER_BUILDERS[script]
-    build_trainer = getattr(module, builder_name)
+    owner, builder_name = trainer_builder(script)
+    build_trainer = getattr(owner, builder_name)
 
     def build_trainer_that_loses_its_folder(*args, **kwargs):
         trainer = build_trainer(*args, **kwargs)
         trainer.add_callback(DeleteFolderAfterStep(output_dir))
         return trainer
 
-    monkeypatch.setattr(module, builder_name, build_trainer_that_loses_its_folder)
+    monkeypatch.setattr(owner, builder_name, build_trainer_that_loses_its_folder)
     line = exit_line(module.main, arguments, capsys)  # was: exit 0, the folder made again, no lock held
     assert line.startswith(f"error: --output_dir {output_dir} was deleted, moved or replaced while this run was ")
     assert not output_dir.exists()

@@ -11,10 +11,10 @@ import pytest
 from sklearn.metrics import accuracy_score, f1_score, mean_absolute_error, mean_squared_error
 from transformers import EvalPrediction
 
-import run_mlm
 from roformer_hf import metrics
 from roformer_hf.training.classification.classification_scores import compute_task_metrics
 from roformer_hf.training.classification.labels import SINGLE_LABEL
+from roformer_hf.training.mlm.whole_word_masking import masked_token_accuracy
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -89,7 +89,7 @@ def test_scripts_report_the_metrics_scikit_learn_gives(classes):
     labels = np.where(np.arange(20).reshape(4, 5) % 3 == 0, references[:20].reshape(4, 5), -100)
     masked = labels != -100
     token_predictions = predictions[:20].reshape(4, 5)
-    mlm = run_mlm.masked_token_accuracy(EvalPrediction(predictions=token_predictions, label_ids=labels))
+    mlm = masked_token_accuracy(EvalPrediction(predictions=token_predictions, label_ids=labels))
     assert mlm == {"accuracy": pytest.approx(accuracy_score(labels[masked], token_predictions[masked]))}
 
 

@@ -1,6 +1,7 @@
 """Tests of run_mlm.py: arguments, whole-word masking, packing, resuming, outputs and bad input (the stage schedule:
 test_stages.py; 2-process runs: test_distributed.py)."""
 
+import ast
 import functools
 import json
 import logging
@@ -29,7 +30,8 @@ from roformer_hf.modeling import RoFormerOnlyMLMHead
 from roformer_hf.training.building import build_config, parse_config_overrides
 from roformer_hf.training.cli import ModelArguments
 from roformer_hf.training.errors import ScriptError
-from roformer_hf.training.mlm import text_corpus
+from roformer_hf.training.mlm import pretraining, text_corpus
+from roformer_hf.training.mlm.results import fill_mask_expectation
 from roformer_hf.training.mlm.text_corpus import pack_into_blocks, split_long_text
 from roformer_hf.training.mlm.whole_word_masking import WholeWordMaskCollator, predicted_token_ids
 from roformer_hf.training.outputs.resume import RUN_SETTINGS_FILE
@@ -71,6 +73,28 @@ def run_arguments(train_file: Path, output_dir: Path, *extra: str) -> list[str]:
         *("--cache_dir", str(output_dir.parent / "cache"), "--seed", "7"),
         *extra,
     ]
+
+
+# --- the script's shape ---
+
+
+def roformer_hf_imports(script: str) -> tuple[int, int]:
+    """How many names a script at the repository root imports from roformer_hf, and from how many modules."""
+    names, modules = 0, set()
+    for node in ast.walk(ast.parse((REPO_ROOT / script).read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("roformer_hf"):
+            names, modules = names + len(node.names), modules | {node.module}
+        elif isinstance(node, ast.Import):  # `import roformer_hf.x` counts as one name of its module
+            ours = [alias.name for alias in node.names if alias.name.startswith("roformer_hf")]
+            names, modules = names + len(ours), modules | set(ours)
+    return names, len(modules)
+
+
+def test_run_mlm_imports_its_phases_from_the_mlm_wing():
+    """The script is its command line and main's sequence of phases, which live in roformer_hf/training/mlm/: it
+    imports at most 30 names from at most 12 roformer_hf modules (it imported 56 from 22 when the phases were in it)."""
+    names, modules = roformer_hf_imports("run_mlm.py")
+    assert names <= 30 and modules <= 12, f"run_mlm.py imports {names} names from {modules} roformer_hf modules"
 
 
 # --- arguments ---
@@ -519,17 +543,17 @@ def test_a_resumed_run_predicts_as_its_own_setting_says(
     """The checkpoint does not say whether the run trained sparse; the resumed run's --sparse_prediction decides."""
     output_dir = tmp_path / "run"
     arguments = run_arguments(news_file, output_dir, "--stages", "32:4:4")
-    build_trainer = run_mlm.build_stage_trainer
+    build_trainer = pretraining.build_stage_trainer
 
     def build_interrupted_trainer(*args, **kwargs):
         trainer = build_trainer(*args, **kwargs)
         trainer.add_callback(InterruptAt(str(output_dir / "stage-1"), 3))
         return trainer
 
-    monkeypatch.setattr(run_mlm, "build_stage_trainer", build_interrupted_trainer)
+    monkeypatch.setattr(pretraining, "build_stage_trainer", build_interrupted_trainer)
     with pytest.raises(Interrupt):
         run_mlm.main(arguments)
-    monkeypatch.setattr(run_mlm, "build_stage_trainer", build_trainer)
+    monkeypatch.setattr(pretraining, "build_stage_trainer", build_trainer)
     head_calls = record_mlm_head_inputs(monkeypatch)
     run_mlm.main([*arguments, "--resume_from_checkpoint", "true", "--sparse_prediction", sparse_prediction])
     training_calls = [input_dimensions for training, input_dimensions in head_calls if training]
@@ -610,17 +634,17 @@ def test_interrupted_run_resumes_to_the_same_weights(tmp_path, news_file, monkey
     run_mlm.main(arguments(news_file, tmp_path / "straight"))
 
     interrupted = tmp_path / "interrupted"
-    build_trainer = run_mlm.build_stage_trainer
+    build_trainer = pretraining.build_stage_trainer
 
     def build_interrupted_trainer(*args, **kwargs):
         trainer = build_trainer(*args, **kwargs)
         trainer.add_callback(InterruptAt(str(interrupted / f"stage-{stage}"), step))
         return trainer
 
-    monkeypatch.setattr(run_mlm, "build_stage_trainer", build_interrupted_trainer)
+    monkeypatch.setattr(pretraining, "build_stage_trainer", build_interrupted_trainer)
     with pytest.raises(Interrupt):
         run_mlm.main(arguments(news_file, interrupted))
-    monkeypatch.setattr(run_mlm, "build_stage_trainer", build_trainer)
+    monkeypatch.setattr(pretraining, "build_stage_trainer", build_trainer)
     run_mlm.main(arguments(news_file, interrupted, "--resume_from_checkpoint", "True"))
 
     straight_weights = load_file(tmp_path / "straight" / "model.safetensors")
@@ -649,9 +673,9 @@ def test_streamed_evaluation_is_bounded_by_default(tmp_path, news_file, tokenize
 
 
 def test_fill_mask_guesses_of_a_briefly_trained_model_come_with_what_to_expect():
-    line = run_mlm.fill_mask_expectation(0.0837)
+    line = fill_mask_expectation(0.0837)
     assert line.startswith("(masked-token accuracy 0.084: a model this briefly trained guesses the text's most")
-    assert run_mlm.fill_mask_expectation(0.3) is None and run_mlm.fill_mask_expectation(None) is None
+    assert fill_mask_expectation(0.3) is None and fill_mask_expectation(None) is None
 
 
 def test_what_varies_from_batch_to_batch_is_said_for_torch_compile():
@@ -660,6 +684,6 @@ def test_what_varies_from_batch_to_batch_is_said_for_torch_compile():
     from roformer_hf.training.mlm.stages import parse_stages
 
     two_lengths, one_length = parse_stages("64:16:10,128:16:10"), parse_stages("64:16:10")
-    assert run_mlm.varying_shapes(two_lengths, sparse_prediction=False) == "stages of 64 and 128 tokens"
-    assert run_mlm.varying_shapes(one_length, sparse_prediction=True).startswith("sparse prediction scores")
-    assert run_mlm.varying_shapes(one_length, sparse_prediction=False) is None
+    assert pretraining.varying_shapes(two_lengths, sparse_prediction=False) == "stages of 64 and 128 tokens"
+    assert pretraining.varying_shapes(one_length, sparse_prediction=True).startswith("sparse prediction scores")
+    assert pretraining.varying_shapes(one_length, sparse_prediction=False) is None

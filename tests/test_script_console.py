@@ -22,11 +22,13 @@ from transformers import TrainingArguments
 
 import run_classification
 import run_mlm
+from roformer_hf.training.building import build_tokenizer
 from roformer_hf.training.classification.long_documents import INPUT_DEFAULTS
-from roformer_hf.training.cli import COMMON_TRAINING_OPTIONS, ScriptTrainingArguments
+from roformer_hf.training.cli import COMMON_TRAINING_OPTIONS, ModelArguments, ScriptTrainingArguments
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.machine import cpu_precision
 from roformer_hf.training.machine.cpu_arithmetic import CpuBf16
+from roformer_hf.training.mlm.results import FILL_MASK_EXAMPLES
 from roformer_hf.training.outputs.run_outputs import check_output_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -253,7 +255,7 @@ def test_mlm_run_is_quiet_prints_results_and_how_to_load_the_model(tmp_path):
     stdout, output = run_script("run_mlm.py", [*MLM_ARGUMENTS, "--output_dir", "out"], tmp_path)
     assert " - INFO - " not in output and "[INFO|" not in output
     assert "pin_memory" not in output and "Do not forget to share" not in output
-    assert "| before training |" in output and output.count("fill-mask: ") == len(run_mlm.FILL_MASK_EXAMPLES)
+    assert "| before training |" in output and output.count("fill-mask: ") == len(FILL_MASK_EXAMPLES)
     assert stdout.rstrip().splitlines()[-5] == "model saved to out; load it with:"
     os.chdir(tmp_path)  # the printed path is relative to the folder the script ran in
     try:
@@ -267,7 +269,7 @@ def test_mlm_run_is_quiet_prints_results_and_how_to_load_the_model(tmp_path):
     assert all(torch.equal(loaded[name], tensor) for name, tensor in saved.items())
     assert (
         variables["tokenizer"].get_vocab()
-        == run_mlm.build_tokenizer(run_mlm.ModelArguments(tokenizer_name=str(DATA / "demo_vocab.txt"))).get_vocab()
+        == build_tokenizer(ModelArguments(tokenizer_name=str(DATA / "demo_vocab.txt"))).get_vocab()
     )
 
 

@@ -15,6 +15,7 @@ import run_classification
 import run_mlm
 from roformer_hf import RoFormerConfig, RoFormerForMaskedLM, RoFormerForSequenceClassification
 from roformer_hf.losses import labelled_tokens, slot_count
+from roformer_hf.training.mlm import pretraining
 from roformer_hf.training.mlm.whole_word_masking import WholeWordMaskCollator, predicted_token_ids
 from roformer_hf.training.static_shapes import StaticShapes, length_buckets
 
@@ -168,7 +169,7 @@ def mlm_arguments(tmp_path) -> list[str]:
 def test_run_mlm_compiles_one_training_and_one_evaluation_graph(tmp_path, monkeypatch, caplog):
     """Sparse prediction, a partial last batch, evaluation: two graphs, both compiled before the second epoch."""
     recorder = GraphsPerEpoch()
-    monkeypatch.setattr(run_mlm, "build_stage_trainer", recording(run_mlm.build_stage_trainer, recorder))
+    monkeypatch.setattr(pretraining, "build_stage_trainer", recording(pretraining.build_stage_trainer, recorder))
     with caplog.at_level("WARNING", logger="roformer_hf.training.static_shapes"):
         run_mlm.main(mlm_arguments(tmp_path))
     [line] = [record.getMessage() for record in caplog.records if record.name.endswith("static_shapes")]

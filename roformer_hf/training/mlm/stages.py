@@ -80,6 +80,11 @@ def plan_stages(stages_text: str | None, max_seq_length: int, training_args: Tra
     return stages
 
 
+def main_stage(stages: list[Stage]) -> Stage:
+    """The stage that trains on the most tokens: its length is the one the precision probe times."""
+    return max(stages, key=lambda stage: (stage.steps or 1) * (stage.global_batch_size or 1) * stage.max_seq_length)
+
+
 def warn_if_no_training_loss_is_logged(stages: list[Stage], training_args: TrainingArguments) -> None:
     """Warn when `--logging_steps` exceeds every stage: the Trainer would log no training loss, the curve no line."""
     longest = max(stage.steps or training_args.max_steps for stage in stages)
