@@ -6,10 +6,14 @@ transformers 5.24 renamed the key/value cache from `past_key_values` to `cache`:
 name the gradient-checkpointing layers look for. Earlier 5.x releases know only `past_key_values`; 5.24 still reads
 it, with a deprecation warning, and announces its removal. Our models take the cache under both names and hand it to
 transformers under the installed release's own name, so no release warns and none misses the cache.
+
+`Trainer` offers no public way to choose the sampler of its evaluation and test batches: `InputOrderEvaluation`
+overrides the private method that does, here, where a release that changes it is seen first.
 """
 
 from dataclasses import fields
 
+from torch.utils.data import Dataset, Sampler, SequentialSampler
 from transformers.cache_utils import Cache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 from transformers.utils import ModelOutput
@@ -55,3 +59,22 @@ LOAD_REPORT_LOGGER = "transformers.modeling_utils"
 # plan is empty). `transformers.distributed.tensor_parallel` on 5.24; `transformers.integrations.tensor_parallel`, which
 # re-exports it there, held it in earlier releases.
 TENSOR_PARALLEL_LOGGERS = ("transformers.distributed.tensor_parallel", "transformers.integrations.tensor_parallel")
+
+
+class InputOrderEvaluation:
+    """
+    A mixin for a `Trainer` that evaluates and predicts in input order, on one process. Under
+    `--train_sampling_strategy group_by_length`, transformers groups evaluation batches by length as well, which
+    reorders the rows: a caller that pools rows per document, or writes predictions beside its input file, needs them
+    in input order. Under torchrun, transformers' own sampler is kept (it shards the rows over the processes).
+
+    The order is chosen by `Trainer._get_eval_sampler(eval_dataset)`, a private method that `get_eval_dataloader` and
+    `get_test_dataloader` call with the dataset and whose `None` means "no sampler": the same in every release from
+    5.10.1 through 5.24 (transformers offers no public option for it). A release that renames it would leave this
+    override unused and the rows grouped again: `tests/test_compat.py` fails then.
+    """
+
+    def _get_eval_sampler(self, eval_dataset: Dataset) -> Sampler | None:
+        if eval_dataset is None or self.args.world_size > 1:
+            return super()._get_eval_sampler(eval_dataset)
+        return SequentialSampler(eval_dataset)

@@ -1,5 +1,6 @@
 """The installed transformers release, whichever of the supported range it is (README, "Supported transformers"):
-the cache under both of its names, and no deprecated transformers API on our side, warned or logged."""
+the cache under both of its names, no deprecated transformers API on our side, warned or logged, and the private
+`Trainer` method that orders evaluation batches still there."""
 
 import logging
 import warnings
@@ -10,10 +11,10 @@ import torch
 import transformers
 from conftest import TINY, enable_activation_checkpointing
 from packaging.version import Version
-from transformers import DynamicCache
+from transformers import DynamicCache, Trainer, TrainingArguments
 
 from roformer_hf import RoFormerConfig, RoFormerForCausalLM, RoFormerForMaskedLM, RoFormerModel
-from roformer_hf.compat import CACHE_NAME, cache_of
+from roformer_hf.compat import CACHE_NAME, InputOrderEvaluation, cache_of
 
 CONFIGS = {
     "causal": {"is_decoder": True},
@@ -144,3 +145,29 @@ def test_a_script_load_names_no_layer_as_not_sharded(tmp_path):
             logger.removeHandler(handler)
     assert quiet == []
     assert any("were not sharded" in record.getMessage() for record in records)  # the check ran, and is what we quiet
+
+
+class InputOrderTrainer(InputOrderEvaluation, Trainer):
+    pass
+
+
+def test_input_order_evaluation_keeps_rows_in_order_where_transformers_groups_them(tmp_path):
+    """Under group_by_length, transformers' own evaluation batches are grouped by length (the longest row first): the
+    mixin's override of `Trainer._get_eval_sampler` (a private method) still takes its place, and keeps input order."""
+    lengths = [3, 9, 1, 7, 5, 2, 8, 4]
+    dataset = [{"input_ids": list(range(length))} for length in lengths]
+    args = TrainingArguments(
+        tmp_path,
+        train_sampling_strategy="group_by_length",
+        per_device_eval_batch_size=2,
+        use_cpu=True,
+        report_to="none",
+    )
+    model, row_lengths = RoFormerModel(RoFormerConfig(**TINY)), lambda rows: [len(row["input_ids"]) for row in rows]
+
+    def evaluation_order(trainer_class: type[Trainer]) -> list[int]:
+        trainer = trainer_class(model=model, args=args, data_collator=row_lengths)
+        return [length for batch in trainer.get_eval_dataloader(dataset) for length in batch]
+
+    assert evaluation_order(Trainer)[0] == 9  # what the override is for
+    assert evaluation_order(InputOrderTrainer) == lengths
