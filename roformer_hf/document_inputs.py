@@ -12,15 +12,11 @@ The recipe a classifier was fine-tuned with is its config's `classification_inpu
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
-# How documents become model inputs: saved in a fine-tuned classifier's config (`classification_inputs`) by
-# run_classification.py, and read again when it evaluates, predicts or is served by a pipeline.
-INPUT_SETTINGS = ("max_seq_length", "truncation_side", "long_doc_strategy", "chunk_stride", "chunk_pooling")
 TRUNCATION_SIDES = ("head", "tail", "head_tail")
 LONG_DOC_STRATEGIES = ("truncate", "chunk")
 CHUNK_POOLINGS = ("mean", "max")
@@ -29,20 +25,12 @@ CHUNK_POOLINGS = ("mean", "max")
 MIN_SEQ_LENGTH = 8
 
 
-class ReadingRecipe(Protocol):
-    """What `document_model_inputs` reads of a recipe: run_classification.py's `DataArguments`, or a
-    `DocumentRecipe`."""
-
-    max_seq_length: int
-    truncation_side: str
-    long_doc_strategy: str
-    chunk_stride: int
-
-
 @dataclass(frozen=True)
 class DocumentRecipe:
     """
-    How a classifier reads a document: the `classification_inputs` of its config.
+    How a classifier reads a document: the `classification_inputs` of its config. Its fields are the input settings
+    (`INPUT_SETTINGS`), declared here and nowhere else: run_classification.py's options of the same names, the settings
+    a resume must repeat and the pipeline that serves the classifier all read them from here.
 
     Args:
         max_seq_length (`int`): tokens per model input, special tokens included (the window length when chunking).
@@ -53,10 +41,10 @@ class DocumentRecipe:
     """
 
     max_seq_length: int
-    truncation_side: str
-    long_doc_strategy: str
+    truncation_side: str = field(metadata={"choices": TRUNCATION_SIDES})
+    long_doc_strategy: str = field(metadata={"choices": LONG_DOC_STRATEGIES})
     chunk_stride: int
-    chunk_pooling: str
+    chunk_pooling: str = field(metadata={"choices": CHUNK_POOLINGS})
 
     @classmethod
     def from_settings(cls, settings: dict) -> "DocumentRecipe":
@@ -80,15 +68,11 @@ class DocumentRecipe:
         return recipe
 
     def check_choices(self) -> None:
-        for name, allowed in (
-            ("truncation_side", TRUNCATION_SIDES),
-            ("long_doc_strategy", LONG_DOC_STRATEGIES),
-            ("chunk_pooling", CHUNK_POOLINGS),
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, str) or value not in allowed:
+        for setting in fields(self):
+            allowed, value = setting.metadata.get("choices"), getattr(self, setting.name)
+            if allowed is not None and (not isinstance(value, str) or value not in allowed):
                 raise ValueError(
-                    f"classification_inputs has {name} {value!r}: use one of {', '.join(map(repr, allowed))}."
+                    f"classification_inputs has {setting.name} {value!r}: use one of {', '.join(map(repr, allowed))}."
                 )
 
     def check_lengths(self) -> None:
@@ -115,6 +99,11 @@ class DocumentRecipe:
     @property
     def reads_in_windows(self) -> bool:
         return self.long_doc_strategy == "chunk"
+
+
+# How documents become model inputs: saved in a fine-tuned classifier's config (`classification_inputs`) by
+# run_classification.py, and read again when it evaluates, predicts or is served by a pipeline.
+INPUT_SETTINGS = tuple(setting.name for setting in fields(DocumentRecipe))
 
 
 def truncate_token_ids(token_ids: Sequence[int], max_length: int, side: str = "head") -> list[int]:
@@ -238,27 +227,27 @@ def tokenize_texts(tokenizer: PreTrainedTokenizerBase, texts: list[str]) -> list
 
 
 def document_parts(
-    first_ids: list[int], second_ids: list[int] | None, body_length: int, reading: ReadingRecipe
+    first_ids: list[int], second_ids: list[int] | None, body_length: int, recipe: DocumentRecipe
 ) -> list[tuple[list[int], list[int] | None]]:
     """The (first, second) token ids of every model input of one document: its windows, or its truncated text(s)."""
-    if reading.long_doc_strategy == "chunk":
-        return [(window, None) for window in split_into_windows(first_ids, body_length, reading.chunk_stride)]
+    if recipe.reads_in_windows:
+        return [(window, None) for window in split_into_windows(first_ids, body_length, recipe.chunk_stride)]
     if second_ids is not None:
-        return [truncate_pair(first_ids, second_ids, body_length, reading.truncation_side)]
-    return [(truncate_token_ids(first_ids, body_length, reading.truncation_side), None)]
+        return [truncate_pair(first_ids, second_ids, body_length, recipe.truncation_side)]
+    return [(truncate_token_ids(first_ids, body_length, recipe.truncation_side), None)]
 
 
 def document_model_inputs(
-    first_ids: list[int], second_ids: list[int] | None, reading: ReadingRecipe, cls_token_id: int, sep_token_id: int
+    first_ids: list[int], second_ids: list[int] | None, recipe: DocumentRecipe, cls_token_id: int, sep_token_id: int
 ) -> list[dict[str, list[int]]]:
     """
     The model inputs of one document as the recipe reads it: one, or one per window, each `[CLS] first [SEP]` (or
-    `[CLS] first [SEP] second [SEP]`) of at most `reading.max_seq_length` tokens, with its `input_ids`,
+    `[CLS] first [SEP] second [SEP]`) of at most `recipe.max_seq_length` tokens, with its `input_ids`,
     `token_type_ids` and `attention_mask`.
     """
-    body_length = reading.max_seq_length - (3 if second_ids is not None else 2)
+    body_length = recipe.max_seq_length - (3 if second_ids is not None else 2)
     model_inputs = []
-    for first_part, second_part in document_parts(first_ids, second_ids, body_length, reading):
+    for first_part, second_part in document_parts(first_ids, second_ids, body_length, recipe):
         encoded = add_special_tokens(first_part, second_part, cls_token_id, sep_token_id)
         model_inputs.append({**encoded, "attention_mask": [1] * len(encoded["input_ids"])})
     return model_inputs

@@ -1,6 +1,7 @@
 """Tests of roformer_hf/training/classification/long_documents.py: truncation, windows, special tokens, the pooling of
 window logits, the encoding of a batch with the real tokenizer, and which input settings a run uses."""
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -9,6 +10,7 @@ from conftest import REPO_ROOT, TINY
 
 from roformer_hf.document_inputs import (
     INPUT_SETTINGS,
+    DocumentRecipe,
     add_special_tokens,
     pool_chunk_logits,
     split_into_windows,
@@ -16,7 +18,12 @@ from roformer_hf.document_inputs import (
     truncate_token_ids,
 )
 from roformer_hf.training.classification.labels import SINGLE_LABEL, LabelInfo
-from roformer_hf.training.classification.long_documents import encode_batch, first_per_document, resolve_input_settings
+from roformer_hf.training.classification.long_documents import (
+    DEFAULT_RECIPE,
+    encode_batch,
+    first_per_document,
+    resolve_input_settings,
+)
 from roformer_hf.training.errors import ScriptError
 from run_classification import DataArguments
 
@@ -224,3 +231,15 @@ def test_the_long_document_experiment_dry_run_writes_its_table(tmp_path):
     for setting in ("max_seq_length 64 (head)", "max_seq_length 128 (head)", "chunks of 64 tokens, mean-pooled"):
         assert f"| RoFormer, {setting}" in table
     assert "| pretraining (eval loss" in table
+
+
+def test_the_command_line_takes_the_input_settings_from_the_recipe():
+    """One declaration: every field of `DocumentRecipe` is an option of run_classification.py, with the recipe's
+    choices and `DEFAULT_RECIPE`'s value as its default; the defaults are a recipe a classifier's config accepts."""
+    options = {option.name: option for option in dataclasses.fields(DataArguments)}
+    for setting in dataclasses.fields(DocumentRecipe):
+        option = options[setting.name]
+        assert option.default == getattr(DEFAULT_RECIPE, setting.name)
+        assert option.metadata.get("choices") == (list(setting.metadata["choices"]) if setting.metadata else None)
+    assert DocumentRecipe.from_settings(dataclasses.asdict(DEFAULT_RECIPE)) == DEFAULT_RECIPE
+    assert DataArguments().recipe() == DEFAULT_RECIPE

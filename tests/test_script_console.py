@@ -23,7 +23,7 @@ from transformers import TrainingArguments
 import run_classification
 import run_mlm
 from roformer_hf.training.building import build_tokenizer
-from roformer_hf.training.classification.long_documents import INPUT_DEFAULTS
+from roformer_hf.training.classification.long_documents import DEFAULT_RECIPE
 from roformer_hf.training.cli import COMMON_TRAINING_OPTIONS, ModelArguments, ScriptTrainingArguments
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.machine import cpu_precision
@@ -116,8 +116,8 @@ def test_help_shows_the_input_settings_defaults(monkeypatch, capsys):
     text = printed_help("run_classification.py", "--help", monkeypatch, capsys)
     options = re.split(r"^  (?=--)", text, flags=re.MULTILINE)  # one part per option, its help lines with it
     shown = {part.split()[0].removeprefix("--"): " ".join(part.split()) for part in options[1:]}
-    assert INPUT_DEFAULTS["max_seq_length"] == 1024
-    for name, default in INPUT_DEFAULTS.items():
+    assert DEFAULT_RECIPE.max_seq_length == 1024
+    for name, default in dataclasses.asdict(DEFAULT_RECIPE).items():
         assert shown[name].endswith(f"(default: {default})"), shown[name]
 
 

@@ -16,10 +16,14 @@ if TYPE_CHECKING:
 
 class InputOrderEvaluation:
     """
-    A `Trainer` mixin (put it before the Trainer class) whose evaluation and prediction batches follow the dataset's
-    order in a single process. transformers groups evaluation batches by length too under
-    `--train_sampling_strategy group_by_length`, through the private `Trainer._get_eval_sampler`; several processes
-    keep the Trainer's own (distributed) sampler.
+    A `Trainer` mixin (put it before the Trainer class) that evaluates and predicts in input order, on one process.
+    Under `--train_sampling_strategy group_by_length`, transformers groups evaluation batches by length as well, which
+    reorders the rows: a caller that pools rows per document, or writes predictions beside its input file, needs them
+    in input order. Under torchrun, transformers' own sampler is kept (it shards the rows over the processes).
+
+    The order is chosen by `Trainer._get_eval_sampler(eval_dataset)`, a private method that `get_eval_dataloader` and
+    `get_test_dataloader` call with the dataset and whose `None` means "no sampler" (transformers offers no public
+    option for it).
     """
 
     def _get_eval_sampler(self, eval_dataset: Dataset | None) -> Sampler | None:

@@ -51,8 +51,9 @@ def run_inference(
     finally:
         trainer.compute_metrics = metrics_of_eval_split
     logits, labels = output.predictions, output.label_ids
-    if data_args.long_doc_strategy == "chunk":
-        logits, labels = pool_documents(logits, labels, list(dataset["document_index"]), data_args.chunk_pooling)
+    recipe = data_args.recipe()
+    if recipe.reads_in_windows:
+        logits, labels = pool_documents(logits, labels, list(dataset["document_index"]), recipe.chunk_pooling)
     # said beside the scores: served in another precision, they differ (docs/scripts.md, "Precision of the scores")
     precision = evaluation_precision(trainer.args, trainer.model)
     metrics = {**output.metrics, f"{prefix}_samples": len(logits), f"{prefix}_precision": precision}

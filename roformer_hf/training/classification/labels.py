@@ -18,6 +18,9 @@ from ..errors import ScriptError
 logger = logging.getLogger(__name__)
 
 SINGLE_LABEL, MULTI_LABEL, REGRESSION = "single_label_classification", "multi_label_classification", "regression"
+# --problem_type: one of transformers' problem types, or INFERRED, taken from the training labels (`label_info_from_data`)
+INFERRED = "auto"
+PROBLEM_TYPES = (INFERRED, SINGLE_LABEL, MULTI_LABEL, REGRESSION)
 
 
 @dataclass
@@ -336,7 +339,7 @@ def label_info_from_data(
 ) -> LabelInfo:
     """The problem type (`--problem_type` or inferred from the labels) and the label names: those the schema
     declares (`declared_names`, in their order), else those of the training rows, sorted."""
-    if problem_type == "auto":
+    if problem_type == INFERRED:
         problem_type = infer_problem_type(train_dataset.features[column])
         check_not_whole_floats(train_dataset[column], column, problem_type)
     if problem_type == REGRESSION:

@@ -7,13 +7,19 @@ windows, `split_into_windows`, whose logits `pool_chunk_logits` pools back into 
 
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Protocol, TypeVar
 
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
-from ...document_inputs import INPUT_SETTINGS, document_model_inputs, pool_chunk_logits, tokenize_texts
+from ...document_inputs import (
+    INPUT_SETTINGS,
+    DocumentRecipe,
+    document_model_inputs,
+    pool_chunk_logits,
+    tokenize_texts,
+)
 from ...modeling import RoFormerForSequenceClassification
 from ..errors import ScriptError
 from .labels import LabelInfo, encode_label
@@ -22,18 +28,9 @@ logger = logging.getLogger(__name__)
 
 # The input settings of a run that gives none and fine-tunes a checkpoint that recorded none
 # (`resolve_input_settings`): run_classification.py's DataArguments take them as their defaults, and --help shows them.
-DEFAULT_MAX_SEQ_LENGTH = 1024
-DEFAULT_TRUNCATION_SIDE = "head"
-DEFAULT_LONG_DOC_STRATEGY = "truncate"
-DEFAULT_CHUNK_STRIDE = 128
-DEFAULT_CHUNK_POOLING = "mean"
-INPUT_DEFAULTS = {
-    "max_seq_length": DEFAULT_MAX_SEQ_LENGTH,
-    "truncation_side": DEFAULT_TRUNCATION_SIDE,
-    "long_doc_strategy": DEFAULT_LONG_DOC_STRATEGY,
-    "chunk_stride": DEFAULT_CHUNK_STRIDE,
-    "chunk_pooling": DEFAULT_CHUNK_POOLING,
-}
+DEFAULT_RECIPE = DocumentRecipe(
+    max_seq_length=1024, truncation_side="head", long_doc_strategy="truncate", chunk_stride=128, chunk_pooling="mean"
+)
 
 
 def first_per_document(values: np.ndarray, document_ids: Sequence[int]) -> np.ndarray:
@@ -52,16 +49,14 @@ def pool_documents(
 
 
 class DocumentReading(Protocol):
-    """What this module reads of run_classification.py's `DataArguments`: the columns and how to cut documents."""
+    """What this module reads of run_classification.py's `DataArguments`: the columns, and how to cut documents (its
+    `recipe()`, once every input setting is known: `resolve_input_settings`)."""
 
     text_column_name: str
     text_pair_column_name: str | None
     label_column_name: str
-    max_seq_length: int
-    truncation_side: str
-    long_doc_strategy: str
-    chunk_stride: int
-    chunk_pooling: str
+
+    def recipe(self) -> DocumentRecipe: ...
 
 
 Reading = TypeVar("Reading", bound=DocumentReading)
@@ -91,9 +86,9 @@ def encode_batch(
     labels = batch.get(data_args.label_column_name)
     features: dict[str, list] = {"input_ids": [], "token_type_ids": [], "attention_mask": [], "document_index": []}
     features.update({"length": [], **({"labels": []} if labels is not None else {})})
-    cls_token_id, sep_token_id = tokenizer.cls_token_id, tokenizer.sep_token_id
+    cls_token_id, sep_token_id, recipe = tokenizer.cls_token_id, tokenizer.sep_token_id, data_args.recipe()
     for position, (first_ids, second_ids) in enumerate(zip(first_texts, second_texts, strict=True)):
-        for encoded in document_model_inputs(first_ids, second_ids, data_args, cls_token_id, sep_token_id):
+        for encoded in document_model_inputs(first_ids, second_ids, recipe, cls_token_id, sep_token_id):
             for name, ids in encoded.items():  # input_ids, token_type_ids, attention_mask
                 features[name].append(ids)
             features["document_index"].append(indices[position])
@@ -108,7 +103,7 @@ def resolve_input_settings(
 ) -> Reading:
     """
     The input settings (`INPUT_SETTINGS`) of this run: those the command line gives, else those the checkpoint was
-    fine-tuned with (its config's `classification_inputs`), else `INPUT_DEFAULTS`. They are written into
+    fine-tuned with (its config's `classification_inputs`), else `DEFAULT_RECIPE`. They are written into
     `model.config.classification_inputs`, so the saved classifier remembers how it read its documents.
 
     Args:
@@ -120,7 +115,7 @@ def resolve_input_settings(
     Returns:
         A copy of `data_args` with every input setting filled in.
     """
-    saved = model.config.classification_inputs or {}
+    saved, defaults = model.config.classification_inputs or {}, asdict(DEFAULT_RECIPE)
     settings = {}
     for name in INPUT_SETTINGS:
         given, trained_with = getattr(data_args, name), saved.get(name)
@@ -130,7 +125,7 @@ def resolve_input_settings(
                 f"are read differently than in training, which can change the results (leave out --{name} to use "
                 f"{trained_with})."
             )
-        settings[name] = next(value for value in (given, trained_with, INPUT_DEFAULTS[name]) if value is not None)
+        settings[name] = next(value for value in (given, trained_with, defaults[name]) if value is not None)
     if not training and not saved and any(getattr(data_args, name) is None for name in INPUT_SETTINGS):
         logger.warning(
             f"{model_name} does not record how it read documents when fine-tuned (max_seq_length, truncation_side, "
