@@ -2,7 +2,6 @@
 chunking, head_tail truncation, pairs) and the bad inputs. The functions it uses from roformer_hf/training are tested
 in test_long_documents.py, test_labels.py and test_classification_scores.py."""
 
-import ast
 import csv
 import json
 import logging
@@ -471,13 +470,3 @@ def test_model_card_command_reruns_as_written(tmp_path, monkeypatch):
 
 
 # --- The script's shape: a short sequence of phases whose code lives in roformer_hf/training/classification ---
-
-
-def test_the_script_imports_few_names_from_few_roformer_hf_modules():
-    """Issue 43: each script imports at most 30 names from at most 12 roformer_hf modules (its phases live in the
-    package, named for their concern)."""
-    tree = ast.parse((REPO_ROOT / "run_classification.py").read_text(encoding="utf-8"))
-    imports = [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
-    ours = [node for node in imports if node.module and node.module.startswith("roformer_hf")]
-    names = [alias.name for node in ours for alias in node.names]
-    assert len(names) <= 30 and len({node.module for node in ours}) <= 12, sorted(names)

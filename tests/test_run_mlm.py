@@ -1,7 +1,6 @@
 """Tests of run_mlm.py: arguments, whole-word masking, packing, resuming, outputs and bad input (the stage schedule:
 test_stages.py; 2-process runs: test_distributed.py)."""
 
-import ast
 import functools
 import json
 import logging
@@ -76,25 +75,6 @@ def run_arguments(train_file: Path, output_dir: Path, *extra: str) -> list[str]:
 
 
 # --- the script's shape ---
-
-
-def roformer_hf_imports(script: str) -> tuple[int, int]:
-    """How many names a script at the repository root imports from roformer_hf, and from how many modules."""
-    names, modules = 0, set()
-    for node in ast.walk(ast.parse((REPO_ROOT / script).read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("roformer_hf"):
-            names, modules = names + len(node.names), modules | {node.module}
-        elif isinstance(node, ast.Import):  # `import roformer_hf.x` counts as one name of its module
-            ours = [alias.name for alias in node.names if alias.name.startswith("roformer_hf")]
-            names, modules = names + len(ours), modules | set(ours)
-    return names, len(modules)
-
-
-def test_run_mlm_imports_its_phases_from_the_mlm_wing():
-    """The script is its command line and main's sequence of phases, which live in roformer_hf/training/mlm/: it
-    imports at most 30 names from at most 12 roformer_hf modules (it imported 56 from 22 when the phases were in it)."""
-    names, modules = roformer_hf_imports("run_mlm.py")
-    assert names <= 30 and modules <= 12, f"run_mlm.py imports {names} names from {modules} roformer_hf modules"
 
 
 # --- arguments ---
