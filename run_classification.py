@@ -45,6 +45,7 @@ from roformer_hf.document_inputs import (
     MIN_SEQ_LENGTH,
     TRUNCATION_SIDES,
     DocumentRecipe,
+    windows_move_forward,
 )
 from roformer_hf.training.classification.documents import load_labelled_documents
 from roformer_hf.training.classification.fine_tuning import (
@@ -176,7 +177,7 @@ class DataArguments(DatasetArguments):
             raise ValueError(f"--max_seq_length must be at least {MIN_SEQ_LENGTH}, got {self.max_seq_length}.")
         if None in (self.long_doc_strategy, self.chunk_stride, self.max_seq_length):
             return
-        if self.long_doc_strategy == "chunk" and not 0 <= self.chunk_stride < self.max_seq_length // 2:
+        if self.long_doc_strategy == "chunk" and not windows_move_forward(self.chunk_stride, self.max_seq_length):
             raise ValueError(
                 f"--chunk_stride ({self.chunk_stride}) must be at least 0 and less than half of --max_seq_length "
                 f"({self.max_seq_length}), so that windows move forward."

@@ -25,6 +25,12 @@ CHUNK_POOLINGS = ("mean", "max")
 MIN_SEQ_LENGTH = 8
 
 
+def windows_move_forward(chunk_stride: int, max_seq_length: int) -> bool:
+    """Whether windows of `max_seq_length` tokens sharing `chunk_stride` of them move forward through a document: the
+    stride at least 0 and less than half the window (the one rule of `classification_inputs` and `--chunk_stride`)."""
+    return 0 <= chunk_stride < max_seq_length // 2
+
+
 @dataclass(frozen=True)
 class DocumentRecipe:
     """
@@ -90,7 +96,7 @@ class DocumentRecipe:
             raise ValueError(
                 f"classification_inputs has max_seq_length {self.max_seq_length}: use {MIN_SEQ_LENGTH} or more."
             )
-        if self.reads_in_windows and not 0 <= self.chunk_stride < self.max_seq_length // 2:
+        if self.reads_in_windows and not windows_move_forward(self.chunk_stride, self.max_seq_length):
             raise ValueError(
                 f"classification_inputs has chunk_stride {self.chunk_stride}: it must be {stride_range}, so that "
                 "windows move forward."

@@ -174,33 +174,14 @@ def pretrain(
     training_args: TrainingArguments,
 ) -> StagedTrainer:
     """
-    Pretrain `model` through `stages`: under `--torch_compile`, with the batches' static shapes (or compiled for every
-    length where they vary), each stage tokenizing the text to its length (`tokenize_to_length`), training, then
-    evaluating (loss, perplexity, masked-token accuracy) and saving its results in its folder (`train_stages`).
-    Returns the last stage's trainer.
+    Pretrain `model` through `stages` (`stages.walk_stages`), from where `--resume_from_checkpoint` says once a resume
+    is checked to repeat the settings of the run it continues: each stage tokenizes the text to its length
+    (`tokenize_to_length`), trains, then evaluates (loss, perplexity, masked-token accuracy) and saves its results in
+    its folder; under `--torch_compile`, with the batches' static shapes (or compiled for every length where they
+    vary). Returns the last stage's trainer.
     """
     static_shape_count = prepare_static_shapes(model, stages, data_args, masking_args, training_args)
     varying = None if static_shape_count else varying_shapes(stages, masking_args.sparse_prediction)
-    with (
-        compiled_for_every_length(training_args, varying),
-        compiled_once_per_shape(training_args, static_shape_count),
-    ):
-        return train_stages(model, tokenizer, tokenize_to_length, stages, data_args, masking_args, training_args)
-
-
-def train_stages(
-    model: RoFormerForMaskedLM,
-    tokenizer: PreTrainedTokenizerBase,
-    tokenize_to_length: Callable[[int], datasets.DatasetDict],
-    stages: list[Stage],
-    data_args: Any,
-    masking_args: Any,
-    training_args: TrainingArguments,
-) -> StagedTrainer:
-    """
-    Walk the stages (`stages.walk_stages`), from where `--resume_from_checkpoint` says, after checking that a resume
-    repeats the settings of the run it continues. Returns the last stage's trainer.
-    """
     first_index, checkpoint = find_starting_point(training_args, stages)
     settings = mlm_run_settings(data_args, masking_args, training_args)
     if checkpoint is not None:
@@ -218,7 +199,11 @@ def train_stages(
         record_run_settings(trainer, settings)
         return trainer
 
-    return walk_stages(model, stages, training_args, trainer_for_stage, first_index, checkpoint)
+    with (
+        compiled_for_every_length(training_args, varying),
+        compiled_once_per_shape(training_args, static_shape_count),
+    ):
+        return walk_stages(model, stages, training_args, trainer_for_stage, first_index, checkpoint)
 
 
 __all__ = [
@@ -228,6 +213,5 @@ __all__ = [
     "prepare_static_shapes",
     "pretrain",
     "stage_shapes",
-    "train_stages",
     "varying_shapes",
 ]
