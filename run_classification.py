@@ -232,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
         "run_classification.py",
         argv,
         DEMO_ARGUMENTS,
-        checks_output_dir=training_args.do_train,
+        trains=training_args.do_train,
         evaluates=evaluates,
     ):
         raw_datasets, label_info, sources = load_labelled_documents(model_args, data_args, training_args)

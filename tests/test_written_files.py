@@ -148,6 +148,34 @@ def test_a_run_records_what_it_wrote_and_overwrites_only_that(tmp_path):
         SCRIPTS["run_classification.py"].main([*arguments, "--overwrite_output_dir"])
 
 
+def test_a_run_that_only_evaluates_writes_over_no_file_of_the_user_s(tmp_path):
+    """A run without --do_train writes its results beside a model or an earlier run, never over a user's file of a
+    result's name (before, an evaluation replaced a user's all_results.json without a word); what it wrote is
+    recorded, so that the next evaluation replaces it."""
+    from transformers import TrainingArguments
+
+    from roformer_hf.training.outputs.output_record import close_record, read_record
+    from roformer_hf.training.outputs.run_outputs import check_output_dir
+
+    model = tmp_path / "model"  # a model folder without a record: its files are the user's
+    model.mkdir()
+    for name in ("config.json", "model.safetensors", "README.md", "vocab.txt"):
+        (model / name).write_text("{}")
+    args = TrainingArguments(model, report_to="none")
+    with pytest.raises(ScriptError, match=r"holds README\.md, config\.json"):
+        check_output_dir(args)  # a run that trains would write over the model
+    check_output_dir(args, trains=False)  # one that evaluates writes beside it
+    (model / "eval_results.json").write_text("{}")
+    close_record(model)
+    assert read_record(model) == {"files": ["eval_results.json"]}
+    check_output_dir(args, trains=False)  # the next evaluation may replace it
+
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "all_results.json").write_text('{"mine": 1}')
+    with pytest.raises(ScriptError, match=r"holds all_results\.json, which no run"):
+        check_output_dir(TrainingArguments(tmp_path / "mine", report_to="none"), trains=False)
+
+
 def test_a_killed_run_s_files_are_still_its_own(tmp_path):
     """A run killed while its record is open: what appeared since it opened counts as a run's, what was there before
     stays the user's; once closed, a file the user adds is the user's."""

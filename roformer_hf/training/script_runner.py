@@ -145,7 +145,7 @@ def script_run(
     argv: Sequence[str] | None,
     demo_arguments: Sequence[str],
     *,
-    checks_output_dir: bool = True,
+    trains: bool = True,
     evaluates: bool = True,
 ) -> Iterator[None]:
     """
@@ -159,8 +159,9 @@ def script_run(
         script (`str`): the script's file name, for the resume command.
         argv (`Sequence[str]`, *optional*): the arguments `main` was given (`None`: those of `sys.argv`).
         demo_arguments (`Sequence[str]`): the script's demo, which `argv` runs when it names no data and no model.
-        checks_output_dir (`bool`, defaults to `True`): check `--output_dir` before the run (earlier runs, the user's
-            files, free space).
+        trains (`bool`, defaults to `True`): whether the run trains; `--output_dir` is checked before the run for what
+            it writes (earlier runs and the user's files where it trains, the user's files of a result's name where it
+            only evaluates or predicts; `run_outputs.check_output_dir`).
         evaluates (`bool`, defaults to `True`): whether the run evaluates (the metrics' cache is then checked too).
     """
     setup_logging(training_args)
@@ -168,8 +169,7 @@ def script_run(
     check_distributed_launch(training_args)
     with guard_run(training_args, script, demo_or_given_arguments(argv, demo_arguments, announce=False)):
         check_publishing(training_args)
-        if checks_output_dir:
-            check_output_dir(training_args)
+        check_output_dir(training_args, trains)
         check_caches_writable(model_args.cache_dir, evaluates=evaluates)
         set_seed(training_args.seed)
         yield

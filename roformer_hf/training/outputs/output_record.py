@@ -141,9 +141,10 @@ def forget_entries(folder: str | Path, names: set[str]) -> None:
         write_json_atomically(Path(folder) / RECORD_NAME, record, indent=1)
 
 
-def user_file_clashes(output_dir: str | Path) -> list[str]:
-    """The entries at the top of `output_dir` that no run wrote (`run_entries`) and that a training run
-    would write over or delete (a user's README.md, modeling.py, vocab.txt, config.json, ...)."""
+def user_file_clashes(output_dir: str | Path, trains: bool = True) -> list[str]:
+    """The entries at the top of `output_dir` that no run wrote (`run_entries`) and that a training run would write
+    over or delete (a user's README.md, modeling.py, vocab.txt, config.json, ...), or a run that only evaluates or
+    predicts (`trains=False`: a user's all_results.json, predictions.jsonl, ...)."""
     output_dir = Path(output_dir)
     if not output_dir.is_dir():
         return []
@@ -153,7 +154,9 @@ def user_file_clashes(output_dir: str | Path) -> list[str]:
     return sorted(
         entry.name
         for entry in output_dir.iterdir()
-        if entry.name not in ours and not entry.name.startswith(RUN_ONLY_PREFIXES) and is_written(Path(entry.name))
+        if entry.name not in ours
+        and not entry.name.startswith(RUN_ONLY_PREFIXES)
+        and is_written(Path(entry.name), trains)
     )
 
 

@@ -57,25 +57,27 @@ def is_resuming(training_args: TrainingArguments) -> bool:
     return resume is not None and str(resume).lower() != "false"
 
 
-def check_output_dir(training_args: TrainingArguments) -> None:
+def check_output_dir(training_args: TrainingArguments, trains: bool = True) -> None:
     """
     Before anything is loaded or written: refuse an output_dir holding a file of the user's that the run would write
     over (`output_record.user_file_clashes`, whatever the options), one that holds an earlier run (unless
     `--overwrite_output_dir` or `--resume_from_checkpoint`), a dangling link as output_dir, and checkpoint or stage
     folders that are links (`refuse_foreign_run_folders`); check that the folder can be written, and open its record of
-    what runs wrote there (`output_record`).
+    what runs wrote there (`output_record`). A run that does not train (`trains=False`: it only evaluates or
+    predicts) is refused only a file of the user's with the name of a result, picture or predictions file it writes
+    (`written_files.EVALUATION_FILES`): it may write beside a model or an earlier run, never over a user's file.
 
     Raises `ScriptError` naming the options that allow it, or the reason the folder cannot be written.
     """
     output_dir = Path(training_args.output_dir)
     overwrite = getattr(training_args, "overwrite_output_dir", False)
     refuse_dangling_link(output_dir, "--output_dir")
-    if not overwrite:
+    if trains and not overwrite:
         refuse_foreign_run_folders(output_dir)
-    clashes = [name for name in user_file_clashes(output_dir) if not _misnamed_run_folder(output_dir / name)]
+    clashes = [name for name in user_file_clashes(output_dir, trains) if not _misnamed_run_folder(output_dir / name)]
     if clashes:
         raise user_files_refusal(output_dir, clashes)
-    earlier = earlier_run_outputs(output_dir)
+    earlier = earlier_run_outputs(output_dir) if trains else []
     if earlier and not overwrite and not is_resuming(training_args):
         raise earlier_run_error(output_dir, earlier)
     try:
