@@ -39,7 +39,7 @@ RESULT_FILES = (
 )
 # Private to the run, uploaded only when asked: predictions and pictures of the user's data (and the label legend of
 # a picture), the run's settings and the Trainer's state. Checkpoints, stage folders, TensorBoard logs and the lock
-# are never uploaded from here (Trainer's `hub_strategy` is the way to publish checkpoints).
+# are never uploaded from here (a checkpoint folder is uploaded by `push_folder_to_hub` of that folder).
 RUN_FILES = ("predictions.jsonl", "confusion_matrix_*", "loss_curve.png", "run_settings.json", "trainer_state.json")
 
 
@@ -100,7 +100,32 @@ def files_to_upload(folder: str | Path, include_run_files: bool = False) -> list
     if include_run_files:
         present = (path.name for path in folder.iterdir() if path.is_file())
         names.update(name for name in present if any(fnmatchcase(name, pattern) for pattern in RUN_FILES))
-    return sorted(name for name in names if (folder / name).is_file())
+    sent = sorted(name for name in names if (folder / name).is_file())
+    for name in sent:
+        check_not_a_link_outside(folder, name)
+    return sent
+
+
+def check_not_a_link_outside(folder: Path, name: str) -> None:
+    """
+    Refuse a file of the upload that is a link to a file outside `folder` (a `tokenizer.json` pointing at a file of
+    the user's home): the upload would send that file's content under the link's name. Links inside the folder, and
+    a Hub cache snapshot's links into its repository's `blobs`, are the folder's own files.
+    """
+    path = folder / name
+    if not path.is_symlink():
+        return
+    target = path.resolve()
+    own = [folder.resolve()]
+    if (
+        folder.resolve().parent.name == "snapshots"
+    ):  # models--owner--name/snapshots/<commit>/, as hf download leaves it
+        own.append(folder.resolve().parent.parent / "blobs")
+    if not any(target.is_relative_to(root) for root in own):
+        raise ValueError(
+            f"{path} is a link to {target}, outside {folder}: an upload would send that file under the name {name}. "
+            f"Put the file itself there (cp --remove-destination {target} {path}), or remove the link."
+        )
 
 
 def push_folder_to_hub(

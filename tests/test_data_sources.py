@@ -16,7 +16,7 @@ from conftest import PEOPLES_DAILY_SAMPLE, REPO_ROOT
 
 import run_classification
 import run_mlm
-from roformer_hf.training.data_sources import json_rows_key, load_splits
+from roformer_hf.training.data_sources import json_rows_key, load_dataset_by_name, load_splits
 from roformer_hf.training.errors import ScriptError
 
 DEMO_VOCAB = REPO_ROOT / "data" / "demo_vocab.txt"
@@ -491,3 +491,43 @@ def test_a_dataset_folder_of_mixed_formats_is_refused(rows, tmp_path):
     )
     raw_datasets, _, _ = run_classification.load_labelled_documents(model_args, data_args, training_args)
     assert raw_datasets["train"]["text"] == [row["text"] for row in rows["train"]]
+
+
+def test_a_hub_layout_folder_is_read_anew_by_place_and_content(rows, tmp_path):
+    """datasets keys a folder with configs by its base name and configs alone: a second folder of the same name, or
+    the same folder with new files, were read as the first one's rows from the cache."""
+    cache = str(tmp_path / "cache")
+    first, second = hub_folder(tmp_path / "a" / "cail", rows), tmp_path / "b" / "cail"
+    other_rows = {split: part[::-1] for split, part in rows.items()}
+    hub_folder(second, other_rows)
+    assert load_dataset_by_name(str(first), None, cache, False)["validation"]["text"][:] == [
+        row["text"] for row in rows["validation"]
+    ]
+    assert load_dataset_by_name(str(second), None, cache, False)["validation"]["text"][:] == [
+        row["text"] for row in other_rows["validation"]
+    ]
+    write_parquet(first / "data" / "validation-00000-of-00001.parquet", rows["test"])  # the same folder, new data
+    assert load_dataset_by_name(str(first), None, cache, False)["validation"]["text"][:] == [
+        row["text"] for row in rows["test"]
+    ]
+
+
+@pytest.mark.parametrize("differs", ["order", "names"])
+def test_class_labels_declared_differently_by_the_files_are_refused(differs, tmp_path):
+    """A dev split saved with its own ClassLabel: datasets reads its ids by the train file's names, silently."""
+    dev_names = ["civil", "criminal"] if differs == "order" else ["civil", "criminal", "theft"]
+    folder = tmp_path / "cail"
+    for split, names in (("train", ["criminal", "civil"]), ("dev", dev_names)):
+        features = datasets.Features({"text": datasets.Value("string"), "label": datasets.ClassLabel(names=names)})
+        part = datasets.Dataset.from_dict({"text": ["一", "二"], "label": [0, 1]}, features=features)
+        (folder / "data").mkdir(parents=True, exist_ok=True)
+        part.to_parquet(str(folder / "data" / f"{split}-00000-of-00001.parquet"))
+    with pytest.raises(ScriptError) as refusal:
+        load_dataset_by_name(str(folder), None, str(tmp_path / "cache"), False)
+    assert str(refusal.value) == (
+        f"--dataset_name {folder}: the files declare the classes of column 'label' differently "
+        f"(data/dev-00000-of-00001.parquet: {dev_names}; data/train-00000-of-00001.parquet: ['criminal', 'civil']), "
+        "and datasets would read every file's ids by one file's names: save every split with the same ClassLabel "
+        "(cast_column with one ClassLabel), or give each split as its own file (--train_file, --validation_file), "
+        "read by its own names."
+    )

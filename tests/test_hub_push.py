@@ -292,3 +292,40 @@ def test_evaluation_precision_names_what_the_trainer_runs(settings, dtype, expec
         **{"bf16": False, "fp16": False, "bf16_full_eval": False, "fp16_full_eval": False} | settings
     )
     assert evaluation_precision(args, torch.nn.Linear(2, 2).to(dtype)) == expected
+
+
+def test_stray_files_stay_and_a_link_to_a_file_outside_is_refused(monkeypatch, tmp_path):
+    """push_folder_to_hub of a saved folder beside a user's files of every kind: only the model goes up; a link named
+    like a file of the model sends the file it points at, so it is refused, but for a Hub cache's links to blobs."""
+    from roformer_hf import RoFormerConfig, RoFormerForSequenceClassification
+    from roformer_hf.hub_upload import push_folder_to_hub
+
+    uploads = []
+    monkeypatch.setattr(
+        huggingface_hub.HfApi,
+        "create_repo",
+        lambda api, repo_id, **kwargs: huggingface_hub.RepoUrl(f"https://huggingface.co/{repo_id}"),
+    )
+    monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", fake_upload_folder(uploads, tmp_path / "hub"))
+    config = RoFormerConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=2)
+    snapshot = tmp_path / "models--someone--tiny" / "snapshots" / "0123abcd"
+    RoFormerForSequenceClassification(config).save_pretrained(snapshot)
+    stray = ["config.json.bak", ".env", "pytorch_model.bin", "adapter_model.safetensors", "logs/run.log"]
+    stray += ["runs/events.out.tfevents", ".ipynb_checkpoints/notes-checkpoint.py", "checkpoint-2/config.json"]
+    for name in stray:
+        (snapshot / name).parent.mkdir(parents=True, exist_ok=True)
+        (snapshot / name).write_text("private")
+    blobs = snapshot.parent.parent / "blobs"
+    blobs.mkdir()
+    (snapshot / "config.json").rename(blobs / "3f2a")  # as hf download leaves it: a link into blobs
+    (snapshot / "config.json").symlink_to(blobs / "3f2a")
+    push_folder_to_hub(snapshot, "someone/tiny")
+    [upload] = uploads
+    assert "config.json" in upload.sent and "model.safetensors" in upload.sent
+    assert not {name for name in upload.sent if "/" in name or name in stray}
+    secret = tmp_path / "token.txt"
+    secret.write_text("hf_not_a_real_token")
+    (snapshot / "tokenizer.json").symlink_to(secret)
+    with pytest.raises(ValueError, match=r"tokenizer\.json is a link to .*token\.txt, outside .*: an upload would"):
+        push_folder_to_hub(snapshot, "someone/tiny")
+    assert len(uploads) == 1

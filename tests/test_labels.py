@@ -212,3 +212,28 @@ def test_a_declared_class_absent_from_train_is_no_unseen_label():
     assert info.label_names == DECLARED
     with pytest.raises(ScriptError, match=r"labels never seen in training: 'administrative'"):
         build_label_maps(raw, "label", "auto", None)  # without the schema's names, as on main
+
+
+def test_a_classifier_fine_tuned_further_keeps_its_head_rows_by_name(tmp_path):
+    """Data whose ClassLabel orders the names otherwise than the checkpoint's id2label: the checkpoint's order, or
+    its head's row 0 (fine-tuned as `civil`) would silently answer `criminal`."""
+    from roformer_hf import RoFormerConfig
+    from roformer_hf.training.cli import ModelArguments
+
+    RoFormerConfig(
+        vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+        problem_type=SINGLE_LABEL, id2label={0: "civil", 1: "criminal"},
+    ).save_pretrained(tmp_path)  # fmt: skip
+    train = labels_as_names(
+        class_label_rows([{"text": "一", "label": "civil"}, {"text": "二", "label": "criminal"}]), "label"
+    )
+    declared = ["criminal", "civil", "administrative"]
+    model_args = ModelArguments(model_name_or_path=str(tmp_path))
+    two_classes = datasets.DatasetDict(train=train)
+    info = build_label_maps(two_classes, "label", "auto", model_args, declared_names=declared[:2])
+    assert info.label_names == ["civil", "criminal"]
+    assert (
+        build_label_maps(two_classes, "label", "auto", None, declared_names=declared[:2]).label_names == declared[:2]
+    )
+    other_names = build_label_maps(two_classes, "label", "auto", model_args, declared_names=declared)
+    assert other_names.label_names == declared  # three classes: a new head, in the data's order

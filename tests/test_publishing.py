@@ -171,6 +171,24 @@ def dataset_configurations_in_cache(monkeypatch, tmp) -> list[str]:
     return ["--dataset_name", "someone/cail_small", "--cache_dir", str(cache)]
 
 
+def push_hub_strategy_checkpoints(monkeypatch, tmp) -> list[str]:
+    hub_in_reach(monkeypatch)
+    return ["--push_to_hub", "--hub_strategy", "all_checkpoints"]
+
+
+def dataset_class_labels_differ(monkeypatch, tmp) -> list[str]:
+    import datasets
+
+    folder = tmp / "cail_dev"
+    for split, names in (("train", ["criminal", "civil"]), ("dev", ["civil", "criminal"])):
+        features = datasets.Features({"text": datasets.Value("string"), "label": datasets.ClassLabel(names=names)})
+        part = datasets.Dataset.from_dict(
+            {"text": [row["text"] for row in ROWS], "label": [0, 1] * (len(ROWS) // 2)}, features=features
+        )
+        part.to_parquet(str(folder / "data" / f"{split}-00000-of-00001.parquet"))
+    return ["--dataset_name", str(folder), "--validation_split_name", "dev"]
+
+
 PUSH_CASES = {
     "push_offline": ("both scripts", push_offline),
     "push_repo_id_malformed": (
@@ -182,6 +200,8 @@ PUSH_CASES = {
     "license_not_a_hub_id": ("both scripts", lambda *_: ["--license", "Apache 2.0"]),
     "license_empty": ("run_classification.py", lambda *_: ["--license", ""]),
     "dataset_configurations_in_cache": ("run_classification.py", dataset_configurations_in_cache),
+    "dataset_class_labels_differ": ("run_classification.py", dataset_class_labels_differ),
+    "push_hub_strategy_checkpoints": ("both scripts", push_hub_strategy_checkpoints),
 }
 
 

@@ -24,6 +24,9 @@ from typing import Any
 
 import datasets
 import huggingface_hub
+import pyarrow
+import pyarrow.ipc
+import pyarrow.parquet
 
 from ..card_metadata import is_hub_dataset_id
 from .data_files import CSV_ONLY_EMPTY_CELLS_MISSING, check_data_file, data_file_error
@@ -142,12 +145,8 @@ def saved_view(folder: Path, cache_dir: str | None) -> Path:
     they go into the cache, never into the user's folder (which may be read-only).
     """
     files = sorted(path for path in folder.rglob("*") if path.is_file())
-    key = hashlib.sha256(str(folder.resolve()).encode())
-    for path in files:
-        stat = path.stat()
-        key.update(f"{path.relative_to(folder)}:{stat.st_size}:{stat.st_mtime_ns}".encode())
     cache = Path(cache_dir or datasets.config.HF_DATASETS_CACHE) / "saved_to_disk"
-    view = cache / f"{folder.resolve().name}-{key.hexdigest()[:16]}"
+    view = cache / f"{folder.resolve().name}-{folder_content_key(folder)}"
     if view.is_dir():
         return view
     staging = Path(tempfile.mkdtemp(prefix=".view-", dir=_made(cache)))
@@ -165,6 +164,15 @@ def saved_view(folder: Path, cache_dir: str | None) -> Path:
         if not view.is_dir():  # not made by another run at the same time
             raise
     return view
+
+
+def folder_content_key(folder: Path) -> str:
+    """A key that changes with the folder's place and content: its path, its files' names, sizes and times."""
+    key = hashlib.sha256(str(folder.resolve()).encode())
+    for path in sorted(path for path in folder.rglob("*") if path.is_file()):
+        stat = path.stat()
+        key.update(f"{path.relative_to(folder)}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return key.hexdigest()[:16]
 
 
 def _made(folder: Path) -> Path:
@@ -200,6 +208,8 @@ def load_dataset_by_name(
         raise ScriptError(f"--dataset_name {name} is a file, not a dataset: give it as --train_file {name}.")
     if Path(name).is_dir():
         refuse_mixed_formats(Path(name))
+        refuse_differing_class_labels(Path(name))
+        cache_dir = local_folder_cache(Path(name), cache_dir)
     try:
         builder = datasets.load_dataset_builder(name, config_name, cache_dir=cache_dir)
         options = CSV_ONLY_EMPTY_CELLS_MISSING if builder.name == "csv" else {}  # a class named "NA" stays a class
@@ -213,6 +223,16 @@ def load_dataset_by_name(
         "that folder as --dataset_name to read it so directly)"
     )
     return load_dataset_by_name(str(snapshot), config_name, cache_dir, streaming)
+
+
+def local_folder_cache(folder: Path, cache_dir: str | None) -> str:
+    """
+    Where datasets prepares the Hub-layout folder `folder`: a cache of its own for each place and content of the
+    folder. datasets keys a folder whose README.md names its configs by the folder's base name and the configs alone,
+    so a second folder of the same name, or the same folder with new data files, silently got the first one's rows.
+    """
+    cache = Path(cache_dir or datasets.config.HF_DATASETS_CACHE) / "local_folders"
+    return str(cache / f"{folder.resolve().name}-{folder_content_key(folder)}")
 
 
 def downloaded_snapshot(name: str) -> Path | None:
@@ -250,6 +270,50 @@ def refuse_mixed_formats(folder: Path) -> None:
             "only one kind: give the files to read with --train_file (and --validation_file), or add a README.md "
             "whose configs: name each split's files."
         )
+
+
+def declared_class_names(path: Path) -> dict[str, list[str]]:
+    """The class names each `ClassLabel` column (or list of them) of a Parquet or Arrow file declares in its schema,
+    by column; empty for another kind of file."""
+    if path.suffix.lower() == ".parquet":
+        schema = pyarrow.parquet.read_schema(path)
+    elif path.suffix.lower() == ".arrow":
+        with pyarrow.memory_map(str(path)) as source:
+            try:
+                schema = pyarrow.ipc.open_stream(source).schema
+            except pyarrow.ArrowInvalid:  # the file format, not the stream format save_to_disk writes
+                schema = pyarrow.ipc.open_file(source).schema
+    else:
+        return {}
+    names = {}
+    for column, feature in datasets.Features.from_arrow_schema(schema).items():
+        inner = feature.feature if isinstance(feature, (datasets.List, datasets.Sequence)) else feature
+        if isinstance(inner, datasets.ClassLabel):
+            names[column] = list(inner.names)
+    return names
+
+
+def refuse_differing_class_labels(folder: Path) -> None:
+    """
+    Refuse a dataset folder whose data files declare a `ClassLabel` column with other class names or another order
+    (a dev split saved with its own `class_encode_column`): datasets reads every file's ids by the first file's
+    names, so a dev `civil` would silently be scored as `criminal`.
+    """
+    first: dict[str, tuple[str, list[str]]] = {}
+    for path in sorted(folder.rglob("*")):
+        relative = path.relative_to(folder).as_posix()
+        if relative.startswith(".") or not path.is_file():
+            continue
+        for column, names in declared_class_names(path).items():
+            seen, seen_names = first.setdefault(column, (relative, names))
+            if names != seen_names:
+                raise ScriptError(
+                    f"--dataset_name {folder}: the files declare the classes of column {column!r} differently "
+                    f"({seen}: {seen_names}; {relative}: {names}), and datasets would read every file's ids by one "
+                    "file's names: save every split with the same ClassLabel (cast_column with one "
+                    "ClassLabel), or give each split as its own file (--train_file, --validation_file), read by its "
+                    "own names."
+                )
 
 
 def load_saved_folder(

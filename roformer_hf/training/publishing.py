@@ -38,6 +38,7 @@ def check_publishing(args: TrainingArguments) -> None:
     check_license(args.license)
     if not args.push_to_hub:
         return
+    check_hub_strategy(args.hub_strategy)
     repo_name = args.hub_model_id or Path(args.output_dir).resolve().name
     try:
         validate_repo_id(repo_name)
@@ -63,6 +64,21 @@ def check_publishing(args: TrainingArguments) -> None:
             f"--push_to_hub, but the Hub does not answer with your token ({first_line}): log in with `hf auth login` "
             "or pass --hub_token, check the connection, or leave out --push_to_hub."
         ) from error
+
+
+def check_hub_strategy(hub_strategy: str) -> None:
+    """
+    Refuse `--hub_strategy checkpoint` or `all_checkpoints`: the scripts upload the model once, at the end
+    (`trainer_arguments` turns the Trainer's pushes off, which would send every file of the output folder, a user's
+    notes and logs too), so the checkpoints asked for would silently never go up.
+    """
+    if str(getattr(hub_strategy, "value", hub_strategy)) in ("checkpoint", "all_checkpoints"):
+        raise ScriptError(
+            f"--hub_strategy {getattr(hub_strategy, 'value', hub_strategy)}: the scripts upload the final model once, "
+            "at the end of the run, and no checkpoint (the Trainer's own pushes would send every file of the output "
+            "folder): leave out --hub_strategy, and upload a checkpoint folder yourself with "
+            "roformer_hf.hub_upload.push_folder_to_hub(<output_dir>/checkpoint-<step>, <repo>, revision=<branch>)."
+        )
 
 
 def check_license(license: str | None) -> None:

@@ -292,7 +292,7 @@ def build_label_maps(
     """
     if "train" in raw_datasets:
         train_labels = label_info_from_data(raw_datasets["train"], column, problem_type, declared_names)
-        label_info, known_from = train_labels, None
+        label_info, known_from = in_checkpoint_order(train_labels, model_args), None
     else:
         label_info, known_from = label_info_from_checkpoint(model_args), model_args.model_name_or_path
     for split, dataset in raw_datasets.items():
@@ -300,6 +300,27 @@ def build_label_maps(
             where = f"the {split} data" + (f" ({sources[split]})" if sources and split in sources else "")
             check_known_labels(dataset, column, where, label_info, known_from)
     return label_info
+
+
+def in_checkpoint_order(label_info: LabelInfo, model_args: ModelArguments | None) -> LabelInfo:
+    """
+    The data's labels in the order of the classifier fine-tuned further (`--model_name_or_path`) where it knows the
+    same names in another order: each row of its head stays the class it learned (by name), where the data's order
+    (a ClassLabel's, or sorted) would silently swap them. Other labels are the data's as they are.
+    """
+    if model_args is None or model_args.model_name_or_path is None or label_info.problem_type == REGRESSION:
+        return label_info
+    saved = build_config(model_args)
+    if saved.problem_type != label_info.problem_type or saved.num_labels != label_info.num_labels:
+        return label_info
+    saved_names = [str(saved.id2label[index]) for index in range(saved.num_labels)]
+    if saved_names == label_info.label_names or sorted(saved_names) != sorted(label_info.label_names):
+        return label_info
+    logger.info(
+        f"the labels keep the order of {model_args.model_name_or_path}'s head ({', '.join(saved_names)}), not the "
+        f"data's ({', '.join(label_info.label_names)}): each head row stays the class it was fine-tuned on."
+    )
+    return LabelInfo(label_info.problem_type, saved_names)
 
 
 def check_known_labels(
