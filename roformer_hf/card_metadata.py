@@ -58,6 +58,22 @@ def is_hub_dataset_id(name: str | None) -> bool:
     return bool(name) and HUB_DATASET_ID.fullmatch(name) is not None and not Path(name).exists()
 
 
+def hub_id_of_snapshot(name: str | None, repo_type: str) -> str | None:
+    """
+    The Hub id of a folder of the Hub cache, `<cache>/models--owner--name/snapshots/<commit>` (`datasets--...` for
+    `repo_type="dataset"`), as `hf download` leaves it: that repository at that commit, so named on the card rather
+    than as a folder of this machine. `None` for any other name.
+    """
+    if not name or not Path(name).is_dir():
+        return None
+    parts = Path(name).resolve().parts
+    if len(parts) < 3 or parts[-2] != "snapshots" or not parts[-3].startswith(f"{repo_type}s--"):
+        return None
+    repo_id = "/".join(parts[-3].split("--")[1:])  # a Hub id holds no "--": the cache's folder joins its parts so
+    pattern = HUB_ID if repo_type == "model" else HUB_DATASET_ID
+    return repo_id if pattern.fullmatch(repo_id) else None
+
+
 def starting_card_data(base_model: str | None) -> ModelCardData | None:
     """The front matter of the card of the checkpoint a run started from (a local folder, or a Hub model found
     locally or in the cache); `None` when there is no such card."""
@@ -75,9 +91,12 @@ def starting_card_data(base_model: str | None) -> ModelCardData | None:
 
 
 def hub_base_model(base_model: str | None, starting_card: ModelCardData | None) -> str | None:
-    """The Hub model a checkpoint comes from: `base_model` when it is a Hub id, else the one its card names."""
+    """The Hub model a checkpoint comes from: `base_model` when it is a Hub id or a folder of the Hub cache
+    (`hub_id_of_snapshot`), else the one its card names."""
     if is_hub_model_id(base_model):
         return base_model
+    if hub_id_of_snapshot(base_model, "model") is not None:  # a Hub model as hf download left it
+        return hub_id_of_snapshot(base_model, "model")
     named = starting_card.base_model if starting_card is not None else None
     named = named[0] if isinstance(named, list) and len(named) == 1 else named
     return named if isinstance(named, str) and is_hub_model_id(named) else None
@@ -200,6 +219,7 @@ __all__ = [
     "finite_results",
     "hub_base_model",
     "hub_card_data",
+    "hub_id_of_snapshot",
     "is_hub_dataset_id",
     "is_hub_license",
     "is_hub_model_id",

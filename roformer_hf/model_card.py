@@ -22,7 +22,13 @@ from huggingface_hub import HfApi, ModelCard
 from huggingface_hub.hf_api import CommitInfo
 from transformers import PreTrainedConfig
 
-from .card_metadata import finite_results, hub_card_data, is_hub_dataset_id, is_hub_model_id
+from .card_metadata import (
+    finite_results,
+    hub_card_data,
+    hub_id_of_snapshot,
+    is_hub_dataset_id,
+    is_hub_model_id,
+)
 from .hub_upload import commit_folder
 
 logger = logging.getLogger(__name__)
@@ -140,6 +146,15 @@ class TrainingSummary:
         return cls(script=script, task=task, datasets=datasets, hyperparameters=hyperparameters, **kwargs)
 
 
+def _with_hub_ids(summary: TrainingSummary | None) -> TrainingSummary | None:
+    """The summary with a dataset read from a Hub cache snapshot (`hf download`'s folder) named by its Hub id."""
+    hub_id = hub_id_of_snapshot(summary.dataset_name, "dataset") if summary is not None else None
+    if hub_id is None:
+        return summary
+    lines = [hub_id if line == summary.dataset_name else line for line in summary.datasets]
+    return replace(summary, dataset_name=hub_id, datasets=lines)
+
+
 def mixed_precision(training_args: Any) -> str:
     """The mixed precision of a run, as its model card and its checkpoints record it: `"bf16"`, `"fp16"` or `"no"`
     (float32)."""
@@ -195,7 +210,7 @@ def model_card(
     architecture = (config.architectures or ["RoFormerModel"])[0]
     description, pipeline_tag = HEAD_TASKS.get(architecture, ("model", None))
     name = model_name or (repo_id.rstrip("/").split("/")[-1] if repo_id else "RoFormer")
-    summary, left_out = _finite_summary(training_summary)
+    summary, left_out = _finite_summary(_with_hub_ids(training_summary))
     card_data = hub_card_data(
         pipeline_tag=pipeline_tag,
         tags=["roformer", "roformer_hf", "rope", "custom_code", *(tags or [])],
@@ -375,8 +390,9 @@ def _loading_section(architecture: str, pipeline_tag: str | None, location: str)
 def _base_model_text(base_model: str | None) -> str:
     if not base_model:
         return ""
-    if is_hub_model_id(base_model):
-        return f"\n\nBase model: [`{base_model}`](https://huggingface.co/{base_model})."
+    hub_id = base_model if is_hub_model_id(base_model) else hub_id_of_snapshot(base_model, "model")
+    if hub_id is not None:
+        return f"\n\nBase model: [`{hub_id}`](https://huggingface.co/{hub_id})."
     return (
         f"\n\nStarted from `{without_local_path(base_model)}`, a local checkpoint of the machine that trained this "
         "model (not on the Hub)."

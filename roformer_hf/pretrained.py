@@ -126,14 +126,19 @@ def refuse_int8_quantized_in_memory(model: PreTrainedModel) -> None:
     weights are tensors safetensors cannot write, and it would die inside safetensors with half a folder written."""
     if getattr(model, "hf_quantizer", None) is not None:
         return
-    quantized = any(type(weight).__module__.startswith("torchao") for weight in model.parameters()) or any(
-        type(module).__module__.startswith("torch.ao.nn.quantized") for module in model.modules()
-    )
-    if quantized:
+    if any(type(weight).__module__.startswith("torchao") for weight in model.parameters()):
         raise ValueError(
             "this model's Linear layers were made int8 in memory (roformer_hf.int8_serving.quantize_int8), which "
             "save_pretrained cannot write: save the float32 model, or load it with "
             "roformer_hf.int8_serving.load_int8(path) (transformers' TorchAoConfig), whose int8 model saves and reloads."
+        )
+    if any(type(module).__module__.startswith("torch.ao.nn.quantized") for module in model.modules()):
+        # int8_serving's fallback without torchao, load_int8's too: naming load_int8 would send the user in a circle
+        raise ValueError(
+            "this model's Linear layers were made int8 by torch's quantize_dynamic (roformer_hf.int8_serving's route "
+            "where torchao is not installed), which save_pretrained cannot write: save the float32 model and quantize "
+            "it where it is served, or install torchao (pip install 'roformer_hf[int8]') and load it with "
+            "roformer_hf.int8_serving.load_int8(path), whose int8 model saves and reloads."
         )
 
 

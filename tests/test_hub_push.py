@@ -204,6 +204,41 @@ def test_a_local_dataset_folder_stays_out_of_the_metadata(tmp_path):
     assert "Started from `news_corpus`, a local checkpoint" in card.text and "Base model:" not in card.text
 
 
+def test_folders_of_the_hub_cache_are_named_by_their_hub_ids(tmp_path):
+    """A base model and a dataset as `hf download` leaves them (`models--owner--name/snapshots/<commit>`) are those
+    Hub repositories: named by their ids in the metadata and the text, the results under the real split and
+    configuration; names with Chinese text, quotes, colons and a newline keep the front matter valid."""
+    config = roformer_hf.RoFormerConfig(**TINY_WORD_VOCAB)
+    config.architectures = ["RoFormerForSequenceClassification"]
+    config.id2label, config.label2id = {0: '民事: "civil"', 1: "刑事"}, {'民事: "civil"': 0, "刑事": 1}
+    base = tmp_path / "hub" / "models--junnyu--roformer_chinese_base" / "snapshots" / "0123abcd"
+    data = tmp_path / "hub" / "datasets--someone--cail_small" / "snapshots" / "4567ef01"
+    base.mkdir(parents=True)
+    data.mkdir(parents=True)
+    summary = TrainingSummary(
+        script="run_classification.py",
+        task="text classification",
+        datasets=[str(data), '法律文书: "CAIL" 样本\n(2019)'],
+        dataset_name=str(data),
+        dataset_config='zh: "news"',
+        split_names={"eval": "dev", "test": "test"},
+        results={"eval_accuracy": 0.5, "test_accuracy": 0.25},
+    )
+    write_model_card(
+        tmp_path, config=config, training_summary=summary, base_model=str(base), model_name='案由: "分类"'
+    )
+    card = ModelCard.load(tmp_path / "README.md")
+    assert card.data.base_model == "junnyu/roformer_chinese_base" and card.data.datasets == ["someone/cail_small"]
+    _, results = model_index_to_eval_results(card.data.to_dict()["model-index"])
+    assert {(result.dataset_type, result.dataset_config, result.dataset_split) for result in results} == {
+        ("someone/cail_small", 'zh: "news"', "dev"),
+        ("someone/cail_small", 'zh: "news"', "test"),
+    }
+    assert "Base model: [`junnyu/roformer_chinese_base`]" in card.text and str(tmp_path) not in card.text
+    assert "- `eval_` (validation): the split `dev` of `someone/cail_small`" in card.text
+    assert '0 = `民事: "civil"`, 1 = `刑事`' in card.text
+
+
 def test_a_description_stays_whole_and_loses_only_its_folders():
     described = (
         "CAIL2019 court fact descriptions (/home/me/data/cail_sample.jsonl), 96 for training, 32 for evaluation"

@@ -205,27 +205,36 @@ PUSH_CASES = {
 }
 
 
-def save_int8_quantized_in_memory(tmp: Path) -> None:
+def save_int8_quantized_in_memory(tmp: Path, monkeypatch, torchao: bool = True) -> None:
     """quantize_int8 (torchao's in-place route, or without torchao torch's deprecated one), then save_pretrained."""
     import warnings
 
-    from roformer_hf import RoFormerForSequenceClassification
-    from roformer_hf.int8_serving import quantize_int8
+    from roformer_hf import RoFormerForSequenceClassification, int8_serving
 
+    if torchao:
+        pytest.importorskip("torchao", reason="torchao's route: the int8 extra (.ci/run tests it apart)")
+    else:
+        monkeypatch.setattr(int8_serving, "torchao_int8", lambda: (None, None))
     config = RoFormerConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fallback's warning where torchao is not installed (test_int8_serving)
-        model = quantize_int8(RoFormerForSequenceClassification(config).eval())
+        model = int8_serving.quantize_int8(RoFormerForSequenceClassification(config).eval())
     model.save_pretrained(tmp / "int8")
 
 
-LIBRARY_CASES = {"save_int8_quantized_in_memory": ("library", save_int8_quantized_in_memory)}
+LIBRARY_CASES = {
+    "save_int8_quantized_in_memory": ("library", save_int8_quantized_in_memory),
+    "save_int8_without_torchao": (
+        "library",
+        lambda tmp, monkeypatch: save_int8_quantized_in_memory(tmp, monkeypatch, False),
+    ),
+}
 
 
 @pytest.mark.parametrize("case", list(LIBRARY_CASES))
-def test_a_library_refusal_is_one_value_error(case, tmp_path):
+def test_a_library_refusal_is_one_value_error(case, tmp_path, monkeypatch):
     with pytest.raises(ValueError) as error:
-        LIBRARY_CASES[case][1](tmp_path)
+        LIBRARY_CASES[case][1](tmp_path, monkeypatch)
     pattern = template_pattern(bad_input_rows(SECTION)[case][2])
     assert pattern.fullmatch(f"ValueError: {error.value}") and not (tmp_path / "int8").exists()
 
