@@ -239,7 +239,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
         tokenizer, model = build_tokenizer_and_classifier(model_args, label_info)
         if training_args.do_train:
             train_rows, text_column = raw_datasets["train"], data_args.text_column_name
-            warn_if_many_unknown(tokenizer, train_rows, text_column, tokenizer_source(model_args))
+            source, checkpoint = tokenizer_source(model_args), model_args.model_name_or_path
+            warn_if_many_unknown(tokenizer, train_rows, text_column, source, checkpoint)
         data_args = resolve_input_settings(data_args, model, model_args.model_name_or_path, training_args.do_train)
         settle_cpu_precision(training_args, model, data_args.max_seq_length)
         if training_args.do_train:  # the saved tokenizer's truncation=True cuts to the length fine-tuned with

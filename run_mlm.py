@@ -185,7 +185,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         longest = max(stage.max_seq_length for stage in stages) if training_args.do_train else None
         tokenizer, model = build_tokenizer_and_masked_lm(model_args, masking_args.sparse_prediction, longest)
         if training_args.do_train:
-            warn_if_many_unknown(tokenizer, raw_datasets["train"], "text", tokenizer_source(model_args))
+            source, checkpoint = tokenizer_source(model_args), model_args.model_name_or_path
+            warn_if_many_unknown(tokenizer, raw_datasets["train"], "text", source, checkpoint)
         settle_cpu_precision(training_args, model, main_stage(stages).max_seq_length)
         # each stage tokenizes the text to its own length when it starts
         tokenize_to_length = partial(

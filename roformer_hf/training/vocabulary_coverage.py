@@ -18,6 +18,9 @@ logger = logging.getLogger(__name__)
 HIGH_UNKNOWN_SHARE = 0.10
 # The texts sampled (the first ones of the training data): enough for a share to a percent, quick to tokenize.
 SAMPLED_TEXTS = 200
+# The entries of the original vocabulary (data/roformer_chinese_base_vocab.txt): a vocabulary as large that lacks a
+# run's text is not helped by the original one.
+ORIGINAL_VOCABULARY_SIZE = 50_000
 
 
 def unknown_token_share(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]) -> float:
@@ -51,26 +54,52 @@ def warn_if_many_unknown(
     dataset: datasets.Dataset | datasets.IterableDataset,
     column: str,
     vocabulary: str,
+    checkpoint: str | None = None,
 ) -> float:
     """
     Say in one line when more than `HIGH_UNKNOWN_SHARE` of the tokens of the first `SAMPLED_TEXTS` training texts
-    are unknown, naming the vocabulary and which to use instead; returns the share.
+    are unknown, naming the vocabulary and what to do (`vocabulary_advice`); returns the share.
 
     Args:
         tokenizer (`PreTrainedTokenizerBase`): the run's tokenizer.
         dataset (`datasets.Dataset` or `datasets.IterableDataset`): the training rows.
         column (`str`): their text column.
         vocabulary (`str`): where the tokenizer came from, for the line (`--tokenizer_name data/demo_vocab.txt`).
+        checkpoint (`str`, *optional*): the checkpoint the run starts from (`--model_name_or_path`), whose
+            embeddings are those of its vocabulary; `None` for a model trained from scratch.
     """
     share = unknown_token_share(tokenizer, first_texts(dataset, column))
     if share > HIGH_UNKNOWN_SHARE:
         logger.warning(
             f"{share:.1%} of the tokens of the training text are {tokenizer.unk_token} with {vocabulary}, whose "
-            "vocabulary lacks their words and characters: use the original 50,000-entry vocabulary "
-            "(data/roformer_chinese_base_vocab.txt: 0.6% on court texts) or one built from your text (python -m "
-            "roformer_hf.build_vocab, docs/tokenizer.md); data/demo_vocab.txt covers the demo's sample only."
+            f"vocabulary lacks their words and characters: {vocabulary_advice(len(tokenizer), checkpoint)}"
         )
     return share
 
 
-__all__ = ["HIGH_UNKNOWN_SHARE", "tokenizer_source", "unknown_token_share", "warn_if_many_unknown"]
+def vocabulary_advice(vocabulary_size: int, checkpoint: str | None) -> str:
+    """What to do about a vocabulary that lacks a run's text: a checkpoint cannot change its vocabulary (its
+    embeddings are those of its tokens), and a vocabulary as large as the original one lacks a script or characters
+    (a sentence in traditional characters: half its tokens [UNK] with the original) that only a vocabulary built
+    from the text has."""
+    build = "one built from your text (python -m roformer_hf.build_vocab, docs/tokenizer.md)"
+    if checkpoint is not None:
+        return (
+            f"{checkpoint} reads text through its own vocabulary, so start from a checkpoint whose vocabulary covers "
+            f"your text, or pretrain one with run_mlm.py on {build}."
+        )
+    if vocabulary_size >= ORIGINAL_VOCABULARY_SIZE:
+        return f"as large as the original vocabulary, it still lacks your text's script or characters: use {build}."
+    return (
+        "use the original 50,000-entry vocabulary (data/roformer_chinese_base_vocab.txt: 0.6% on court texts) or "
+        f"{build}; data/demo_vocab.txt covers the demo's sample only."
+    )
+
+
+__all__ = [
+    "HIGH_UNKNOWN_SHARE",
+    "tokenizer_source",
+    "unknown_token_share",
+    "vocabulary_advice",
+    "warn_if_many_unknown",
+]
