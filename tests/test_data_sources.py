@@ -531,3 +531,20 @@ def test_class_labels_declared_differently_by_the_files_are_refused(differs, tmp
         "(cast_column with one ClassLabel), or give each split as its own file (--train_file, --validation_file), "
         "read by its own names."
     )
+
+
+def test_the_line_for_a_missing_split_proposes_the_split_named_for_its_role(rows, tmp_path, caplog):
+    """Splits train/dev/testing read where `test` is looked for: the line proposes `testing`, not the first, `dev`."""
+    folder = tmp_path / "cail_testing"
+    for split, name in (("train", "train"), ("validation", "dev"), ("test", "testing")):
+        write_parquet(folder / "data" / f"{name}-00000-of-00001.parquet", rows[split])
+    configs = "".join(f"  - split: {name}\n    path: data/{name}-*\n" for name in ("train", "dev", "testing"))
+    (folder / "README.md").write_text(f"---\nconfigs:\n- config_name: default\n  data_files:\n{configs}---\n")
+    arguments = ["--dataset_name", str(folder), "--output_dir", str(tmp_path / "out"), "--do_predict"]
+    _, data_args, _ = run_classification.parse_classification_arguments(arguments)
+    with caplog.at_level("WARNING", logger="roformer_hf.training.data_sources"):
+        load_splits(data_args, {"train": None, "test": None}, ["text"], str(tmp_path / "cache"))
+    assert [record.getMessage() for record in caplog.records] == [
+        f"--dataset_name {folder} has no split 'test', but has 'dev', 'testing': to read one as the test split, pass "
+        "--test_split_name testing."
+    ]

@@ -176,6 +176,17 @@ def push_hub_strategy_checkpoints(monkeypatch, tmp) -> list[str]:
     return ["--push_to_hub", "--hub_strategy", "all_checkpoints"]
 
 
+def dataset_test_split_of_another_name(monkeypatch, tmp) -> list[str]:
+    from test_data_sources import write_parquet
+
+    folder = tmp / "cail_testing"
+    for split in ("train", "dev", "testing"):
+        write_parquet(folder / "data" / f"{split}-00000-of-00001.parquet", ROWS)
+    configs = "".join(f"  - split: {split}\n    path: data/{split}-*\n" for split in ("train", "dev", "testing"))
+    (folder / "README.md").write_text(f"---\nconfigs:\n- config_name: default\n  data_files:\n{configs}---\n")
+    return ["--dataset_name", str(folder), "--do_predict"]
+
+
 def dataset_class_labels_differ(monkeypatch, tmp) -> list[str]:
     import datasets
 
@@ -201,6 +212,7 @@ PUSH_CASES = {
     "license_empty": ("run_classification.py", lambda *_: ["--license", ""]),
     "dataset_configurations_in_cache": ("run_classification.py", dataset_configurations_in_cache),
     "dataset_class_labels_differ": ("run_classification.py", dataset_class_labels_differ),
+    "dataset_test_split_of_another_name": ("run_classification.py", dataset_test_split_of_another_name),
     "push_hub_strategy_checkpoints": ("both scripts", push_hub_strategy_checkpoints),
 }
 

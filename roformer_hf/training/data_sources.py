@@ -44,6 +44,8 @@ FILE_BUILDERS = {
     ".txt": "text",
 }
 FILE_KINDS = ".csv, .json, .jsonl, .parquet, .arrow or .txt"
+# How datasets name the splits of each role, by the start of the name (`dev`, `valid`, `eval_set`; `testing`).
+SPLIT_NAMES_OF_ROLE = {"validation": ("val", "dev", "eval"), "test": ("test",), "train": ("train",)}
 
 
 @dataclass
@@ -131,9 +133,11 @@ def say_unused_splits(data_args: Any, split: str, named: dict, files: dict[str, 
     used = {getattr(data_args, f"{role}_split_name", role) for role in files}
     unused = [name for name in named if name not in used]
     if unused:
+        # the split whose name says the role (`testing` for test, `dev` for validation), else the first
+        likely = next((name for name in unused if name.lower().startswith(SPLIT_NAMES_OF_ROLE[split])), unused[0])
         logger.warning(
             f"--dataset_name {data_args.dataset_name} has no split {split!r}, but has {', '.join(map(repr, unused))}: "
-            f"to read one as the {split} split, pass --{split}_split_name {unused[0]}."
+            f"to read one as the {split} split, pass --{split}_split_name {likely}."
         )
 
 

@@ -21,6 +21,8 @@ from .labels import (
     read_csv_numbers,
 )
 
+# The option that asks a run for each split.
+DO_OPTIONS = {"train": "--do_train", "validation": "--do_eval", "test": "--do_predict"}
 # How load_labelled_documents names a validation split held out of train, in `sources`.
 HELD_OUT = "held out of"
 
@@ -49,8 +51,12 @@ def load_labelled_documents(
         sources["validation"] = f"{HELD_OUT} {sources['train']}"
     for split, option, _, needed in wanted:
         if needed and split not in raw_datasets:
-            dataset_split = f" or a --dataset_name with a {split!r} split" if split == "test" else ""
-            raise ScriptError(f"--do_{'eval' if split == 'validation' else split} needs {option}{dataset_split}.")
+            dataset_split = ""
+            if split == "test":
+                dataset_split = (
+                    f", or a split {data_args.test_split_name!r} of --dataset_name (--test_split_name names another)"
+                )
+            raise ScriptError(f"{DO_OPTIONS[split]} needs {option}{dataset_split}.")
     limits = {
         "train": data_args.max_train_samples,
         "validation": data_args.max_eval_samples,
