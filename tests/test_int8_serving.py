@@ -118,3 +118,17 @@ def test_without_torchao_load_int8_falls_back_and_refuses_to_save(tmp_path, monk
         assert_int8_close(float32(input_ids=input_ids).logits, model(input_ids=input_ids).logits)
     with pytest.raises(ValueError, match=r"made int8 by torch's quantize_dynamic .* install torchao .*load_int8"):
         model.save_pretrained(tmp_path / "int8")  # not told to use load_int8 alone, which made this very model
+
+
+def test_without_torchao_a_masked_lm_from_load_int8_is_refused_the_same_way(tmp_path, monkeypatch):
+    """The fallback's masked LM (its tied decoder among the Linear layers): one line, nothing written."""
+    from roformer_hf import RoFormerForMaskedLM
+
+    monkeypatch.setattr(int8_serving, "torchao_int8", lambda: (None, None))
+    RoFormerForMaskedLM(RoFormerConfig(**CONFIG)).save_pretrained(tmp_path / "float32")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # FALLBACK_WARNING, checked above
+        model = load_int8(tmp_path / "float32", RoFormerForMaskedLM)
+    with pytest.raises(ValueError, match=r"made int8 by torch's quantize_dynamic .* install torchao .*load_int8"):
+        model.save_pretrained(tmp_path / "int8")
+    assert not (tmp_path / "int8").exists()
