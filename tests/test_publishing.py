@@ -187,6 +187,21 @@ def dataset_test_split_of_another_name(monkeypatch, tmp) -> list[str]:
     return ["--dataset_name", str(folder), "--do_predict"]
 
 
+def validation_ids_beside_class_label(monkeypatch, tmp) -> list[str]:
+    import datasets
+
+    names = ["1", "0"]  # names that look like ids: the id 0 is the class "1"
+    label = datasets.ClassLabel(names=names)
+    features = datasets.Features({"text": datasets.Value("string"), "label": label})
+    ids = [index % 2 for index in range(len(ROWS))]
+    train = datasets.Dataset.from_dict({"text": [row["text"] for row in ROWS], "label": ids}, features=features)
+    train.to_parquet(str(tmp / "train.parquet"))
+    datasets.Dataset.from_dict({"text": [row["text"] for row in ROWS], "label": ids}).to_parquet(
+        str(tmp / "dev.parquet")
+    )
+    return ["--train_file", str(tmp / "train.parquet"), "--validation_file", str(tmp / "dev.parquet")]
+
+
 def dataset_class_labels_differ(monkeypatch, tmp) -> list[str]:
     import datasets
 
@@ -212,6 +227,7 @@ PUSH_CASES = {
     "license_empty": ("run_classification.py", lambda *_: ["--license", ""]),
     "dataset_configurations_in_cache": ("run_classification.py", dataset_configurations_in_cache),
     "dataset_class_labels_differ": ("run_classification.py", dataset_class_labels_differ),
+    "validation_ids_beside_class_label": ("run_classification.py", validation_ids_beside_class_label),
     "dataset_test_split_of_another_name": ("run_classification.py", dataset_test_split_of_another_name),
     "push_hub_strategy_checkpoints": ("both scripts", push_hub_strategy_checkpoints),
 }

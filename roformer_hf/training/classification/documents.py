@@ -15,6 +15,7 @@ from ..errors import ScriptError
 from .labels import (
     LabelInfo,
     build_label_maps,
+    check_ids_without_schema,
     check_label_column,
     class_label_names,
     labels_as_names,
@@ -39,6 +40,7 @@ def load_labelled_documents(
     raw_datasets, sources = read_splits(model_args, data_args, wanted)
     column = data_args.label_column_name
     declared_names = class_label_names(raw_datasets["train"].features.get(column)) if "train" in raw_datasets else None
+    check_ids_without_schema(raw_datasets, column, declared_names, sources)
     raw_datasets = datasets.DatasetDict({split: labels_as_names(rows, column) for split, rows in raw_datasets.items()})
     check_raw_datasets(raw_datasets, data_args, sources)  # before any shuffling: row numbers are those of the files
     if training_args.do_eval and "validation" not in raw_datasets and "train" in raw_datasets:

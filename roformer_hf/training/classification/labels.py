@@ -209,6 +209,27 @@ def class_label_names(feature: datasets.features.features.FeatureType | None) ->
     return list(inner.names) if isinstance(inner, datasets.ClassLabel) else None
 
 
+def check_ids_without_schema(
+    raw_datasets: datasets.DatasetDict, column: str, declared_names: list[str] | None, sources: dict[str, str]
+) -> None:
+    """
+    Refuse a split whose labels are plain integers beside a training split whose `ClassLabel` declares the names:
+    those integers are ids of no declared schema, and read as names they would silently be other classes (with names
+    "1", "0", the id 0 is the class "1").
+    """
+    if not declared_names:
+        return
+    for split, dataset in raw_datasets.items():
+        feature = dataset.features.get(column) if split != "train" and dataset.features else None
+        inner = feature.feature if isinstance(feature, (datasets.List, datasets.Sequence)) else feature
+        if isinstance(inner, datasets.Value) and inner.dtype.startswith(("int", "uint")):
+            raise ScriptError(
+                f"the {split} data ({sources.get(split, split)}) holds integer labels in column {column!r}, but the "
+                f"training data's ClassLabel names its classes ({shortened(declared_names)}): write the {split} "
+                "labels as those names, or save the split with the training data's ClassLabel (cast_column)."
+            )
+
+
 def labels_as_names(dataset: datasets.Dataset, column: str) -> datasets.Dataset:
     """
     A `ClassLabel` column (multi-label: a list of them) as the names it declares, so that the config's `id2label`,
