@@ -22,13 +22,7 @@ from huggingface_hub import HfApi, ModelCard
 from huggingface_hub.hf_api import CommitInfo
 from transformers import PreTrainedConfig
 
-from .card_metadata import (
-    finite_results,
-    hub_card_data,
-    hub_id_of_snapshot,
-    is_hub_dataset_id,
-    is_hub_model_id,
-)
+from .card_metadata import finite_results, hub_card_data, hub_id_of_snapshot, is_hub_dataset_id, is_hub_model_id
 from .hub_upload import commit_folder
 
 logger = logging.getLogger(__name__)
