@@ -240,7 +240,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
         if training_args.do_train:
             train_rows, text_column = raw_datasets["train"], data_args.text_column_name
             source, checkpoint = tokenizer_source(model_args), model_args.model_name_or_path
-            warn_if_many_unknown(tokenizer, train_rows, text_column, source, checkpoint)
+            first = training_args.process_index == 0
+            warn_if_many_unknown(tokenizer, train_rows, text_column, source, checkpoint, first)
         data_args = resolve_input_settings(data_args, model, model_args.model_name_or_path, training_args.do_train)
         settle_cpu_precision(training_args, model, data_args.max_seq_length)
         if training_args.do_train:  # the saved tokenizer's truncation=True cuts to the length fine-tuned with

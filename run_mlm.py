@@ -186,7 +186,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         tokenizer, model = build_tokenizer_and_masked_lm(model_args, masking_args.sparse_prediction, longest)
         if training_args.do_train:
             source, checkpoint = tokenizer_source(model_args), model_args.model_name_or_path
-            warn_if_many_unknown(tokenizer, raw_datasets["train"], "text", source, checkpoint)
+            first = training_args.process_index == 0
+            warn_if_many_unknown(tokenizer, raw_datasets["train"], "text", source, checkpoint, first)
         settle_cpu_precision(training_args, model, main_stage(stages).max_seq_length)
         # each stage tokenizes the text to its own length when it starts
         tokenize_to_length = partial(

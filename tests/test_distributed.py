@@ -51,11 +51,14 @@ def launch(launcher: list[str], arguments: list[str], cwd: Path) -> subprocess.C
     )
 
 
-def run_two_processes(launcher: list[str], script: str, arguments: list[str], record_dir: Path) -> list[dict]:
+def run_two_processes(
+    launcher: list[str], script: str, arguments: list[str], record_dir: Path
+) -> tuple[list[dict], str]:
+    """Each rank's record, and what the launch printed."""
     record_dir.mkdir()
     result = launch(launcher, [str(WORKER), str(record_dir), str(REPO_ROOT / script), *arguments], record_dir.parent)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-    return [json.loads((record_dir / f"rank-{rank}.json").read_text()) for rank in range(2)]
+    return [json.loads((record_dir / f"rank-{rank}.json").read_text()) for rank in range(2)], result.stdout
 
 
 def run_one_process(module, arguments: list[str], record_dir: Path) -> dict:
@@ -110,7 +113,7 @@ def test_run_mlm_under_torchrun_trains_one_model(tmp_path):
     with open(PEOPLES_DAILY_SAMPLE, encoding="utf-8") as file:
         (tmp_path / "news.txt").write_text("".join(next(file) for _ in range(150)), encoding="utf-8")
     ddp_arguments = [*mlm_arguments(tmp_path / "news.txt", tmp_path / "ddp", 2, 8), "--ddp_backend", "gloo"]
-    ranks = run_two_processes(TORCHRUN, "run_mlm.py", ddp_arguments, tmp_path / "ddp-record")
+    ranks, _ = run_two_processes(TORCHRUN, "run_mlm.py", ddp_arguments, tmp_path / "ddp-record")
     single_arguments = mlm_arguments(tmp_path / "news.txt", tmp_path / "single", 4, 16)
     single = run_one_process(run_mlm, single_arguments, tmp_path / "single-record")
 
@@ -151,7 +154,8 @@ def test_run_classification_under_accelerate_launch_trains_one_model(tmp_path, c
         ]
         (tmp_path / f"{name}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     ddp_arguments = [*classification_arguments(tmp_path, tmp_path / "ddp", 2, 4), "--ddp_backend", "gloo"]
-    ranks = run_two_processes(ACCELERATE, "run_classification.py", ddp_arguments, tmp_path / "ddp-record")
+    ranks, printed = run_two_processes(ACCELERATE, "run_classification.py", ddp_arguments, tmp_path / "ddp-record")
+    assert printed.count("of the tokens of the training text are [UNK]") == 1  # the demo vocabulary: said once
     single_arguments = classification_arguments(tmp_path, tmp_path / "single", 4, 8)
     single = run_one_process(run_classification, single_arguments, tmp_path / "single-record")
 
