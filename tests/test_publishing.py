@@ -181,6 +181,7 @@ PUSH_CASES = {
     "push_upload_fails": ("run_classification.py", push_upload_fails),
     "license_not_a_hub_id": ("both scripts", lambda *_: ["--license", "Apache 2.0"]),
     "license_empty": ("run_classification.py", lambda *_: ["--license", ""]),
+    "push_hub_model_id_empty": ("both scripts", lambda *_: ["--push_to_hub", "--hub_model_id", ""]),
     "dataset_configurations_in_cache": ("run_classification.py", dataset_configurations_in_cache),
 }
 

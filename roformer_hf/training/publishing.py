@@ -36,6 +36,7 @@ def check_publishing(args: TrainingArguments) -> None:
     and whether the Hub answers with the token (`HfApi.whoami`). Raises `ScriptError` naming the option to change.
     """
     check_license(args.license)
+    check_hub_model_id(args)
     if not args.push_to_hub:
         return
     repo_name = args.hub_model_id or Path(args.output_dir).resolve().name
@@ -63,6 +64,16 @@ def check_publishing(args: TrainingArguments) -> None:
             f"--push_to_hub, but the Hub does not answer with your token ({first_line}): log in with `hf auth login` "
             "or pass --hub_token, check the connection, or leave out --push_to_hub."
         ) from error
+
+
+def check_hub_model_id(args: TrainingArguments) -> None:
+    """With `--push_to_hub`, an empty `--hub_model_id` (often an unset shell variable) is refused rather than replaced
+    by the output folder's name, which would push to a repository the user did not name."""
+    if args.push_to_hub and args.hub_model_id is not None and not args.hub_model_id.strip():
+        raise ScriptError(
+            "--push_to_hub: --hub_model_id is empty: name the repository with --hub_model_id owner/name, or leave the "
+            "option out to name it after the output folder."
+        )
 
 
 def check_license(license: str | None) -> None:
