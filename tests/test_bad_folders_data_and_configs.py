@@ -104,6 +104,23 @@ def header_only_csv(script: str, tmp: Path, monkeypatch) -> list[str]:
     return tiny_run(script, tmp, tmp / "train.csv")
 
 
+def file_of(name: str, content: bytes) -> Callable:
+    """A run whose --train_file `name` holds `content`."""
+
+    def arguments(script: str, tmp: Path, monkeypatch) -> list[str]:
+        (tmp / name).write_bytes(content)
+        return tiny_run(script, tmp, tmp / name)
+
+    return arguments
+
+
+# Traditional Chinese (Taiwan, Hong Kong) is usually saved as Big5.
+BIG5_ROWS = [
+    {"text": "被告人張三駕車逃逸，應承擔刑事責任。", "label": "criminal"},
+    {"text": "原告與被告簽訂借款合同。", "label": "civil"},
+]
+
+
 USER_CONFIG = json.dumps({"model_type": "bert", "hidden_size": 768})
 
 # id -> (where, as in the table's second column; the arguments, given the script, a temporary folder and monkeypatch)
@@ -127,6 +144,14 @@ CASES: dict[str, tuple[str, Callable]] = {
     "resume_with_other_max_train_samples": (BOTH, resumed_after(other_max_train_samples)),
     "empty_parquet_file": (BOTH, empty_parquet),
     "csv_of_a_header_only": (BOTH, header_only_csv),
+    "csv_of_only_a_byte_order_mark": (BOTH, file_of("train.csv", b"\xef\xbb\xbf")),
+    "json_of_an_empty_array": (BOTH, file_of("train.json", b"[]\n")),
+    "big5_jsonl": (
+        "run_classification.py",
+        file_of(
+            "train.jsonl", "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in BIG5_ROWS * 5).encode("big5")
+        ),
+    ),
     "config_boolean_as_a_string": (BOTH, edited_config(use_bias="false")),
     "config_negative_layer_norm_eps": (BOTH, edited_config(layer_norm_eps=-1e-12)),
     "config_dropout_as_a_string": ("run_mlm.py", edited_config(hidden_dropout_prob="0.1")),
