@@ -99,6 +99,20 @@ def empty_parquet(script: str, tmp: Path, monkeypatch) -> list[str]:
     return tiny_run(script, tmp, tmp / "train.parquet")
 
 
+def dataset_folder_with_an_empty_split(script: str, tmp: Path, monkeypatch) -> list[str]:
+    """--dataset_name a Hub-layout folder whose validation Parquet file has columns and no rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp / "cail" / "data").mkdir(parents=True)
+    for split, rows in (("train", ROWS), ("validation", []), ("test", ROWS[:4])):
+        columns = {name: pa.array([row[name] for row in rows], pa.string()) for name in ("text", "label")}
+        pq.write_table(pa.table(columns), tmp / "cail" / "data" / f"{split}-00000-of-00001.parquet")
+    arguments = tiny_run(script, tmp, tmp / "cail")
+    arguments[arguments.index("--train_file")] = "--dataset_name"
+    return [argument for argument in arguments if argument not in ("--validation_split_percentage", "20")]
+
+
 def header_only_csv(script: str, tmp: Path, monkeypatch) -> list[str]:
     (tmp / "train.csv").write_text("text,label\n", encoding="utf-8")
     return tiny_run(script, tmp, tmp / "train.csv")
@@ -146,6 +160,7 @@ CASES: dict[str, tuple[str, Callable]] = {
     "csv_of_a_header_only": (BOTH, header_only_csv),
     "csv_of_only_a_byte_order_mark": (BOTH, file_of("train.csv", b"\xef\xbb\xbf")),
     "json_of_an_empty_array": (BOTH, file_of("train.json", b"[]\n")),
+    "dataset_folder_with_an_empty_split": (BOTH, dataset_folder_with_an_empty_split),
     "big5_jsonl": (
         "run_classification.py",
         file_of(

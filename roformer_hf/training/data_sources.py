@@ -26,7 +26,7 @@ import datasets
 import huggingface_hub
 
 from ..card_metadata import is_hub_dataset_id
-from .data_files import CSV_ONLY_EMPTY_CELLS_MISSING, check_data_file, data_file_error
+from .data_files import CSV_ONLY_EMPTY_CELLS_MISSING, check_data_file, data_file_error, diagnose_data_file
 from .errors import ScriptError
 
 logger = logging.getLogger(__name__)
@@ -291,7 +291,25 @@ def named_dataset_error(name: str, config_name: str | None, error: Exception, ca
             f"--dataset_name {name} has no configuration {config_name!r} ({first_line}): name one of its "
             "configurations with --dataset_config_name."
         )
-    return ScriptError(f"cannot read --dataset_name {name}: {first_line}")
+    return damaged_data_file(Path(name)) or ScriptError(f"cannot read --dataset_name {name}: {first_line}")
+
+
+def damaged_data_file(folder: Path) -> ScriptError | None:
+    """What makes a data file of a local `--dataset_name` folder unreadable (a Parquet file of no rows in one split, a
+    CSV of its header only, text that is not UTF-8: `diagnose_data_file`), where datasets said only "An error occurred
+    while generating the dataset"; None for a Hub id or where every file reads."""
+    if not folder.is_dir():
+        return None
+    for path in sorted(folder.rglob("*")):
+        if (
+            path.suffix.lower() in FILE_BUILDERS
+            and path.is_file()
+            and not path.relative_to(folder).parts[0].startswith(".")
+        ):
+            found = diagnose_data_file(str(path), f"--dataset_name {folder}: its file")
+            if found is not None:
+                return found
+    return None
 
 
 def load_data_file(
