@@ -160,6 +160,10 @@ CASES: dict[str, tuple[str, Callable]] = {
     "csv_of_a_header_only": (BOTH, header_only_csv),
     "csv_of_only_a_byte_order_mark": (BOTH, file_of("train.csv", b"\xef\xbb\xbf")),
     "json_of_an_empty_array": (BOTH, file_of("train.json", b"[]\n")),
+    "json_object_of_columns": (
+        BOTH,
+        file_of("train.json", json.dumps({name: [row[name] for row in ROWS] for name in ("text", "label")}).encode()),
+    ),
     "dataset_folder_with_an_empty_split": (BOTH, dataset_folder_with_an_empty_split),
     "big5_jsonl": (
         "run_classification.py",

@@ -385,6 +385,13 @@ def json_rows_key(path: str, option: str, json_field: str | None) -> str | None:
             f"{option} {path} holds lists of rows under several keys ({', '.join(keys)}): name the one to read "
             "with --json_field."
         )
+    lengths = {len(value) if isinstance(value, list) else -1 for value in document.values()}
+    if not keys and len(lengths) == 1 and min(lengths) > 1:  # pandas' to_json(orient="list"): columns, not rows
+        raise ScriptError(
+            f"{option} {path} holds one JSON object of columns ({', '.join(document)}: lists of {min(lengths)} values "
+            "each), which datasets reads as a single row: write one object a row, as JSON lines (pandas: "
+            'df.to_json(path, orient="records", lines=True, force_ascii=False)).'
+        )
     if keys:
         logger.info(f"{option} {path}: reading the rows under its key {keys[0]!r} (--json_field names another)")
     return keys[0] if keys else None
