@@ -234,8 +234,7 @@ class RoFormerConfig(PreTrainedConfig):
         self.check_fields()
 
     def check_fields(self) -> None:
-        """Raises a ValueError naming a field out of type or range; `from_dict` runs it again once transformers has set
-        `from_pretrained`'s keyword arguments."""
+        """Raises a ValueError naming a field out of type or range (again in `from_dict`, after its keyword arguments)."""
         self._check_field_types()
         self._check_architecture()
         self._check_rope_parameters()
@@ -263,7 +262,10 @@ class RoFormerConfig(PreTrainedConfig):
         argument (`from_pretrained(path, sparse_prediction=True)`) it still applies."""
         config_dict = {key: value for key, value in config_dict.items() if key not in RUN_ONLY_FIELDS}
         loaded = super().from_dict(config_dict, **kwargs)
-        (loaded[0] if isinstance(loaded, tuple) else loaded).check_fields()  # (config, unused kwargs) when asked
+        config = loaded[0] if isinstance(loaded, tuple) else loaded  # (config, unused kwargs) when asked
+        if "id2label" in kwargs and "label2id" not in kwargs:  # the saved label2id names the saved labels
+            config.label2id = {label: index for index, label in config.id2label.items()}
+        config.check_fields()
         return loaded
 
     @property
@@ -310,9 +312,8 @@ class RoFormerConfig(PreTrainedConfig):
             )
 
     def _check_field_types(self) -> None:
-        """The types and ranges of the fields RoFormer defines beyond transformers' own, checked wherever a config is
-        made or read (a config.json edited by hand: "false" as a string would act as true, a negative epsilon gives
-        NaN): a ValueError naming the field."""
+        """The types and ranges of the fields the model reads, wherever a config is made or read (a config.json edited by
+        hand: "false" as a string would act as true, a negative epsilon gives NaN): a ValueError naming the field."""
         for name in BOOLEAN_FIELDS:
             value = getattr(self, name)
             if not isinstance(value, bool):
@@ -349,8 +350,7 @@ class RoFormerConfig(PreTrainedConfig):
         pad = self.pad_token_id
         if pad is not None and not (isinstance(pad, int) and not isinstance(pad, bool) and 0 <= pad < self.vocab_size):
             raise ValueError(
-                f"pad_token_id must be the id of a word of the vocabulary (0 to vocab_size - 1 = {self.vocab_size - 1}) "
-                f"or null, got {pad!r}: set it to the id of [PAD] (0 in RoFormer's vocabularies)."
+                f"pad_token_id must be the vocabulary id of [PAD] (0 to {self.vocab_size - 1}), got {pad!r}."
             )
         if self.attention_type not in ATTENTION_TYPES:
             raise ValueError(

@@ -229,9 +229,9 @@ def test_bad_input_gets_one_line_and_keeps_the_files(case, script, tmp_path, cap
         ({"tie_word_embeddings": 0}, "tie_word_embeddings must be true or false, got 0 (of type int)"),
         (
             {"pad_token_id": -1},
-            "pad_token_id must be the id of a word of the vocabulary (0 to vocab_size - 1 = 49999)",
+            "pad_token_id must be the vocabulary id of [PAD] (0 to 49999), got -1.",
         ),
-        ({"pad_token_id": "0"}, "pad_token_id must be the id of a word of the vocabulary"),
+        ({"pad_token_id": "0"}, "pad_token_id must be the vocabulary id of [PAD] (0 to 49999), got '0'."),
         ({"hidden_act": 3}, "hidden_act must be one of transformers' ACT2FN (gelu, relu, ...), got 3."),
         ({"rope_parameters": {"rope_type": "ntk", "factor": "2"}}, "rope_parameters factor must be > 0"),
         (
@@ -265,7 +265,7 @@ def test_a_config_json_with_a_bad_field_is_refused_when_read(change, named, tmp_
         ({"is_decoder": 1}, "is_decoder must be true or false"),
         ({"prediction_slot_rate": -0.1}, "prediction_slot_rate is a share of tokens"),
         ({"prediction_slot_rate": 1.5}, "prediction_slot_rate is a share of tokens"),
-        ({"vocab_size": 10, "pad_token_id": 10}, "(0 to vocab_size - 1 = 9) or null, got 10"),
+        ({"vocab_size": 10, "pad_token_id": 10}, "(0 to 9), got 10."),
         ({"label2id": {"civil": 0, "criminal": 1}}, "label2id is given without id2label"),
         ({"num_labels": 0}, "num_labels must be a whole number of at least 1, got 0"),
     ],
@@ -273,6 +273,16 @@ def test_a_config_json_with_a_bad_field_is_refused_when_read(change, named, tmp_
 def test_a_config_made_in_python_with_a_bad_field_is_refused(fields, named):
     with pytest.raises(ValueError, match=re.escape(named)):
         RoFormerConfig(**fields)
+
+
+def test_new_labels_given_to_from_pretrained_replace_both_maps(tmp_path):
+    """id2label alone, given to from_pretrained of a classifier of other labels: label2id follows it (the saved one,
+    which named the old labels, was kept beside the new id2label)."""
+    saved = RoFormerConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, id2label={0: "a", 1: "b"})
+    saved.label2id = {"a": 0, "b": 1}
+    saved.save_pretrained(tmp_path)
+    config = RoFormerConfig.from_pretrained(tmp_path, id2label={0: "x", 1: "y", 2: "z"})
+    assert config.id2label == {0: "x", 1: "y", 2: "z"} and config.label2id == {"x": 0, "y": 1, "z": 2}
 
 
 def test_a_keyword_of_from_pretrained_is_checked_too(tmp_path):
