@@ -66,16 +66,6 @@ def check_publishing(args: TrainingArguments) -> None:
         ) from error
 
 
-def check_hub_model_id(args: TrainingArguments) -> None:
-    """With `--push_to_hub`, an empty `--hub_model_id` (often an unset shell variable) is refused rather than replaced
-    by the output folder's name, which would push to a repository the user did not name."""
-    if args.push_to_hub and args.hub_model_id is not None and not args.hub_model_id.strip():
-        raise ScriptError(
-            "--push_to_hub: --hub_model_id is empty: name the repository with --hub_model_id owner/name, or leave the "
-            "option out to name it after the output folder."
-        )
-
-
 def check_license(license: str | None) -> None:
     """`--license` is one of the Hub's license ids (`card_metadata.HUB_LICENSES`), or not given."""
     if license is None or is_hub_license(license):
@@ -92,6 +82,16 @@ def check_license(license: str | None) -> None:
         "cc-by-4.0, ...: https://huggingface.co/docs/hub/repositories-licenses), or 'other' for a license it does "
         "not list."
     )
+
+
+def check_hub_model_id(args: TrainingArguments) -> None:
+    """With `--push_to_hub`, an empty `--hub_model_id` (often an unset shell variable) is refused rather than replaced
+    by the output folder's name, which would push to a repository the user did not name."""
+    if args.push_to_hub and args.hub_model_id is not None and not args.hub_model_id.strip():
+        raise ScriptError(
+            "--push_to_hub: --hub_model_id is empty: name the repository with --hub_model_id owner/name, or leave the "
+            "option out to name it after the output folder."
+        )
 
 
 def evaluation_origins(data_args: Any, held_out: str | None) -> tuple[dict[str, str], dict[str, str]]:
