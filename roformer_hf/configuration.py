@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from transformers import PreTrainedConfig
+from transformers.activations import ACT2FN
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 # "default" and "ntk" are computed by roformer_hf.rope; every other type by transformers' own functions.
@@ -14,15 +15,8 @@ ROPE_TYPES = ("default", "ntk", *sorted(ROPE_INIT_FUNCTIONS))
 ROPE_TYPES_WITH_FACTOR = ("ntk", "linear", "dynamic", "yarn", "llama3")
 ATTENTION_TYPES = ("softmax", "linear")
 # Sizes and counts that must be at least 1 (0 or less gives an empty model or a division by zero later).
-POSITIVE_FIELDS = (
-    "vocab_size",
-    "hidden_size",
-    "embedding_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "intermediate_size",
-    "type_vocab_size",
-)
+POSITIVE_FIELDS = ("vocab_size", "hidden_size", "embedding_size", "num_hidden_layers", "num_attention_heads")
+POSITIVE_FIELDS += ("intermediate_size", "type_vocab_size")
 # Every Auto class and the class it loads, as `save_pretrained` copies the code (module file stem, class name). Every
 # saved config names them all, whichever head was saved, so that `trust_remote_code=True` gives any head of ours from
 # any checkpoint (e.g. a classifier from a pretrained MLM) instead of falling back on transformers' RoFormer.
@@ -42,27 +36,25 @@ AUTO_MAP = {
 RECIPE_PIPELINE = "text_classification_pipeline.RoFormerTextClassificationPipeline"
 # Its module and the one module it imports: `save_pretrained` copies both beside the model's code.
 RECIPE_PIPELINE_FILES = ("text_classification_pipeline.py", "document_inputs.py")
-# RoFormer's own boolean fields: a string ("false") or a number would act as its truth value.
-BOOLEAN_FIELDS = (
-    "rotary_value",
-    "sparse_prediction",
-    "final_layer_norm",
-    "embedding_layer_norm",
-    "use_bias",
-    "add_pooling_layer",
-)
+# The boolean fields the model reads, RoFormer's own, then the three of transformers' that change what it computes: a
+# string ("false") or a number would act as its truth value.
+BOOLEAN_FIELDS = ("rotary_value", "sparse_prediction", "final_layer_norm", "embedding_layer_norm", "use_bias")
+BOOLEAN_FIELDS += ("add_pooling_layer", "is_decoder", "use_cache", "tie_word_embeddings")
 # RoFormer's own number fields: name -> (whether a value is in range, the range in words); finite, never a boolean.
 NUMBER_FIELDS = {
     "layer_norm_eps": (lambda x: x > 0, "a positive number (it keeps the norm from dividing by 0)"),
     "initializer_range": (lambda x: x >= 0, "a finite number of at least 0"),
     "max_position_embeddings": (lambda x: isinstance(x, int) and x >= 1, "a whole number of at least 1"),
 }
-NORM_TYPES = ("layer_norm", "rms_norm")
-POOLER_ACTIVATIONS = ("tanh", "linear")
-MULTIPLE_CHOICE_POOLINGS = ("last_token", "last_position")
-DECODER_MASKS = ("causal", "unilm")
-ENCODER_MASKS = ("bidirectional", "unilm")
-NORM_POSITIONS = ("post", "pre")
+# The fields of a few named values, and those values.
+VARIANT_FIELDS = {
+    "norm_type": ("layer_norm", "rms_norm"),
+    "pooler_activation": ("tanh", "linear"),
+    "multiple_choice_pooling": ("last_token", "last_position"),
+    "decoder_mask": ("causal", "unilm"),
+    "encoder_mask": ("bidirectional", "unilm"),
+    "norm_position": ("post", "pre"),
+}
 # Settings of a training run rather than of the model: never written to config.json, never read back from a saved
 # config (older checkpoints of run_mlm.py say "sparse_prediction": true), so a loaded model answers every caller alike.
 RUN_ONLY_FIELDS = ("sparse_prediction", "prediction_slot_rate")
@@ -233,15 +225,21 @@ class RoFormerConfig(PreTrainedConfig):
     auto_map: dict[str, str] | None = None
 
     def __post_init__(self, **kwargs):
-        check_mappings(self)  # before transformers reads them (a list of labels is a traceback there)
+        check_mappings(self)  # before transformers reads them: a list of labels, a key "a" is a traceback there
+        check_label_maps(self, kwargs.get("num_labels"))
         if self.embedding_size is None:
             self.embedding_size = self.hidden_size
         self.auto_map = {**AUTO_MAP, **(self.auto_map or {})}
         super().__post_init__(**kwargs)
+        self.check_fields()
+
+    def check_fields(self) -> None:
+        """Raises a ValueError naming a field out of type or range (again in `from_dict`, after its keyword arguments)."""
         self._check_field_types()
         self._check_architecture()
         self._check_rope_parameters()
         self._check_variants()
+        check_label_maps(self)
 
     @classmethod
     def get_config_dict(cls, pretrained_model_name_or_path, **kwargs) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -263,7 +261,12 @@ class RoFormerConfig(PreTrainedConfig):
         """As transformers' `from_dict`, without the saved value of a run-only field (`RUN_ONLY_FIELDS`); as a keyword
         argument (`from_pretrained(path, sparse_prediction=True)`) it still applies."""
         config_dict = {key: value for key, value in config_dict.items() if key not in RUN_ONLY_FIELDS}
-        return super().from_dict(config_dict, **kwargs)
+        loaded = super().from_dict(config_dict, **kwargs)
+        config = loaded[0] if isinstance(loaded, tuple) else loaded  # (config, unused kwargs) when asked
+        if "id2label" in kwargs and "label2id" not in kwargs:  # the saved label2id names the saved labels
+            config.label2id = {label: index for index, label in config.id2label.items()}
+        config.check_fields()
+        return loaded
 
     @property
     def custom_pipelines(self) -> dict:
@@ -309,9 +312,8 @@ class RoFormerConfig(PreTrainedConfig):
             )
 
     def _check_field_types(self) -> None:
-        """The types and ranges of the fields RoFormer defines beyond transformers' own, checked wherever a config is
-        made or read (a config.json edited by hand: "false" as a string would act as true, a negative epsilon gives
-        NaN): a ValueError naming the field."""
+        """The types and ranges of the fields the model reads, wherever a config is made or read (a config.json edited by
+        hand: "false" as a string would act as true, a negative epsilon gives NaN): a ValueError naming the field."""
         for name in BOOLEAN_FIELDS:
             value = getattr(self, name)
             if not isinstance(value, bool):
@@ -326,8 +328,12 @@ class RoFormerConfig(PreTrainedConfig):
                     f"{name} must be {meaning}, got {value!r}: set it in range (the default is "
                     f"{getattr(type(self), name)})."
                 )
-        if not (isinstance(self.hidden_act, str) or callable(self.hidden_act)):
-            raise ValueError(f'hidden_act must name an activation (such as "gelu"), got {self.hidden_act!r}.')
+        activation = self.hidden_act
+        if not ((isinstance(activation, str) and activation in ACT2FN) or callable(activation)):
+            raise ValueError(f"hidden_act must be one of transformers' ACT2FN (gelu, relu, ...), got {activation!r}.")
+        rate = self.prediction_slot_rate
+        if rate is not None and not (_is_number(rate) and 0 < rate <= 1):
+            raise ValueError(f"prediction_slot_rate is a share of tokens in (0, 1], or None; got {rate!r}.")
 
     def _check_architecture(self) -> None:
         for name in POSITIVE_FIELDS:
@@ -341,6 +347,11 @@ class RoFormerConfig(PreTrainedConfig):
             value = getattr(self, name)
             if not (_is_number(value) and 0 <= value <= 1):
                 raise ValueError(f"{name} is a probability, so it must lie in [0, 1], got {value!r}.")
+        pad = self.pad_token_id
+        if pad is not None and not (isinstance(pad, int) and not isinstance(pad, bool) and 0 <= pad < self.vocab_size):
+            raise ValueError(
+                f"pad_token_id must be the vocabulary id of [PAD] (0 to {self.vocab_size - 1}), got {pad!r}."
+            )
         if self.attention_type not in ATTENTION_TYPES:
             raise ValueError(
                 f"Unknown attention_type {self.attention_type!r}: use one of {', '.join(map(repr, ATTENTION_TYPES))}."
@@ -356,20 +367,12 @@ class RoFormerConfig(PreTrainedConfig):
         factor = rope_parameters.get("factor")
         if rope_type in ROPE_TYPES_WITH_FACTOR and factor is None:
             raise ValueError(f'rope_type {rope_type!r} needs a scaling factor: add "factor" to rope_parameters.')
-        if factor is not None and not factor > 0:
-            raise ValueError(f"rope_parameters factor must be > 0, got {factor}.")
-        if not rope_parameters.get("rope_theta", 1.0) > 0:
-            raise ValueError(f"rope_parameters rope_theta must be > 0, got {rope_parameters['rope_theta']}.")
+        for name, value in (("factor", factor), ("rope_theta", rope_parameters.get("rope_theta"))):
+            if value is not None and not (_is_number(value) and value > 0):
+                raise ValueError(f"rope_parameters {name} must be > 0 (a finite number), got {value!r}.")
 
     def _check_variants(self) -> None:
-        for name, allowed in (
-            ("norm_type", NORM_TYPES),
-            ("pooler_activation", POOLER_ACTIVATIONS),
-            ("multiple_choice_pooling", MULTIPLE_CHOICE_POOLINGS),
-            ("decoder_mask", DECODER_MASKS),
-            ("encoder_mask", ENCODER_MASKS),
-            ("norm_position", NORM_POSITIONS),
-        ):
+        for name, allowed in VARIANT_FIELDS.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(
                     f"Unknown {name} {getattr(self, name)!r}: use one of {', '.join(map(repr, allowed))}."
@@ -426,6 +429,31 @@ def check_mappings(config: PreTrainedConfig) -> None:
                 f"{name} must be a mapping (a JSON object such as {example}) or null, got {type(value).__name__} "
                 f"{value!r:.60}: give a mapping."
             )
+
+
+def check_label_maps(config: PreTrainedConfig, num_labels: object = None) -> None:
+    """Raises a ValueError where the label maps would name other outputs than the classifier's: `id2label`'s keys must
+    be the ids 0 to n - 1 (at least one), `label2id` its inverse (ids as numbers or digits, as transformers' own tests
+    write them) and never alone (transformers would replace it by LABEL_0, ...), `num_labels` at least 1."""
+    if num_labels is not None and (not isinstance(num_labels, int) or isinstance(num_labels, bool) or num_labels < 1):
+        raise ValueError(f"num_labels must be a whole number of at least 1, got {num_labels!r}.")
+    id2label, label2id = config.id2label, config.label2id
+    if id2label is None and label2id is not None:
+        raise ValueError(
+            "label2id is given without id2label, whose labels transformers would replace by LABEL_0, LABEL_1, ...: "
+            'give id2label too (such as {"0": "civil", "1": "criminal"}).'
+        )
+    if id2label is not None and (not id2label or sorted(map(str, id2label)) != sorted(map(str, range(len(id2label))))):
+        raise ValueError(
+            f"id2label's keys must be the classifier's outputs 0, 1, ..., n - 1 (at least one), got {list(id2label)}: "
+            'number the labels from 0 without gaps, as in {"0": "civil", "1": "criminal"}.'
+        )
+    named = {label: str(index) for index, label in (id2label or {}).items()}
+    if label2id is not None and {label: str(index) for label, index in label2id.items()} != named:
+        raise ValueError(
+            f"label2id ({json.dumps(label2id, ensure_ascii=False)[:80]}) disagrees with id2label "
+            f"({json.dumps(id2label, ensure_ascii=False)[:80]}): make it the inverse of id2label, or leave it out."
+        )
 
 
 def recipe_pipelines() -> dict:

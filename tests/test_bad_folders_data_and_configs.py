@@ -99,9 +99,40 @@ def empty_parquet(script: str, tmp: Path, monkeypatch) -> list[str]:
     return tiny_run(script, tmp, tmp / "train.parquet")
 
 
+def dataset_folder_with_an_empty_split(script: str, tmp: Path, monkeypatch) -> list[str]:
+    """--dataset_name a Hub-layout folder whose validation Parquet file has columns and no rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp / "cail" / "data").mkdir(parents=True)
+    for split, rows in (("train", ROWS), ("validation", []), ("test", ROWS[:4])):
+        columns = {name: pa.array([row[name] for row in rows], pa.string()) for name in ("text", "label")}
+        pq.write_table(pa.table(columns), tmp / "cail" / "data" / f"{split}-00000-of-00001.parquet")
+    arguments = tiny_run(script, tmp, tmp / "cail")
+    arguments[arguments.index("--train_file")] = "--dataset_name"
+    return [argument for argument in arguments if argument not in ("--validation_split_percentage", "20")]
+
+
 def header_only_csv(script: str, tmp: Path, monkeypatch) -> list[str]:
     (tmp / "train.csv").write_text("text,label\n", encoding="utf-8")
     return tiny_run(script, tmp, tmp / "train.csv")
+
+
+def file_of(name: str, content: bytes) -> Callable:
+    """A run whose --train_file `name` holds `content`."""
+
+    def arguments(script: str, tmp: Path, monkeypatch) -> list[str]:
+        (tmp / name).write_bytes(content)
+        return tiny_run(script, tmp, tmp / name)
+
+    return arguments
+
+
+# Traditional Chinese (Taiwan, Hong Kong) is usually saved as Big5.
+BIG5_ROWS = [
+    {"text": "被告人張三駕車逃逸，應承擔刑事責任。", "label": "criminal"},
+    {"text": "原告與被告簽訂借款合同。", "label": "civil"},
+]
 
 
 USER_CONFIG = json.dumps({"model_type": "bert", "hidden_size": 768})
@@ -127,10 +158,35 @@ CASES: dict[str, tuple[str, Callable]] = {
     "resume_with_other_max_train_samples": (BOTH, resumed_after(other_max_train_samples)),
     "empty_parquet_file": (BOTH, empty_parquet),
     "csv_of_a_header_only": (BOTH, header_only_csv),
+    "csv_of_only_a_byte_order_mark": (BOTH, file_of("train.csv", b"\xef\xbb\xbf")),
+    "json_of_an_empty_array": (BOTH, file_of("train.json", b"[]\n")),
+    "json_object_of_columns": (
+        BOTH,
+        file_of("train.json", json.dumps({name: [row[name] for row in ROWS] for name in ("text", "label")}).encode()),
+    ),
+    "dataset_folder_with_an_empty_split": (BOTH, dataset_folder_with_an_empty_split),
+    "big5_jsonl": (
+        "run_classification.py",
+        file_of(
+            "train.jsonl", "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in BIG5_ROWS * 5).encode("big5")
+        ),
+    ),
     "config_boolean_as_a_string": (BOTH, edited_config(use_bias="false")),
     "config_negative_layer_norm_eps": (BOTH, edited_config(layer_norm_eps=-1e-12)),
     "config_dropout_as_a_string": ("run_mlm.py", edited_config(hidden_dropout_prob="0.1")),
     "config_id2label_a_list": ("run_classification.py", edited_config(id2label=["civil", "criminal"])),
+    "config_is_decoder_as_a_string": ("run_mlm.py", edited_config(is_decoder="false")),
+    "config_label2id_disagrees": (
+        "run_classification.py",
+        edited_config(id2label={"0": "civil", "1": "criminal"}, label2id={"civil": 1, "criminal": 0}),
+    ),
+    "config_id2label_keys_not_ids": ("run_classification.py", edited_config(id2label={"civil": "civil"})),
+    "config_pad_token_id_out_of_vocabulary": (BOTH, edited_config(pad_token_id=50000)),
+    "config_hidden_act_unknown": ("run_mlm.py", edited_config(hidden_act="gelu_fancy")),
+    "config_rope_theta_as_a_string": (
+        "run_classification.py",
+        edited_config(rope_parameters={"rope_type": "default", "rope_theta": "10000"}),
+    ),
 }
 
 
@@ -169,6 +225,28 @@ def test_bad_input_gets_one_line_and_keeps_the_files(case, script, tmp_path, cap
         ({"max_position_embeddings": 512.5}, "max_position_embeddings must be a whole number"),
         ({"label2id": "civil"}, "label2id must be a mapping"),
         ({"rope_parameters": ["default"]}, "rope_parameters must be a mapping"),
+        ({"use_cache": "no"}, "use_cache must be true or false, got 'no' (of type str)"),
+        ({"tie_word_embeddings": 0}, "tie_word_embeddings must be true or false, got 0 (of type int)"),
+        (
+            {"pad_token_id": -1},
+            "pad_token_id must be the vocabulary id of [PAD] (0 to 49999), got -1.",
+        ),
+        ({"pad_token_id": "0"}, "pad_token_id must be the vocabulary id of [PAD] (0 to 49999), got '0'."),
+        ({"hidden_act": 3}, "hidden_act must be one of transformers' ACT2FN (gelu, relu, ...), got 3."),
+        ({"rope_parameters": {"rope_type": "ntk", "factor": "2"}}, "rope_parameters factor must be > 0"),
+        (
+            {"id2label": {"0": "civil", "2": "criminal"}},
+            "id2label's keys must be the classifier's outputs 0, 1, ..., n - 1 (at least one), got ['0', '2']",
+        ),
+        ({"id2label": {"-1": "civil", "0": "criminal"}}, "got ['-1', '0']"),
+        ({"id2label": {}}, "(at least one), got []"),
+        (
+            {"id2label": {"0": "civil", "1": "criminal"}, "label2id": {"x": 0, "y": 1}},
+            'label2id ({"x": 0, "y": 1}) disagrees with id2label',
+        ),
+        ({"label2id": {"x": 0, "y": 1}}, "label2id is given without id2label"),
+        ({"num_labels": -1}, "num_labels must be a whole number of at least 1, got -1"),
+        ({"num_labels": "3"}, "num_labels must be a whole number of at least 1, got '3'"),
     ],
 )
 def test_a_config_json_with_a_bad_field_is_refused_when_read(change, named, tmp_path):
@@ -178,3 +256,60 @@ def test_a_config_json_with_a_bad_field_is_refused_when_read(change, named, tmp_
     (tmp_path / "config.json").write_text(json.dumps({**saved, **change}), encoding="utf-8")
     with pytest.raises(ValueError, match=re.escape(named)):
         RoFormerModel.from_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"use_bias": "false"}, "use_bias must be true or false"),
+        ({"is_decoder": 1}, "is_decoder must be true or false"),
+        ({"prediction_slot_rate": -0.1}, "prediction_slot_rate is a share of tokens"),
+        ({"prediction_slot_rate": 1.5}, "prediction_slot_rate is a share of tokens"),
+        ({"vocab_size": 10, "pad_token_id": 10}, "(0 to 9), got 10."),
+        ({"label2id": {"civil": 0, "criminal": 1}}, "label2id is given without id2label"),
+        ({"num_labels": 0}, "num_labels must be a whole number of at least 1, got 0"),
+    ],
+)
+def test_a_config_made_in_python_with_a_bad_field_is_refused(fields, named):
+    with pytest.raises(ValueError, match=re.escape(named)):
+        RoFormerConfig(**fields)
+
+
+def test_new_labels_given_to_from_pretrained_replace_both_maps(tmp_path):
+    """id2label alone, given to from_pretrained of a classifier of other labels: label2id follows it (the saved one,
+    which named the old labels, was kept beside the new id2label)."""
+    saved = RoFormerConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, id2label={0: "a", 1: "b"})
+    saved.label2id = {"a": 0, "b": 1}
+    saved.save_pretrained(tmp_path)
+    config = RoFormerConfig.from_pretrained(tmp_path, id2label={0: "x", 1: "y", 2: "z"})
+    assert config.id2label == {0: "x", 1: "y", 2: "z"} and config.label2id == {"x": 0, "y": 1, "z": 2}
+
+
+def test_a_keyword_of_from_pretrained_is_checked_too(tmp_path):
+    """transformers sets from_pretrained's keyword arguments after the config is made: they are checked as well."""
+    RoFormerConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="use_bias must be true or false, got 'false'"):
+        RoFormerConfig.from_pretrained(tmp_path, use_bias="false")
+    with pytest.raises(ValueError, match="num_labels must be a whole number of at least 1, got -1"):
+        RoFormerConfig.from_pretrained(tmp_path, num_labels=-1)
+    config, unused = RoFormerConfig.from_pretrained(tmp_path, num_labels=3, return_unused_kwargs=True, foo=1)
+    assert config.num_labels == 3 and unused == {"foo": 1}
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        # transformers' own tests (tests/utils/test_configuration_utils.py's config_common_kwargs): ids as strings
+        {"id2label": {0: "label"}, "label2id": {"label": "0"}, "problem_type": "regression"},
+        {"id2label": {"0": "civil", "1": "criminal"}, "label2id": {"civil": 0, "criminal": 1}},
+        {"num_labels": 5},
+        {"layer_norm_eps": 1.0, "initializer_range": 0, "hidden_dropout_prob": 1, "attention_probs_dropout_prob": 0},
+        {"pad_token_id": None, "hidden_act": "silu", "is_decoder": True, "use_cache": False},
+        {"vocab_size": 99, "pad_token_id": 98, "prediction_slot_rate": 1.0, "tie_word_embeddings": False},
+        {"rope_parameters": {"rope_type": "linear", "rope_theta": 10000, "factor": 2}},
+    ],
+)
+def test_valid_configs_are_not_refused(fields, tmp_path):
+    config = RoFormerConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, **fields)
+    config.save_pretrained(tmp_path)
+    assert RoFormerConfig.from_pretrained(tmp_path).to_dict() == config.to_dict()

@@ -185,7 +185,22 @@ def test_the_cache_key_holds_the_shape_and_not_the_run_s_thread_count(cache_home
 
 
 @pytest.mark.parametrize(
-    "content", ["{not json", "[1, 2]", '{"a key": "not a number"}', "", '{"KEY": Infinity}', '{"KEY": NaN}']
+    "content",
+    [
+        "{not json",
+        "[1, 2]",
+        '{"a key": "not a number"}',
+        "",
+        '{"KEY": Infinity}',
+        '{"KEY": NaN}',
+        # hand-edited: a string, a negative number, a boolean, a nested object, numbers no CPU measures
+        '{"KEY": "1.2"}',
+        '{"KEY": -1.5}',
+        '{"KEY": true}',
+        '{"KEY": {"speedup": 1.2}}',
+        '{"KEY": 1e308}',
+        '{"KEY": 1e-300}',
+    ],
 )
 def test_a_corrupted_cache_is_ignored_and_replaced(cache_home, content):
     probe_cache_file().parent.mkdir(parents=True)

@@ -163,6 +163,11 @@ def push_upload_fails(monkeypatch, tmp) -> list[str]:
     return ["--push_to_hub"]
 
 
+def push_to_another_namespace(monkeypatch, tmp) -> list[str]:
+    hub_in_reach(monkeypatch, whoami=lambda api, **kwargs: {"name": "someone", "orgs": [{"name": "my-lab"}]})
+    return ["--push_to_hub", "--hub_model_id", "someone-else/cail-roformer"]
+
+
 def dataset_configurations_in_cache(monkeypatch, tmp) -> list[str]:
     from test_data_sources import cache_of_two_configurations
 
@@ -225,6 +230,8 @@ PUSH_CASES = {
     "push_upload_fails": ("run_classification.py", push_upload_fails),
     "license_not_a_hub_id": ("both scripts", lambda *_: ["--license", "Apache 2.0"]),
     "license_empty": ("run_classification.py", lambda *_: ["--license", ""]),
+    "push_hub_model_id_empty": ("both scripts", lambda *_: ["--push_to_hub", "--hub_model_id", ""]),
+    "push_to_another_namespace": ("run_classification.py", push_to_another_namespace),
     "dataset_configurations_in_cache": ("run_classification.py", dataset_configurations_in_cache),
     "dataset_class_labels_differ": ("run_classification.py", dataset_class_labels_differ),
     "validation_ids_beside_class_label": ("run_classification.py", validation_ids_beside_class_label),

@@ -118,6 +118,9 @@ def test_config_overrides_are_typed():
         ("hidden_sizes=3", "no field 'hidden_sizes'"),
         ("hidden_size", "not 'key=value'"),
         ("num_attention_heads=5", "not divisible"),
+        # a key of a dict field given as a field: the spelling that sets it, which the config then checks
+        ("rope_theta=-1", r"no field 'rope_theta' \(a key of rope_parameters: write rope_parameters.rope_theta=-1\)"),
+        ("rope_parameters.rope_theta=-1", r"rope_parameters rope_theta must be > 0 \(a finite number\), got -1"),
     ],
 )
 def test_bad_config_overrides_are_named(overrides, message):

@@ -65,10 +65,33 @@ def test_a_cpu_quota_bounds_the_usable_cores(tmp_path, monkeypatch):
 
 
 def test_threads_option_wins_over_omp_num_threads_which_wins_over_the_cores():
-    assert decide_threads(3, "1", 2, 1.9) == (3, None)
-    assert decide_threads("3", "1", 2) == (3, None)
-    assert decide_threads(None, "4", 2, 1.9) == (4, None)
+    assert decide_threads(3, "1", 4, 1.9) == (3, None)
+    assert decide_threads("3", "1", 4) == (3, None)
+    assert decide_threads(None, "4", 4, 1.9) == (4, None)
+    assert decide_threads(None, "3,1", 4) == (3, None)  # OpenMP's list, one count per nesting level: the first
     assert decide_threads(None, "not a number", 2, 1.9).threads == 2  # ignored, as torch ignores it
+
+
+@pytest.mark.parametrize("environment", ["0", "-1", "two", "1.5"])
+def test_an_omp_num_threads_left_aside_is_said(environment):
+    choice = decide_threads(None, environment, 2)
+    assert choice.threads == 2
+    assert f"OMP_NUM_THREADS={environment!r} left aside (not a whole number of at least 1)" in choice.line
+
+
+@pytest.mark.parametrize(
+    ("requested", "environment", "given_by"), [(8, None, "--threads"), (None, "3", "OMP_NUM_THREADS")]
+)
+def test_more_threads_than_cores_are_taken_and_said(requested, environment, given_by):
+    choice = decide_threads(requested, environment, 2)
+    assert choice.threads == (requested or int(environment))
+    assert choice.line.startswith(f"{choice.threads} threads ({given_by}) on 2 usable cores")
+    assert f"give {given_by} 2 or fewer" in choice.line
+
+
+@pytest.mark.parametrize("requested", ["AUTO", " auto ", "Auto"])
+def test_auto_is_read_in_any_case(requested):
+    assert decide_threads(requested, None, 2, 1.0).threads == 1
 
 
 @pytest.mark.parametrize("requested", [0, -2, "many", "1.5"])

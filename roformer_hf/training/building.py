@@ -43,7 +43,9 @@ def parse_config_overrides(overrides: str | None, config: PreTrainedConfig) -> d
             raise ScriptError(f"--config_overrides: {item!r} is not 'key=value'; separate pairs with commas.")
         field_name, _, sub_key = key.partition(".")
         if not hasattr(config, field_name):
-            raise ScriptError(f"--config_overrides: {type(config).__name__} has no field {field_name!r}.")
+            holders = [name for name, value in vars(config).items() if isinstance(value, dict) and field_name in value]
+            hint = f" (a key of {holders[0]}: write {holders[0]}.{key}={text})" if holders else ""
+            raise ScriptError(f"--config_overrides: {type(config).__name__} has no field {field_name!r}{hint}.")
         if sub_key:
             current = kwargs.get(field_name, getattr(config, field_name))
             if not isinstance(current, dict):

@@ -102,7 +102,7 @@ def not_utf8_error(path: str | Path, what: str, line: int, byte: int) -> ScriptE
     if encoding != "GBK":
         return ScriptError(
             f"{what} {path} is not UTF-8 text (byte 0x{byte:02x} on line {line}, which reads as {encoding} text, "
-            f"{text!r}): convert it, e.g. iconv -f latin1 -t utf-8 {path} > {converted}"
+            f"{text!r}): convert it, e.g. iconv -f {ICONV_NAMES[encoding]} -t utf-8 {path} > {converted}"
         )
     return ScriptError(
         f"{what} {path} is not UTF-8 text (byte 0x{byte:02x} on line {line}); Chinese text in another encoding is "
@@ -123,17 +123,25 @@ def read_line(path: str | Path, line: int) -> bytes:
 QUOTED_CHARACTERS = 60
 
 
+# The encodings `guess_line_encoding` tells, in the order it tries them, and their names for iconv.
+ICONV_NAMES = {"GBK": "gbk", "Big5": "big5", "Latin-1": "latin1"}
+
+
 def guess_line_encoding(line: bytes) -> tuple[str, str]:
     """
-    The encoding a line that is not UTF-8 is likely in, and its text so read: GBK when it reads as GBK with Chinese
-    characters in it, else Latin-1 (every byte is a Latin-1 character: é, ü, ...).
+    The encoding a line that is not UTF-8 is likely in, and its text so read: GBK (simplified Chinese, the usual one)
+    or Big5 (traditional Chinese, Taiwan and Hong Kong) when it reads as such with Chinese characters in it, else
+    Latin-1 (every byte is a Latin-1 character: é, ü, ...).
     """
-    try:
-        text, encoding = line.decode("gbk"), "GBK"
-        if not any("\u4e00" <= character <= "\u9fff" for character in text):
-            text, encoding = line.decode("latin-1"), "Latin-1"
-    except UnicodeDecodeError:
-        text, encoding = line.decode("latin-1"), "Latin-1"
+    text, encoding = line.decode("latin-1"), "Latin-1"
+    for chinese in ("GBK", "Big5"):
+        try:
+            read = line.decode(ICONV_NAMES[chinese])
+        except UnicodeDecodeError:
+            continue
+        if any("\u4e00" <= character <= "\u9fff" for character in read):
+            text, encoding = read, chinese
+            break
     text = text.strip()
     return encoding, text if len(text) <= QUOTED_CHARACTERS else text[:QUOTED_CHARACTERS] + "..."
 
@@ -297,8 +305,13 @@ def diagnose_data_file(path: str, option: str) -> ScriptError | None:
     place = find_utf8_error(path)
     if place is not None:
         return not_utf8_error(path, option, *place)
-    with open(path, encoding="utf-8") as file:
+    with open(path, encoding="utf-8-sig") as file:  # without the byte-order mark an editor may write first
         lines = [line for line in file if line.strip()]
+    if not lines and Path(path).read_bytes().startswith(codecs.BOM_UTF8):
+        return ScriptError(
+            f"{option} {path} holds only a byte-order mark (the 3 bytes some editors write first in a UTF-8 file), no "
+            "data: give a file with data."
+        )
     if not lines:
         return ScriptError(f"{option} {path} holds only blank lines: give a file with data.")
     if Path(path).suffix.lower() == ".csv" and len(lines) == 1:
@@ -330,14 +343,14 @@ def empty_parquet_error(path: str, option: str) -> ScriptError | None:
 
 def find_json_error(path: str | Path) -> str | None:
     """What makes a JSON document or JSON-lines file unreadable, with its line, or `None` when it parses."""
-    with open(path, encoding="utf-8") as file:
+    with open(path, encoding="utf-8-sig") as file:
         if file.read(4096).lstrip().startswith("["):  # one JSON array rather than JSON lines: parse it whole
             file.seek(0)
             try:
-                json.load(file)
+                rows = json.load(file)
             except json.JSONDecodeError as error:
                 return f"not valid JSON at line {error.lineno}, column {error.colno} ({error.msg}): fix the file."
-            return None
+            return "an empty JSON array ([]), no rows: give a file with data." if rows == [] else None
         file.seek(0)
         for number, line in enumerate(file, start=1):
             if not line.strip():

@@ -29,7 +29,7 @@ import pyarrow.ipc
 import pyarrow.parquet
 
 from ..card_metadata import is_hub_dataset_id
-from .data_files import CSV_ONLY_EMPTY_CELLS_MISSING, check_data_file, data_file_error
+from .data_files import CSV_ONLY_EMPTY_CELLS_MISSING, check_data_file, data_file_error, diagnose_data_file
 from .errors import ScriptError
 
 logger = logging.getLogger(__name__)
@@ -359,7 +359,25 @@ def named_dataset_error(name: str, config_name: str | None, error: Exception, ca
             f"--dataset_name {name} has no configuration {config_name!r} ({first_line}): name one of its "
             "configurations with --dataset_config_name."
         )
-    return ScriptError(f"cannot read --dataset_name {name}: {first_line}")
+    return damaged_data_file(Path(name)) or ScriptError(f"cannot read --dataset_name {name}: {first_line}")
+
+
+def damaged_data_file(folder: Path) -> ScriptError | None:
+    """What makes a data file of a local `--dataset_name` folder unreadable (a Parquet file of no rows in one split, a
+    CSV of its header only, text that is not UTF-8: `diagnose_data_file`), where datasets said only "An error occurred
+    while generating the dataset"; None for a Hub id or where every file reads."""
+    if not folder.is_dir():
+        return None
+    for path in sorted(folder.rglob("*")):
+        if (
+            path.suffix.lower() in FILE_BUILDERS
+            and path.is_file()
+            and not path.relative_to(folder).parts[0].startswith(".")
+        ):
+            found = diagnose_data_file(str(path), f"--dataset_name {folder}: its file")
+            if found is not None:
+                return found
+    return None
 
 
 def load_data_file(
@@ -434,6 +452,13 @@ def json_rows_key(path: str, option: str, json_field: str | None) -> str | None:
         raise ScriptError(
             f"{option} {path} holds lists of rows under several keys ({', '.join(keys)}): name the one to read "
             "with --json_field."
+        )
+    lengths = {len(value) if isinstance(value, list) else -1 for value in document.values()}
+    if not keys and len(lengths) == 1 and min(lengths) > 1:  # pandas' to_json(orient="list"): columns, not rows
+        raise ScriptError(
+            f"{option} {path} holds one JSON object of columns ({', '.join(document)}: lists of {min(lengths)} values "
+            "each), which datasets reads as a single row: write one object a row, as JSON lines (pandas: "
+            'df.to_json(path, orient="records", lines=True, force_ascii=False)).'
         )
     if keys:
         logger.info(f"{option} {path}: reading the rows under its key {keys[0]!r} (--json_field names another)")

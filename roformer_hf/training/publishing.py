@@ -32,10 +32,12 @@ def trainer_arguments(training_args: TrainingArguments) -> TrainingArguments:
 def check_publishing(args: TrainingArguments) -> None:
     """
     Before the first training step, what would otherwise fail after it: `--license` (a Hub license id, not empty),
-    and with `--push_to_hub` the repository id's form (`--hub_model_id`, else the output folder's name), offline mode
-    and whether the Hub answers with the token (`HfApi.whoami`). Raises `ScriptError` naming the option to change.
+    and with `--push_to_hub` the repository id's form (`--hub_model_id`, else the output folder's name), offline mode,
+    whether the Hub answers with the token (`HfApi.whoami`) and whether the token may write to the repository's
+    namespace. Raises `ScriptError` naming the option to change.
     """
     check_license(args.license)
+    check_hub_model_id(args)
     if not args.push_to_hub:
         return
     check_hub_strategy(args.hub_strategy)
@@ -55,7 +57,7 @@ def check_publishing(args: TrainingArguments) -> None:
             "roformer_hf.hub_upload.push_folder_to_hub."
         )
     try:
-        huggingface_hub.HfApi(token=args.hub_token).whoami()
+        identity = huggingface_hub.HfApi(token=args.hub_token).whoami()
     except (
         Exception
     ) as error:  # no token, a refused one, no connection (httpx's errors are no OSErrors): all stop here
@@ -64,6 +66,7 @@ def check_publishing(args: TrainingArguments) -> None:
             f"--push_to_hub, but the Hub does not answer with your token ({first_line}): log in with `hf auth login` "
             "or pass --hub_token, check the connection, or leave out --push_to_hub."
         ) from error
+    check_namespace(repo_name, identity)
 
 
 def check_hub_strategy(hub_strategy: str) -> None:
@@ -97,6 +100,30 @@ def check_license(license: str | None) -> None:
         "cc-by-4.0, ...: https://huggingface.co/docs/hub/repositories-licenses), or 'other' for a license it does "
         "not list."
     )
+
+
+def check_hub_model_id(args: TrainingArguments) -> None:
+    """With `--push_to_hub`, an empty `--hub_model_id` (often an unset shell variable) is refused rather than replaced
+    by the output folder's name, which would push to a repository the user did not name."""
+    if args.push_to_hub and args.hub_model_id is not None and not args.hub_model_id.strip():
+        raise ScriptError(
+            "--push_to_hub: --hub_model_id is empty: name the repository with --hub_model_id owner/name, or leave the "
+            "option out to name it after the output folder."
+        )
+
+
+def check_namespace(repo_name: str, identity: dict[str, Any]) -> None:
+    """A repository id under a namespace the token's account may not write to (not its own, not one of its
+    organizations: the Hub gives no one else write access there) is refused before training; `create_repo` would
+    fail with a 403 only once the model is trained."""
+    namespace = repo_name.split("/")[0] if "/" in repo_name else None
+    own = [identity.get("name"), *(org.get("name") for org in identity.get("orgs") or [])]
+    if namespace is not None and identity.get("name") and namespace not in own:
+        raise ScriptError(
+            f"--push_to_hub: --hub_model_id {repo_name} is under {namespace}, where your token ({identity['name']}) "
+            f"cannot create or write a repository (its namespaces: {', '.join(filter(None, own))}): name the "
+            f"repository under one of them, or pass --hub_token of an account of {namespace}."
+        )
 
 
 def evaluation_origins(data_args: Any, held_out: str | None) -> tuple[dict[str, str], dict[str, str]]:

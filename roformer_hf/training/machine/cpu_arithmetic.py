@@ -23,7 +23,6 @@ import contextlib
 import copy
 import functools
 import json
-import math
 import os
 import platform
 import time
@@ -249,6 +248,17 @@ def _best_pass_times(one_pass: Callable[[bool], None], clock: Callable[[], float
 
 # --- the cache of measured speed-ups ---
 
+# A speed-up outside these bounds is no measurement of a CPU (a hand-edited cache, 1e308 or 1e-300): AMX's bf16 peak is
+# 16 times AVX-512's float32 one, and a CPU with bf16 instructions is never 32 times slower in bf16.
+PLAUSIBLE_SPEEDUPS = (1 / 32, 32.0)
+
+
+def is_measurement(speedup: object) -> bool:
+    """Whether `speedup` can be a measured bf16 speed-up: a float within `PLAUSIBLE_SPEEDUPS` (not NaN, infinite,
+    negative, a string or a boolean)."""
+    low, high = PLAUSIBLE_SPEEDUPS
+    return isinstance(speedup, float) and low < speedup < high
+
 
 def probe_cache_file() -> Path:
     """Where measured speed-ups are kept: `roformer_hf/cpu_bf16_probe.json` under `$XDG_CACHE_HOME` (`~/.cache`)."""
@@ -264,17 +274,15 @@ def probe_cache_key(what: str) -> str:
 
 
 def read_probe_cache(path: Path) -> dict[str, float]:
-    """The speed-ups cached at `path`, each a finite positive number (a JSON `Infinity` or `NaN` is no measurement);
-    empty where the file is missing, unreadable or not such a mapping."""
+    """The speed-ups cached at `path`, each a plausible one (`is_measurement`: a JSON `Infinity`, `NaN`, a negative
+    number or 1e308 is no measurement); empty where the file is missing, unreadable or not such a mapping."""
     try:
         cached = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     if not isinstance(cached, dict):
         return {}
-    return {
-        key: value for key, value in cached.items() if isinstance(value, float) and math.isfinite(value) and value > 0
-    }
+    return {key: value for key, value in cached.items() if is_measurement(value)}
 
 
 def write_probe_cache(path: Path, cached: dict[str, float]) -> None:
@@ -298,7 +306,7 @@ def cached_speedup(what: str, probe: Callable[[], ProbeResult]) -> ProbeResult:
     if key in cached:
         return ProbeResult(cached[key], PROBE_THREADS)
     measured = probe()
-    if math.isfinite(measured.speedup) and measured.speedup > 0:
+    if is_measurement(float(measured.speedup)):
         write_probe_cache(path, {**cached, key: float(measured.speedup)})
     return measured
 

@@ -97,10 +97,13 @@ def cpu_quota(cpu_max: Path = CGROUP_CPU_MAX) -> int | None:
 
 
 def parse_threads(value: str | int | None) -> int | str | None:
-    """`--threads` as given: None, `AUTO`, or a whole number of at least 1 (else a `ScriptError`)."""
-    if value is None or value == AUTO:
+    """`--threads` as given: None, `AUTO` (in any case, spaces around), or a whole number of at least 1 (else a
+    `ScriptError`)."""
+    if value is None:
         return value
     text = str(value).strip()
+    if text.lower() == AUTO:
+        return AUTO
     if not text.lstrip("-").isdigit() or int(text) < 1:
         raise ScriptError(
             f"--threads must be a whole number of at least 1, or auto (the usable cores less those other processes "
@@ -113,30 +116,53 @@ def decide_threads(
     requested: int | str | None, environment: str | None, usable: int, busy: float | None = None
 ) -> ThreadChoice:
     """
-    The thread count: `requested` (`--threads` N) first, then `environment` (`OMP_NUM_THREADS`, where it is a whole
-    number of at least 1), else the `usable` cores; with `--threads auto`, the usable cores less the `busy` ones
-    (rounded), at least 1.
+    The thread count: `requested` (`--threads` N) first, then `environment` (`OMP_NUM_THREADS`, where it gives a
+    whole number of at least 1), else the `usable` cores; with `--threads auto`, the usable cores less the `busy` ones
+    (rounded), at least 1. A count given above the usable cores is taken, with a line (`more_than_the_cores`).
 
     Args:
         requested (`int` or `"auto"`, *optional*): `--threads`; refused below 1 (`ScriptError`).
-        environment (`str`, *optional*): the value of `OMP_NUM_THREADS`.
+        environment (`str`, *optional*): the value of `OMP_NUM_THREADS` (`environment_threads`; one that gives no
+            count is left aside, and the line says so).
         usable (`int`): the cores this process may use (`usable_cores`).
         busy (`float`, *optional*): with `"auto"`, the cores other processes keep busy (`busy_cores_of_others`);
             None: unknown.
     """
     requested = parse_threads(requested)
     if isinstance(requested, int):
-        return ThreadChoice(requested, None)
-    if requested is None and environment is not None and environment.strip().isdigit() and int(environment) >= 1:
-        return ThreadChoice(int(environment), None)
+        return ThreadChoice(requested, more_than_the_cores(requested, "--threads", usable))
+    from_environment = environment_threads(environment)
+    if requested is None and from_environment is not None:
+        return ThreadChoice(from_environment, more_than_the_cores(from_environment, "OMP_NUM_THREADS", usable))
     if requested != AUTO:
         line = f"{usable} thread{'s' * (usable > 1)}, one per usable core (the same whatever runs beside)"
+        if requested is None and environment is not None and environment.strip():
+            line += f", OMP_NUM_THREADS={environment.strip()!r} left aside (not a whole number of at least 1)"
         return ThreadChoice(usable, f"{line}; --threads N sets another number, --threads auto follows the load.")
     others = round(busy) if busy is not None else 0
     threads = max(1, usable - others)
     measured = "no load reading on this system" if busy is None else f"other processes keep {busy:.1f} of them busy"
     line = f"{threads} thread{'s' if threads > 1 else ''} (--threads auto): {usable} usable cores, {measured}"
     return ThreadChoice(threads, f"{line}; a run on another count of threads may end with other weights.")
+
+
+def environment_threads(environment: str | None) -> int | None:
+    """The thread count `OMP_NUM_THREADS` gives: a whole number of at least 1, or OpenMP's list of one per nesting level
+    ("2,1"), whose first is the count of the operations' threads; None where it gives none."""
+    first = (environment or "").split(",")[0].strip()
+    return int(first) if first.isdigit() and int(first) >= 1 else None
+
+
+def more_than_the_cores(threads: int, given_by: str, usable: int) -> str | None:
+    """The line for a count the user gave that is more than the usable cores (the run is reproducible, but slower:
+    OpenMP threads wait for each other at every operation); None where it is not."""
+    if threads <= usable:
+        return None
+    return (
+        f"{threads} threads ({given_by}) on {usable} usable core{'s' * (usable > 1)}: the threads take turns on the "
+        f"cores and wait for each other at every operation, so the run is slower than on {usable}; give {given_by} "
+        f"{usable} or fewer (the run's numbers depend on the count, so keep it to reproduce a run)."
+    )
 
 
 def choose_threads(requested: int | str | None) -> int:
@@ -174,5 +200,6 @@ __all__ = [
     "choose_threads",
     "cpu_times",
     "decide_threads",
+    "environment_threads",
     "parse_threads",
 ]
