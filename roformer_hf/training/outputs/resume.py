@@ -218,6 +218,8 @@ def check_resume(checkpoint: str | Path, model: PreTrainedModel, tokenizer: Any,
         return
     recorded = json.loads(settings_file.read_text(encoding="utf-8"))
     changed = [name for name, value in settings.items() if name in recorded and recorded[name] != value]
+    if _same_data(recorded, settings):  # the same content at another path (moved, copied, spelled otherwise)
+        changed = [name for name in changed if name not in DATA_PATH_SETTINGS]
     applied = (*APPLIED_SETTINGS, PRECISION_SETTING)
     for name in sorted(changed, key=lambda name: name in applied):  # refusals before the warnings
         old, new = _shown(recorded[name]), _shown(settings[name])
@@ -245,6 +247,15 @@ def check_resume(checkpoint: str | Path, model: PreTrainedModel, tokenizer: Any,
             f"--{name} {new} differs from the {old} of {checkpoint}: applied, the run now ends (and its "
             "learning-rate schedule with it) where this run's options say."
         )
+
+
+# The settings that name where the training data lies; where its digest is the same, a resume reads the same rows.
+DATA_PATH_SETTINGS = ("train_file", "dataset_name")
+
+
+def _same_data(recorded: Mapping[str, Any], settings: Mapping[str, Any]) -> bool:
+    digest = recorded.get(DATA_DIGEST)
+    return digest is not None and digest == settings.get(DATA_DIGEST)
 
 
 def _shown(value: Any) -> str:
