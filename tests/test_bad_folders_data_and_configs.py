@@ -140,6 +140,17 @@ def other_max_train_samples(tmp: Path, arguments: list[str]) -> list[str]:
     return [*arguments, "--max_train_samples", "6"]
 
 
+def resumed_with_early_stopping_on_edited_validation(script: str, tmp: Path, monkeypatch) -> list[str]:
+    """A resume of a run that stops early on its --validation_file's evaluations, after that file was edited."""
+    validation = ["--validation_file", str(write_jsonl(tmp / "validation.jsonl", ROWS[:4]))]
+    evaluations = ["--early_stopping_patience", "3", "--eval_strategy", "steps", "--eval_steps", "1"]
+    first = training_run(script, tmp, "--save_steps", "1", "--logging_steps", "1", *validation, *evaluations)
+    first = with_value(with_value(first, "--save_strategy", "steps"), "--max_steps", "2")
+    SCRIPTS[script].main(first)
+    write_jsonl(tmp / "validation.jsonl", ROWS[1:5])
+    return [*with_value(first, "--max_steps", "3"), "--resume_from_checkpoint", "true"]
+
+
 def edited_config(**changes) -> Callable:
     """A run whose --config_name is a tiny config saved, then edited by hand in its config.json."""
 
@@ -213,6 +224,10 @@ CASES: dict[str, tuple[str, Callable]] = {
         dataset_folder({"train.jsonl": JSONL_ROWS, "validation.jsonl": JSONL_ROWS, "old.csv.gz": ""}),
     ),
     "cache_dir_inside_the_dataset_folder": (BOTH, cache_dir_in_dataset_folder),
+    "resume_on_an_edited_validation_file_with_early_stopping": (
+        "run_classification.py",
+        resumed_with_early_stopping_on_edited_validation,
+    ),
     "empty_parquet_file": (BOTH, empty_parquet),
     "csv_of_a_header_only": (BOTH, header_only_csv),
     "config_boolean_as_a_string": (BOTH, edited_config(use_bias="false")),

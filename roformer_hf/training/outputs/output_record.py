@@ -68,8 +68,10 @@ def run_entries(folder: str | Path) -> set[str]:
         if _holds_a_finished_run(folder):
             ours |= {name for name in present if is_written(Path(name))}
         return ours
-    # Of the names it lists, only those a run writes: a user's notes.txt listed by hand is no run's to delete.
+    # Of the names it lists, only those a run writes: a user's notes.txt listed by hand is no run's to delete. An
+    # empty checkpoint folder holds nothing to lose: a run's, listed or not.
     ours |= {name for name in set(record.get("files", [])) & present if is_written(Path(name))}
+    ours |= {name for name in recognised_run_folders(folder) if not any((folder / name).iterdir())}
     if "user_files" in record:  # open: a run in progress, or killed
         user_files = set(record["user_files"])
         ours |= {name for name in present - user_files if is_written(Path(name))}
@@ -81,7 +83,7 @@ def recognised_run_folders(folder: Path) -> set[str]:
     Trainer writes (its state, the optimizer's, a checkpoint manifest), and the `stage-<n>` folders that hold such a
     checkpoint or a Trainer's state (none a symbolic link: `run_outputs.refuse_foreign_run_folders` says what becomes
     of those). A folder of model files alone (a user's copy of a model, named `checkpoint-7`) is the user's; where a
-    record is kept, it alone says which folders are a run's."""
+    record is kept, it alone says which folders are a run's, but for empty ones."""
     checks = {"checkpoint": _is_checkpoint, "stage": _is_stage}
     names = set()
     for path in folder.iterdir():

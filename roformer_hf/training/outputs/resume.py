@@ -111,6 +111,8 @@ SAMPLING_SETTINGS = (
 )
 # The setting that records the content of the training data (`data_digest`), compared on resume.
 DATA_DIGEST = "train_data_digest"
+# And of the validation file, where its evaluations decide the training (early stopping, the best checkpoint kept).
+VALIDATION_DIGEST = "validation_data_digest"
 # Files larger than this are digested by their size, time and first and last `DIGEST_EDGE_BYTES` (hashing gigabytes
 # of corpus at every start and resume would cost minutes); smaller ones whole.
 WHOLE_DIGEST_MAX_BYTES = 64 * 2**20
@@ -169,7 +171,8 @@ def run_settings(training_args: Any, **script_settings: Any) -> dict[str, Any]:
 def data_run_settings(training_args: Any, data_args: Any, **script_settings: Any) -> dict[str, Any]:
     """
     The settings a checkpoint of a script's run records, and a resume must repeat (`run_settings`): its training data
-    (the file's absolute path and its content's digest, the dataset, its config and split), how it is sampled
+    (the file's absolute path and its content's digest, the dataset, its config and split; the validation file's
+    digest where its evaluations decide the training: early stopping, `--load_best_model_at_end`), how it is sampled
     (`sampling_settings`), then the script's own `script_settings`.
 
     Args:
@@ -177,10 +180,13 @@ def data_run_settings(training_args: Any, data_args: Any, **script_settings: Any
         data_args: the script's data arguments (`DatasetArguments`).
         script_settings: the script's own settings (option name without dashes -> value).
     """
+    decides = training_args.load_best_model_at_end or getattr(data_args, "early_stopping_patience", None) is not None
+    validation = {VALIDATION_DIGEST: data_digest(data_args.validation_file)} if decides else {}
     return run_settings(
         training_args,
         train_file=absolute_path(data_args.train_file),
         train_data_digest=data_digest(data_args.train_file or data_args.dataset_name),
+        **validation,
         **sampling_settings(data_args),
         dataset_name=data_args.dataset_name,
         dataset_config_name=data_args.dataset_config_name,
@@ -229,6 +235,13 @@ def check_resume(checkpoint: str | Path, model: PreTrainedModel, tokenizer: Any,
                 f"{old[:16]}... then, {new[:16]}... now), and a resumed run would skip its batches into other rows: "
                 f"resume with the data it was trained on, or start a new run from its weights (--model_name_or_path "
                 f"{checkpoint}, another --output_dir)."
+            )
+        if name == VALIDATION_DIGEST:
+            raise ScriptError(
+                f"cannot resume from {checkpoint}: its --validation_file has changed since it was trained (SHA-256 "
+                f"{old[:16]}... then, {new[:16]}... now), and early stopping and --load_best_model_at_end would "
+                f"compare evaluations on other rows: resume with the validation file it was trained with, or start a "
+                f"new run from its weights (--model_name_or_path {checkpoint}, another --output_dir)."
             )
         if name == PRECISION_SETTING:
             logger.warning(
