@@ -294,3 +294,18 @@ def test_a_resume_on_the_same_data_at_another_path_goes_on(script, tmp_path):
     SCRIPTS[script].main(with_value(arguments, "--train_file", str(tmp_path / "moved" / "train.jsonl")))
     state = json.loads((tmp_path / "out" / "trainer_state.json").read_text(encoding="utf-8"))
     assert state["global_step"] == 3
+
+
+def test_a_resume_on_a_dataset_folder_given_a_hidden_file_goes_on(tmp_path):
+    """A .DS_Store (or any hidden file) added to a --dataset_name folder between runs changes no row datasets reads:
+    the resume goes on (before, the folder's digest counted it, and the resume was refused as on changed data)."""
+    script = "run_classification.py"
+    (tmp_path / "data").mkdir()
+    write_jsonl(tmp_path / "data" / "train.jsonl", ROWS)
+    first = with_value(training_run(script, tmp_path, "--save_steps", "1"), "--save_strategy", "steps")
+    first = [*with_value(first, "--max_steps", "2")[2:], "--dataset_name", str(tmp_path / "data")]  # no --train_file
+    SCRIPTS[script].main(first)
+    (tmp_path / "data" / ".DS_Store").write_bytes(b"Bud1\0\0")
+    SCRIPTS[script].main([*with_value(first, "--max_steps", "3"), "--resume_from_checkpoint", "true"])
+    state = json.loads((tmp_path / "out" / "trainer_state.json").read_text(encoding="utf-8"))
+    assert state["global_step"] == 3
