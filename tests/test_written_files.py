@@ -281,3 +281,18 @@ def test_a_cache_dir_inside_an_input_folder_is_refused(tmp_path):
             check_inputs_are_not_outputs(inputs, tmp_path / "out", cache_dir=str(cache))
     for cache in (tmp_path, tmp_path / "out", tmp_path / "cache"):
         check_inputs_are_not_outputs(inputs, tmp_path / "out", cache_dir=str(cache))
+
+
+@pytest.mark.parametrize("content", ['{"files": [1, 2]}', '{"files": "README.md"}', "[]", '{"files": ['])
+def test_a_record_that_is_not_one_of_ours_is_refused(tmp_path, content):
+    """A record edited by hand into something these scripts never write (they write it whole) is refused in one line
+    (before: names that were numbers ended in a traceback, the others made the folder one without a record)."""
+    from transformers import TrainingArguments
+
+    from roformer_hf.training.outputs.output_record import RECORD_NAME
+    from roformer_hf.training.outputs.run_outputs import check_output_dir
+
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / RECORD_NAME).write_text(content)
+    with pytest.raises(ScriptError, match=r"holds \.roformer_hf_outputs\.json, not a record these scripts write"):
+        check_output_dir(TrainingArguments(tmp_path / "out", report_to="none"))

@@ -42,8 +42,8 @@ RUN_ONLY_PREFIXES = (LOCK_FILE_NAME, ".partial-model-", ".write-test-", RECORD_N
 
 
 def read_record(folder: str | Path) -> dict | None:
-    """The record of `folder` (`{"files": [...], "user_files": [...] while open}`), or `None` when it has none or it
-    is not a JSON object of lists (then the folder counts as one without a record)."""
+    """The record of `folder` (`{"files": [...], "user_files": [...] while open}`), or `None` when it has none, it is
+    a symbolic link or it is not a JSON object of lists of names (`refuse_untrusted_record` refuses those two)."""
     path = Path(folder) / RECORD_NAME
     if path.is_symlink():  # another folder's record (refused by `refuse_untrusted_record`)
         return None
@@ -51,7 +51,10 @@ def read_record(folder: str | Path) -> dict | None:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    lists = isinstance(record, dict) and all(isinstance(record.get(key, []), list) for key in ("files", "user_files"))
+    lists = isinstance(record, dict) and all(
+        isinstance(record.get(key, []), list) and all(isinstance(name, str) for name in record.get(key, []))
+        for key in ("files", "user_files")
+    )
     return record if lists else None
 
 
