@@ -157,7 +157,9 @@ def parse_mlm_arguments(
         "--dataset_name": data_args.dataset_name,
     }
     # run_mlm.py saves a model even when it only evaluates
-    check_inputs_are_not_outputs(run_inputs(model_args, data_files, training_args), training_args.output_dir)
+    check_inputs_are_not_outputs(
+        run_inputs(model_args, data_files, training_args), training_args.output_dir, cache_dir=model_args.cache_dir
+    )
     if not 0.0 < masking_args.mlm_probability < 1.0:
         raise ScriptError(f"--mlm_probability must lie between 0 and 1, got {masking_args.mlm_probability}.")
     if data_args.streaming and masking_args.stages is None and training_args.max_steps <= 0:

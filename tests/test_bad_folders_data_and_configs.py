@@ -44,6 +44,68 @@ def user_file_in_output_dir(name: str, content: str, *extra: str) -> Callable:
     return arguments
 
 
+def earlier_run_then(change: Callable[[Path], None], *extra: str) -> Callable:
+    """A finished 2-step run (a checkpoint a step), then `change` to its output folder, then the run again with
+    `extra`."""
+
+    def arguments(script: str, tmp: Path, monkeypatch) -> list[str]:
+        first = training_run(script, tmp, "--save_steps", "1", "--logging_steps", "1")
+        first = with_value(first, "--save_strategy", "steps")
+        first = with_value(first, "--max_steps", "2")
+        SCRIPTS[script].main(first)
+        change(tmp / "out")
+        return [*first, *extra]
+
+    return arguments
+
+
+def add_notes_to_checkpoint(out: Path) -> None:
+    (out / "checkpoint-1" / "my_notes.txt").write_text("what I saw at step 1\n", encoding="utf-8")
+
+
+def add_user_checkpoint_folder(out: Path) -> None:
+    (out / "checkpoint-7").mkdir()
+    (out / "checkpoint-7" / "config.json").write_text(USER_CONFIG, encoding="utf-8")
+    (out / "checkpoint-7" / "model.safetensors").write_bytes(b"a model of the user's")
+
+
+def link_the_record(out: Path) -> None:
+    other = out.parent / "other_record.json"
+    other.write_text(json.dumps({"files": ["README.md", "rope.py"]}), encoding="utf-8")
+    (out / ".roformer_hf_outputs.json").unlink()
+    (out / ".roformer_hf_outputs.json").symlink_to(other)
+
+
+def break_the_record(out: Path) -> None:
+    (out / ".roformer_hf_outputs.json").write_text('{"files": ["README.md", ', encoding="utf-8")
+
+
+def dataset_folder(files: dict[str, str]) -> Callable:
+    """--dataset_name a folder of `files` (name -> content)."""
+
+    def arguments(script: str, tmp: Path, monkeypatch) -> list[str]:
+        (tmp / "data").mkdir()
+        for name, content in files.items():
+            (tmp / "data" / name).write_text(content, encoding="utf-8")
+        arguments = tiny_run(script, tmp, tmp / "data")
+        arguments[arguments.index("--train_file")] = "--dataset_name"
+        return arguments
+
+    return arguments
+
+
+def cache_dir_in_dataset_folder(script: str, tmp: Path, monkeypatch) -> list[str]:
+    arguments = dataset_folder({"train.jsonl": JSONL_ROWS})
+    arguments = arguments(script, tmp, monkeypatch)
+    cache = ["--cache_dir", str(tmp / "data" / "cache")]
+    return with_value(arguments, "--cache_dir", cache[1]) if "--cache_dir" in arguments else [*arguments, *cache]
+
+
+JSONL_ROWS = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in ROWS)
+CSV_ROWS = "text,label\n" + "".join(f"{row['text']},{row['label']}\n" for row in ROWS)
+TSV_ROWS = CSV_ROWS.replace(",", "\t")
+
+
 def mixed_dataset_folder(script: str, tmp: Path, monkeypatch) -> list[str]:
     """--dataset_name a folder of a vocabulary .txt (the most common format) beside the documents' .jsonl."""
     (tmp / "mixed").mkdir()
@@ -76,6 +138,17 @@ def edit_train_file(tmp: Path, arguments: list[str]) -> list[str]:
 
 def other_max_train_samples(tmp: Path, arguments: list[str]) -> list[str]:
     return [*arguments, "--max_train_samples", "6"]
+
+
+def resumed_with_early_stopping_on_edited_validation(script: str, tmp: Path, monkeypatch) -> list[str]:
+    """A resume of a run that stops early on its --validation_file's evaluations, after that file was edited."""
+    validation = ["--validation_file", str(write_jsonl(tmp / "validation.jsonl", ROWS[:4]))]
+    evaluations = ["--early_stopping_patience", "3", "--eval_strategy", "steps", "--eval_steps", "1"]
+    first = training_run(script, tmp, "--save_steps", "1", "--logging_steps", "1", *validation, *evaluations)
+    first = with_value(with_value(first, "--save_strategy", "steps"), "--max_steps", "2")
+    SCRIPTS[script].main(first)
+    write_jsonl(tmp / "validation.jsonl", ROWS[1:5])
+    return [*with_value(first, "--max_steps", "3"), "--resume_from_checkpoint", "true"]
 
 
 def edited_config(**changes) -> Callable:
@@ -156,6 +229,36 @@ CASES: dict[str, tuple[str, Callable]] = {
     "dataset_folder_of_mixed_formats": (BOTH, mixed_dataset_folder),
     "resume_on_an_edited_train_file": (BOTH, resumed_after(edit_train_file)),
     "resume_with_other_max_train_samples": (BOTH, resumed_after(other_max_train_samples)),
+    "user_trainer_state_without_a_model": (
+        "run_classification.py",
+        user_file_in_output_dir("trainer_state.json", "{}", "--overwrite_output_dir"),
+    ),
+    "user_file_inside_an_earlier_checkpoint": (
+        BOTH,
+        earlier_run_then(add_notes_to_checkpoint, "--overwrite_output_dir"),
+    ),
+    "user_checkpoint_folder_beside_a_run": (
+        "run_classification.py",
+        earlier_run_then(add_user_checkpoint_folder, "--overwrite_output_dir"),
+    ),
+    "output_record_a_symbolic_link": (
+        "run_classification.py",
+        earlier_run_then(link_the_record, "--overwrite_output_dir"),
+    ),
+    "output_record_broken_by_hand": ("run_mlm.py", earlier_run_then(break_the_record, "--overwrite_output_dir")),
+    "dataset_folder_of_csv_and_tsv": (
+        BOTH,
+        dataset_folder({"train.csv": CSV_ROWS, "validation.tsv": TSV_ROWS}),
+    ),
+    "dataset_folder_with_a_compressed_csv": (
+        "run_classification.py",
+        dataset_folder({"train.jsonl": JSONL_ROWS, "validation.jsonl": JSONL_ROWS, "old.csv.gz": ""}),
+    ),
+    "cache_dir_inside_the_dataset_folder": (BOTH, cache_dir_in_dataset_folder),
+    "resume_on_an_edited_validation_file_with_early_stopping": (
+        "run_classification.py",
+        resumed_with_early_stopping_on_edited_validation,
+    ),
     "empty_parquet_file": (BOTH, empty_parquet),
     "csv_of_a_header_only": (BOTH, header_only_csv),
     "csv_of_only_a_byte_order_mark": (BOTH, file_of("train.csv", b"\xef\xbb\xbf")),
@@ -313,3 +416,31 @@ def test_valid_configs_are_not_refused(fields, tmp_path):
     config = RoFormerConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, **fields)
     config.save_pretrained(tmp_path)
     assert RoFormerConfig.from_pretrained(tmp_path).to_dict() == config.to_dict()
+
+
+@pytest.mark.parametrize("script", list(SCRIPTS))
+def test_a_resume_on_the_same_data_at_another_path_goes_on(script, tmp_path):
+    """Resumes compare the data by content: the same train file copied elsewhere (or only touched) is resumed from,
+    as the content is what decides the rows (before, the other path was refused)."""
+    arguments = resumed_after(lambda tmp, first: first)(script, tmp_path, None)
+    (tmp_path / "moved").mkdir()
+    (tmp_path / "moved" / "train.jsonl").write_bytes((tmp_path / "train.jsonl").read_bytes())
+    (tmp_path / "train.jsonl").unlink()
+    SCRIPTS[script].main(with_value(arguments, "--train_file", str(tmp_path / "moved" / "train.jsonl")))
+    state = json.loads((tmp_path / "out" / "trainer_state.json").read_text(encoding="utf-8"))
+    assert state["global_step"] == 3
+
+
+def test_a_resume_on_a_dataset_folder_given_a_hidden_file_goes_on(tmp_path):
+    """A .DS_Store (or any hidden file) added to a --dataset_name folder between runs changes no row datasets reads:
+    the resume goes on (before, the folder's digest counted it, and the resume was refused as on changed data)."""
+    script = "run_classification.py"
+    (tmp_path / "data").mkdir()
+    write_jsonl(tmp_path / "data" / "train.jsonl", ROWS)
+    first = with_value(training_run(script, tmp_path, "--save_steps", "1"), "--save_strategy", "steps")
+    first = [*with_value(first, "--max_steps", "2")[2:], "--dataset_name", str(tmp_path / "data")]  # no --train_file
+    SCRIPTS[script].main(first)
+    (tmp_path / "data" / ".DS_Store").write_bytes(b"Bud1\0\0")
+    SCRIPTS[script].main([*with_value(first, "--max_steps", "3"), "--resume_from_checkpoint", "true"])
+    state = json.loads((tmp_path / "out" / "trainer_state.json").read_text(encoding="utf-8"))
+    assert state["global_step"] == 3

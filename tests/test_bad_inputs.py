@@ -175,8 +175,12 @@ def output_dir_under_a_file(script: str, tmp: Path) -> list[str]:
 
 
 def incomplete_checkpoint(script: str, tmp: Path) -> list[str]:
+    from roformer_hf.training.outputs.output_record import open_record
+
+    (tmp / "out").mkdir()
+    open_record(tmp / "out")  # the record a killed run leaves open, which makes what appeared since the run's
     checkpoint = tmp / "out" / "checkpoint-4"
-    checkpoint.mkdir(parents=True)
+    checkpoint.mkdir()
     (checkpoint / "model.safetensors").write_bytes(b"")  # killed before trainer_state.json was written
     return good_run("--resume_from_checkpoint", str(checkpoint))(script, tmp)
 

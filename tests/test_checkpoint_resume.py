@@ -24,6 +24,7 @@ from test_output_safety import (
 import run_classification
 import run_mlm
 from roformer_hf.training.outputs.checkpoints import MANIFEST_NAME, is_complete_checkpoint, verify_checkpoint
+from roformer_hf.training.outputs.output_record import open_record
 
 FINAL_MODEL_FILES = (
     "model.safetensors",
@@ -163,8 +164,11 @@ def test_a_run_killed_before_its_first_checkpoint_is_told_a_way_out_that_works(
 ):
     output_dir = tmp_path / "out"
     arguments = mlm_arguments(news_file, output_dir, "--stages", "32:4:2")
-    # what a run_mlm.py killed (SIGKILL) during its first step leaves: its first stage's folder and initial results
-    (output_dir / "stage-1").mkdir(parents=True)
+    # what a run_mlm.py killed (SIGKILL) during its first step leaves: its record, still open, and its first stage's
+    # folder and initial results
+    output_dir.mkdir()
+    open_record(output_dir)
+    (output_dir / "stage-1").mkdir()
     (output_dir / "stage-1" / "initial_results.json").write_text('{"eval_loss": 6.9}')
     line = exit_line(run_mlm.main, arguments, capsys)
     assert line == (

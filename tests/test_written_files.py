@@ -82,6 +82,9 @@ def test_every_file_a_run_writes_is_known(script, tmp_path):
     written = every_file_under(tmp_path / "out")
     assert len(written) > 20
     assert [name for name in written if not is_written(name)] == []
+    from roformer_hf.training.outputs.output_record import user_files_in_run_folders
+
+    assert user_files_in_run_folders(tmp_path / "out") == []  # nothing in its checkpoints passes for the user's
 
 
 # --- every input of a run against what it writes (issue 35) ---
@@ -244,3 +247,52 @@ def test_a_bind_mount_of_the_model_folder_is_the_same_folder(tmp_path):
     if "are the same folder" not in result.stdout and result.returncode != 0:
         pytest.skip(f"no bind mount in a user namespace here: {result.stderr.strip()[:200]}")
     assert "are the same folder" in result.stdout
+
+
+def test_the_record_and_the_checkpoint_folders_a_user_adds(tmp_path):
+    """Where a record is kept, only what it names of the names a run writes is a run's: a notes.txt listed in it by
+    hand, a checkpoint-7 of the user's (a copy of a model) added after the run are not (before, --overwrite_output_dir
+    deleted both). Without a record, a checkpoint folder of model files alone is the user's too; an empty one or one
+    with a Trainer's state is a run's."""
+    from roformer_hf.training.outputs.output_record import RECORD_NAME, run_entries
+
+    out = tmp_path / "out"
+    for folder in ("checkpoint-2", "checkpoint-7", "checkpoint-8", "checkpoint-9"):
+        (out / folder).mkdir(parents=True)
+    (out / "checkpoint-2" / "trainer_state.json").write_text("{}")
+    (out / "checkpoint-7" / "config.json").write_text("{}")
+    (out / "checkpoint-7" / "model.safetensors").write_bytes(b"the user's")
+    (out / "notes.txt").write_text("mine")
+    assert run_entries(out) == {"checkpoint-2", "checkpoint-8", "checkpoint-9"}  # no record: all but the model copy
+    (out / "checkpoint-9" / "notes.txt").write_text("mine")
+    assert "checkpoint-9" not in run_entries(out)
+    (out / RECORD_NAME).write_text(json.dumps({"files": ["checkpoint-2", "notes.txt"]}))
+    assert run_entries(out) == {"checkpoint-2", "checkpoint-8", RECORD_NAME}  # an empty one holds nothing to lose
+
+
+def test_a_cache_dir_inside_an_input_folder_is_refused(tmp_path):
+    """datasets writes its caches and locks into --cache_dir: inside the model or a dataset folder they would be read
+    as more data or change what a resume digests; beside a data file or in the output folder they harm nothing."""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "train.jsonl").write_text("{}\n")
+    inputs = {"--model_name_or_path": str(tmp_path / "model"), "--train_file": str(tmp_path / "train.jsonl")}
+    for cache in (tmp_path / "model", tmp_path / "model" / "cache"):
+        with pytest.raises(ScriptError, match=r"--cache_dir .* --model_name_or_path .*: datasets and the Hub"):
+            check_inputs_are_not_outputs(inputs, tmp_path / "out", cache_dir=str(cache))
+    for cache in (tmp_path, tmp_path / "out", tmp_path / "cache"):
+        check_inputs_are_not_outputs(inputs, tmp_path / "out", cache_dir=str(cache))
+
+
+@pytest.mark.parametrize("content", ['{"files": [1, 2]}', '{"files": "README.md"}', "[]", '{"files": ['])
+def test_a_record_that_is_not_one_of_ours_is_refused(tmp_path, content):
+    """A record edited by hand into something these scripts never write (they write it whole) is refused in one line
+    (before: names that were numbers ended in a traceback, the others made the folder one without a record)."""
+    from transformers import TrainingArguments
+
+    from roformer_hf.training.outputs.output_record import RECORD_NAME
+    from roformer_hf.training.outputs.run_outputs import check_output_dir
+
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / RECORD_NAME).write_text(content)
+    with pytest.raises(ScriptError, match=r"holds \.roformer_hf_outputs\.json, not a record these scripts write"):
+        check_output_dir(TrainingArguments(tmp_path / "out", report_to="none"))

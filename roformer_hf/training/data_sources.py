@@ -261,9 +261,10 @@ def refuse_mixed_formats(folder: Path) -> None:
         return  # its configs name the files of each split
     kinds: dict[str, list[str]] = {}
     for path in sorted(folder.rglob("*")):
-        builder = FILE_BUILDERS.get(path.suffix.lower())
-        if builder is not None and path.is_file() and not path.relative_to(folder).parts[0].startswith("."):
-            kinds.setdefault(builder, []).append(str(path.relative_to(folder)))
+        kind = data_file_kind(path)
+        hidden = any(part.startswith((".", "__")) for part in path.relative_to(folder).parts)  # datasets skips them
+        if kind is not None and path.is_file() and not hidden:
+            kinds.setdefault(kind, []).append(str(path.relative_to(folder)))
     if len(kinds) > 1:
         held = "; ".join(
             f"{len(names)} {kind} ({', '.join(names[:2])}{', ...' * (len(names) > 2)})"
@@ -318,6 +319,20 @@ def refuse_differing_class_labels(folder: Path) -> None:
                     "ClassLabel), or give each split as its own file (--train_file, --validation_file), read by its "
                     "own names."
                 )
+
+
+# The kinds of data file a dataset folder may hold, as `datasets` reads them: a .tsv is a CSV file of other
+# separators (beside a .csv, datasets stops with its own words), a compressed file is of the kind it holds.
+DATA_FILE_KINDS = {**FILE_BUILDERS, ".tsv": "tsv", ".ndjson": "json"}
+COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".lz4")
+
+
+def data_file_kind(path: Path) -> str | None:
+    """The kind of data `path` holds by its name (`DATA_FILE_KINDS`; `train.csv.gz` is a csv), `None` for no data."""
+    suffixes = [suffix.lower() for suffix in path.suffixes]
+    while suffixes and suffixes[-1] in COMPRESSION_SUFFIXES:
+        suffixes.pop()
+    return DATA_FILE_KINDS.get(suffixes[-1]) if suffixes else None
 
 
 def load_saved_folder(

@@ -36,7 +36,9 @@ def check_classification_arguments(
     data_files = {option: path for _, option, path, _ in wanted_splits(data_args, training_args)}
     data_files["--dataset_name"] = data_args.dataset_name
     inputs = run_inputs(model_args, data_files, training_args)
-    check_inputs_are_not_outputs(inputs, training_args.output_dir, trains=training_args.do_train)
+    check_inputs_are_not_outputs(
+        inputs, training_args.output_dir, trains=training_args.do_train, cache_dir=model_args.cache_dir
+    )
     if data_args.early_stopping_patience is not None:
         if training_args.eval_strategy == "no":
             raise ScriptError(

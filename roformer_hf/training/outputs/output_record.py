@@ -10,17 +10,23 @@ neither and has a name a run writes (`written_files.is_written`) is this run's. 
 only what `files` names is a run's. A run killed with SIGKILL leaves its record open, and the next run counts it the
 same way, so nothing it wrote passes for the user's.
 
-A folder without a record (written before it existed, up to f2676ad): its `checkpoint-<n>` folders holding a file only
-the Trainer writes (a checkpoint manifest, `trainer_state.json`, `optimizer.pt`, ...) or only files of a checkpoint's
-names (one cut off while it was written), and its `stage-<n>` folders holding such checkpoints or results, are a
-run's, with or without a record (`recognised_run_folders`), and where the folder holds `training_args.bin` or `trainer_state.json` (which only
-the Trainer writes) beside a `config.json` of model_type roformer_hf (or none), every entry of a name a run writes is
-taken as that run's, since nothing tells them apart from the user's: a README.md put there by hand before this record
-existed is replaced like the card it stands beside. Elsewhere an entry of a name a run writes is the user's, and a run
-that would write it is refused (`user_file_clashes`).
+Where a record is kept, it alone says which entries are a run's, and of the names it lists only those a run writes
+(a notes.txt listed by hand stays the user's). A record that is a symbolic link (another folder's) or not one these
+scripts write (they write it whole, so it was broken by hand) is refused (`refuse_untrusted_record`), and so is a file
+of the user's inside a checkpoint or stage folder of a run, which a run deletes whole (`user_files_in_run_folders`).
+
+A folder without a record (written before it existed, up to f2676ad): its `checkpoint-<n>` folders that are empty or
+hold a file only the Trainer writes (a checkpoint manifest, `trainer_state.json`, `optimizer.pt`, ...), and its
+`stage-<n>` folders holding such checkpoints or a Trainer's state, are a run's (`recognised_run_folders`), and where
+the folder holds `training_args.bin` or `trainer_state.json` (which only the Trainer writes) beside a `config.json` of
+model_type roformer_hf, every entry of a name a run writes is taken as that run's, since nothing tells them apart from
+the user's: a README.md put there by hand before this record existed is replaced like the card it stands beside.
+Elsewhere an entry of a name a run writes is the user's, and a run that would write it is refused
+(`user_file_clashes`).
 """
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -36,14 +42,19 @@ RUN_ONLY_PREFIXES = (LOCK_FILE_NAME, ".partial-model-", ".write-test-", RECORD_N
 
 
 def read_record(folder: str | Path) -> dict | None:
-    """The record of `folder` (`{"files": [...], "user_files": [...] while open}`), or `None` when it has none or it
-    is not a JSON object of lists (then the folder counts as one without a record)."""
+    """The record of `folder` (`{"files": [...], "user_files": [...] while open}`), or `None` when it has none, it is
+    a symbolic link or it is not a JSON object of lists of names (`refuse_untrusted_record` refuses those two)."""
     path = Path(folder) / RECORD_NAME
+    if path.is_symlink():  # another folder's record (refused by `refuse_untrusted_record`)
+        return None
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    lists = isinstance(record, dict) and all(isinstance(record.get(key, []), list) for key in ("files", "user_files"))
+    lists = isinstance(record, dict) and all(
+        isinstance(record.get(key, []), list) and all(isinstance(name, str) for name in record.get(key, []))
+        for key in ("files", "user_files")
+    )
     return record if lists else None
 
 
@@ -53,13 +64,17 @@ def run_entries(folder: str | Path) -> set[str]:
     if not folder.is_dir():
         return set()
     present = {entry.name for entry in folder.iterdir()}
-    ours = {name for name in present if name.startswith(RUN_ONLY_PREFIXES)} | recognised_run_folders(folder)
+    ours = {name for name in present if name.startswith(RUN_ONLY_PREFIXES)}
     record = read_record(folder)
     if record is None:
+        ours |= recognised_run_folders(folder)
         if _holds_a_finished_run(folder):
             ours |= {name for name in present if is_written(Path(name))}
         return ours
-    ours |= set(record.get("files", [])) & present
+    # Of the names it lists, only those a run writes: a user's notes.txt listed by hand is no run's to delete. An
+    # empty checkpoint folder holds nothing to lose: a run's, listed or not.
+    ours |= {name for name in set(record.get("files", [])) & present if is_written(Path(name))}
+    ours |= {name for name in recognised_run_folders(folder) if not any((folder / name).iterdir())}
     if "user_files" in record:  # open: a run in progress, or killed
         user_files = set(record["user_files"])
         ours |= {name for name in present - user_files if is_written(Path(name))}
@@ -67,10 +82,11 @@ def run_entries(folder: str | Path) -> set[str]:
 
 
 def recognised_run_folders(folder: Path) -> set[str]:
-    """The `checkpoint-<n>` folders of `folder` that hold a file only the Trainer writes (its state, the optimizer's,
-    a checkpoint manifest), or only files of the names a checkpoint's files have (none: a run killed while writing its
-    first), and the `stage-<n>` folders that hold such a checkpoint or results (none a symbolic link:
-    `run_outputs.refuse_foreign_run_folders` says what becomes of those)."""
+    """In a folder without a record: the `checkpoint-<n>` folders of `folder` that are empty or hold a file only the
+    Trainer writes (its state, the optimizer's, a checkpoint manifest), and the `stage-<n>` folders that hold such a
+    checkpoint or a Trainer's state (none a symbolic link: `run_outputs.refuse_foreign_run_folders` says what becomes
+    of those). A folder of model files alone (a user's copy of a model, named `checkpoint-7`) is the user's; where a
+    record is kept, it alone says which folders are a run's, but for empty ones."""
     checks = {"checkpoint": _is_checkpoint, "stage": _is_stage}
     names = set()
     for path in folder.iterdir():
@@ -85,23 +101,20 @@ TRAINER_ONLY_FILES = (MANIFEST_NAME, "trainer_state.json", "optimizer.pt", "sche
 
 
 def _is_checkpoint(path: Path) -> bool:
-    entries = list(path.iterdir())
-    if any((path / name).is_file() for name in TRAINER_ONLY_FILES):
-        return True
-    return all(entry.is_file() and is_checkpoint_file(entry.name) for entry in entries)  # empty, or cut off early
+    return any((path / name).is_file() for name in TRAINER_ONLY_FILES) or not any(path.iterdir())
 
 
 def _is_stage(path: Path) -> bool:
-    return any(_is_checkpoint(sub) for sub in path.glob("checkpoint-*")) or any(path.glob("*_results.json"))
+    return any(_is_checkpoint(sub) for sub in path.glob("checkpoint-*")) or (path / "trainer_state.json").is_file()
 
 
 def _holds_a_finished_run(folder: Path) -> bool:
+    """A Trainer's files beside the config.json of a roformer_hf model: a finished run's (a user's trainer_state.json
+    or training_args.bin alone makes no folder a run's)."""
     if not ((folder / "training_args.bin").is_file() or (folder / "trainer_state.json").is_file()):
         return False
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return True
     except (OSError, ValueError):
         return False
     return isinstance(config, dict) and config.get("model_type") == "roformer_hf"
@@ -168,4 +181,60 @@ def user_files_refusal(output_dir: str | Path, clashes: list[str]) -> ScriptErro
         f"--output_dir {output_dir} holds {shown}, which no run of these scripts wrote there and this run would "
         f"write over (its model, code, tokenizer, card, results or checkpoints have those names): choose another "
         f"--output_dir (a new folder), or move {'it' if len(clashes) == 1 else 'them'} out of {output_dir}."
+    )
+
+
+def refuse_untrusted_record(output_dir: str | Path) -> None:
+    """
+    Refuse (`ScriptError`) an output folder whose record is a symbolic link (to another folder's record, whose names
+    would pass this folder's files for a run's) or is not a record these scripts write (broken by hand: it is always
+    written whole), before anything trusts it or writes over it.
+    """
+    path = Path(output_dir) / RECORD_NAME
+    if path.is_symlink():
+        problem = f"a symbolic link to {os.readlink(path)}"
+    elif path.exists() and read_record(output_dir) is None:
+        problem = "not a record these scripts write (a JSON object of lists of names)"
+    else:
+        return
+    raise ScriptError(
+        f"--output_dir {output_dir} holds {RECORD_NAME}, {problem}: it records which files runs wrote there, the only "
+        f"ones a run may replace or delete, so the folder's files cannot be told from yours: choose another "
+        f"--output_dir, or put back the record the last run wrote."
+    )
+
+
+def user_files_in_run_folders(output_dir: str | Path) -> list[str]:
+    """The entries inside the output folder's checkpoint and stage folders of earlier runs that no run writes there
+    (a user's notes.txt in checkpoint-2): a run deletes those folders whole (`--overwrite_output_dir`, the Trainer's
+    `--save_total_limit`), so it would delete them with it."""
+    output_dir = Path(output_dir)
+    found = []
+    for name in sorted(run_entries(output_dir)):
+        path = output_dir / name
+        if re.fullmatch(r"(checkpoint|stage)-\d+", name) and path.is_dir() and not path.is_symlink():
+            found += [str(entry.relative_to(output_dir)) for entry in _foreign_entries(path)]
+    return found
+
+
+def _foreign_entries(folder: Path) -> list[Path]:
+    foreign = []
+    for entry in sorted(folder.iterdir()):
+        if folder.name.startswith("stage-") and re.fullmatch(r"checkpoint-\d+", entry.name) and entry.is_dir():
+            foreign += _foreign_entries(entry)
+        elif folder.name.startswith("stage-"):
+            foreign += [] if is_written(Path(entry.name)) else [entry]
+        elif not (entry.is_file() and is_checkpoint_file(entry.name)):
+            foreign.append(entry)
+    return foreign
+
+
+def foreign_entries_refusal(output_dir: str | Path, found: list[str]) -> ScriptError:
+    """The one line refusing a folder where an earlier run's checkpoint or stage folder holds a file of the user's."""
+    shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+    return ScriptError(
+        f"--output_dir {output_dir} holds {shown}, which no run of these scripts wrote, inside a checkpoint or stage "
+        f"folder of an earlier run, which a run deletes whole (replacing that run, or keeping --save_total_limit "
+        f"checkpoints): move "
+        f"{'it' if len(found) == 1 else 'them'} out of {output_dir}, or choose another --output_dir."
     )

@@ -111,6 +111,8 @@ SAMPLING_SETTINGS = (
 )
 # The setting that records the content of the training data (`data_digest`), compared on resume.
 DATA_DIGEST = "train_data_digest"
+# And of the validation file, where its evaluations decide the training (early stopping, the best checkpoint kept).
+VALIDATION_DIGEST = "validation_data_digest"
 # Files larger than this are digested by their size, time and first and last `DIGEST_EDGE_BYTES` (hashing gigabytes
 # of corpus at every start and resume would cost minutes); smaller ones whole.
 WHOLE_DIGEST_MAX_BYTES = 64 * 2**20
@@ -125,18 +127,24 @@ def sampling_settings(data_args: Any) -> dict[str, Any]:
 def data_digest(path: str | None) -> str | None:
     """
     The content of a training data file, or of every file of a data folder (`--dataset_name` or a save_to_disk
-    folder, their names with them), as one SHA-256; a file over `WHOLE_DIGEST_MAX_BYTES` by its size, modification
+    folder, their names with them, hidden files left out as datasets leaves them out), as one SHA-256; a file over `WHOLE_DIGEST_MAX_BYTES` by its size, modification
     time and first and last megabyte. `None` for no path or a Hub id (whose revision the datasets cache keeps).
     """
     if path is None or not Path(path).exists():
         return None
     root = Path(path)
-    files = [root] if root.is_file() else sorted(file for file in root.rglob("*") if file.is_file())
+    files = [root] if root.is_file() else sorted(file for file in root.rglob("*") if _is_data(file, root))
     digest = hashlib.sha256()
     for file in files:
         digest.update(f"{file.relative_to(root) if file != root else ''}\0".encode())
         digest.update(_file_digest(file))
     return digest.hexdigest()
+
+
+def _is_data(file: Path, root: Path) -> bool:
+    """A file of a data folder that datasets may read: hidden files and folders (a .DS_Store the Finder adds, a
+    .cache of `hf download`) are not, and change nothing a resume trains on."""
+    return file.is_file() and not any(part.startswith((".", "__")) for part in file.relative_to(root).parts)
 
 
 def _file_digest(path: Path) -> bytes:
@@ -169,7 +177,8 @@ def run_settings(training_args: Any, **script_settings: Any) -> dict[str, Any]:
 def data_run_settings(training_args: Any, data_args: Any, **script_settings: Any) -> dict[str, Any]:
     """
     The settings a checkpoint of a script's run records, and a resume must repeat (`run_settings`): its training data
-    (the file's absolute path and its content's digest, the dataset, its config and split), how it is sampled
+    (the file's absolute path and its content's digest, the dataset, its config and split; the validation file's
+    digest where its evaluations decide the training: early stopping, `--load_best_model_at_end`), how it is sampled
     (`sampling_settings`), then the script's own `script_settings`.
 
     Args:
@@ -177,10 +186,13 @@ def data_run_settings(training_args: Any, data_args: Any, **script_settings: Any
         data_args: the script's data arguments (`DatasetArguments`).
         script_settings: the script's own settings (option name without dashes -> value).
     """
+    decides = training_args.load_best_model_at_end or getattr(data_args, "early_stopping_patience", None) is not None
+    validation = {VALIDATION_DIGEST: data_digest(data_args.validation_file)} if decides else {}
     return run_settings(
         training_args,
         train_file=absolute_path(data_args.train_file),
         train_data_digest=data_digest(data_args.train_file or data_args.dataset_name),
+        **validation,
         **sampling_settings(data_args),
         dataset_name=data_args.dataset_name,
         dataset_config_name=data_args.dataset_config_name,
@@ -218,6 +230,8 @@ def check_resume(checkpoint: str | Path, model: PreTrainedModel, tokenizer: Any,
         return
     recorded = json.loads(settings_file.read_text(encoding="utf-8"))
     changed = [name for name, value in settings.items() if name in recorded and recorded[name] != value]
+    if _same_data(recorded, settings):  # the same content at another path (moved, copied, spelled otherwise)
+        changed = [name for name in changed if name not in DATA_PATH_SETTINGS]
     applied = (*APPLIED_SETTINGS, PRECISION_SETTING)
     for name in sorted(changed, key=lambda name: name in applied):  # refusals before the warnings
         old, new = _shown(recorded[name]), _shown(settings[name])
@@ -227,6 +241,13 @@ def check_resume(checkpoint: str | Path, model: PreTrainedModel, tokenizer: Any,
                 f"{old[:16]}... then, {new[:16]}... now), and a resumed run would skip its batches into other rows: "
                 f"resume with the data it was trained on, or start a new run from its weights (--model_name_or_path "
                 f"{checkpoint}, another --output_dir)."
+            )
+        if name == VALIDATION_DIGEST:
+            raise ScriptError(
+                f"cannot resume from {checkpoint}: its --validation_file has changed since it was trained (SHA-256 "
+                f"{old[:16]}... then, {new[:16]}... now), and early stopping and --load_best_model_at_end would "
+                f"compare evaluations on other rows: resume with the validation file it was trained with, or start a "
+                f"new run from its weights (--model_name_or_path {checkpoint}, another --output_dir)."
             )
         if name == PRECISION_SETTING:
             logger.warning(
@@ -245,6 +266,15 @@ def check_resume(checkpoint: str | Path, model: PreTrainedModel, tokenizer: Any,
             f"--{name} {new} differs from the {old} of {checkpoint}: applied, the run now ends (and its "
             "learning-rate schedule with it) where this run's options say."
         )
+
+
+# The settings that name where the training data lies; where its digest is the same, a resume reads the same rows.
+DATA_PATH_SETTINGS = ("train_file", "dataset_name")
+
+
+def _same_data(recorded: Mapping[str, Any], settings: Mapping[str, Any]) -> bool:
+    digest = recorded.get(DATA_DIGEST)
+    return digest is not None and digest == settings.get(DATA_DIGEST)
 
 
 def _shown(value: Any) -> str:

@@ -25,10 +25,13 @@ from .interrupts import deferred_stops
 from .locks import check_folder_held, output_dir_not_writable, refuse_dangling_link
 from .output_record import (
     RUN_ONLY_PREFIXES,
+    foreign_entries_refusal,
     forget_entries,
     open_record,
+    refuse_untrusted_record,
     run_entries,
     user_file_clashes,
+    user_files_in_run_folders,
     user_files_refusal,
 )
 
@@ -60,7 +63,9 @@ def is_resuming(training_args: TrainingArguments) -> bool:
 def check_output_dir(training_args: TrainingArguments, trains: bool = True) -> None:
     """
     Before anything is loaded or written: refuse an output_dir holding a file of the user's that the run would write
-    over (`output_record.user_file_clashes`, whatever the options), one that holds an earlier run (unless
+    over (`output_record.user_file_clashes`, whatever the options) or inside a checkpoint or stage folder of an earlier
+    run (`output_record.user_files_in_run_folders`), whose record is a link or broken by hand, one that holds an
+    earlier run (unless
     `--overwrite_output_dir` or `--resume_from_checkpoint`), a dangling link as output_dir, and checkpoint or stage
     folders that are links (`refuse_foreign_run_folders`); check that the folder can be written, and open its record of
     what runs wrote there (`output_record`). A run that does not train (`trains=False`: it only evaluates or
@@ -72,11 +77,15 @@ def check_output_dir(training_args: TrainingArguments, trains: bool = True) -> N
     output_dir = Path(training_args.output_dir)
     overwrite = getattr(training_args, "overwrite_output_dir", False)
     refuse_dangling_link(output_dir, "--output_dir")
+    refuse_untrusted_record(output_dir)
     if trains and not overwrite:
         refuse_foreign_run_folders(output_dir)
     clashes = [name for name in user_file_clashes(output_dir, trains) if not _misnamed_run_folder(output_dir / name)]
     if clashes:
         raise user_files_refusal(output_dir, clashes)
+    inside = user_files_in_run_folders(output_dir) if trains else []
+    if inside:
+        raise foreign_entries_refusal(output_dir, inside)
     earlier = earlier_run_outputs(output_dir) if trains else []
     if earlier and not overwrite and not is_resuming(training_args):
         raise earlier_run_error(output_dir, earlier)

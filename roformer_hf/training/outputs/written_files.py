@@ -154,9 +154,12 @@ def run_inputs(model_args: Any, data_files: dict[str, str | None], training_args
     }
 
 
-def check_inputs_are_not_outputs(inputs: dict[str, str | None], output_dir: str | Path, trains: bool = True) -> None:
+def check_inputs_are_not_outputs(
+    inputs: dict[str, str | None], output_dir: str | Path, trains: bool = True, cache_dir: str | None = None
+) -> None:
     """
-    Refuse an input that the run would overwrite or delete, or write into, in one line naming both options.
+    Refuse an input that the run would overwrite or delete, or write into (its outputs, or `--cache_dir`: the caches
+    of datasets and the Hub), in one line naming both options.
 
     Args:
         inputs (`dict`): each input file or folder by the option that named it (`{"--test_file": "out/test.jsonl"}`,
@@ -164,12 +167,29 @@ def check_inputs_are_not_outputs(inputs: dict[str, str | None], output_dir: str 
         output_dir (`str` or `Path`): the run's `--output_dir`.
         trains (`bool`, defaults to `True`): whether the run trains (and so writes a model and checkpoints), or only
             evaluates or predicts.
+        cache_dir (`str`, *optional*): the run's `--cache_dir`, which may lie anywhere but in an input folder.
     """
     for option, path in inputs.items():
         if path is not None:
             refusal = overlap_refusal(option, path, output_dir, trains)
+            if refusal is None and cache_dir is not None:
+                refusal = cache_refusal(option, path, cache_dir)
             if refusal is not None:
                 raise ScriptError(refusal)
+
+
+def cache_refusal(option: str, path: str, cache_dir: str) -> str | None:
+    """The one line refusing a `--cache_dir` that is the input folder `path` of `option` or lies in it (datasets
+    would write its caches and locks into the user's model or data, where a later run reads them as more data), or
+    `None`."""
+    inside = within(Path(cache_dir), Path(path)) if Path(path).is_dir() else None
+    if inside is None:
+        return None
+    return (
+        f"--cache_dir {cache_dir} {'is' if inside == Path() else 'lies inside'} {option} {path}: datasets and the Hub would write their caches and "
+        f"locks into the folder this run reads {INPUT_KINDS.get(option, 'the data')} from: give a --cache_dir "
+        f"outside {path} (or leave it out for the default caches)."
+    )
 
 
 def overlap_refusal(option: str, path: str, output_dir: str | Path, trains: bool = True) -> str | None:
