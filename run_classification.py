@@ -65,7 +65,7 @@ from roformer_hf.training.cli import (
     demo_or_given_arguments,
     parse_arguments,
 )
-from roformer_hf.training.data_sources import FILE_KINDS, DatasetArguments
+from roformer_hf.training.data.sources import FILE_KINDS, DatasetArguments
 from roformer_hf.training.machine.cpu_precision import settle_cpu_precision
 from roformer_hf.training.publishing import publish_run
 from roformer_hf.training.script_runner import run_script, script_run

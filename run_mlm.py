@@ -37,7 +37,7 @@ from roformer_hf.training.cli import (
     demo_or_given_arguments,
     parse_arguments,
 )
-from roformer_hf.training.data_sources import FILE_KINDS, DatasetArguments
+from roformer_hf.training.data.sources import FILE_KINDS, DatasetArguments
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.machine.cpu_precision import settle_cpu_precision
 from roformer_hf.training.mlm.pretraining import build_tokenizer_and_masked_lm, pretrain

@@ -38,8 +38,8 @@ from roformer_hf import (
     RoFormerModel,
 )
 from roformer_hf.configuration import POSITIVE_FIELDS
-from roformer_hf.training import data_files
-from roformer_hf.training.data_files import find_utf8_error
+from roformer_hf.training.data import files as data_files
+from roformer_hf.training.data.files import find_utf8_error
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.machine import cpu_precision
 from roformer_hf.training.machine.cpu_arithmetic import CpuBf16, cpu_bf16

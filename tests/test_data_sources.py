@@ -1,4 +1,4 @@
-"""Tests of roformer_hf/training/data_sources.py: the data of both scripts from every layout `datasets` reads, built
+"""Tests of roformer_hf/training/data/ (sources.py and folders.py): the data of both scripts from every layout `datasets` reads, built
 offline from the shipped CAIL and People's Daily samples (a Hub-layout folder of Parquet shards with a README's
 configs, a Hub id in the datasets cache, Parquet, Arrow, save_to_disk folders, nested JSON, a JSON object with its rows
 under a key), read to the same rows as the JSON-lines file they were made from, and fine-tuned on to completion."""
@@ -16,7 +16,7 @@ from conftest import PEOPLES_DAILY_SAMPLE, REPO_ROOT
 
 import run_classification
 import run_mlm
-from roformer_hf.training.data_sources import json_rows_key, load_dataset_by_name, load_splits
+from roformer_hf.training.data.sources import json_rows_key, load_dataset_by_name, load_splits
 from roformer_hf.training.errors import ScriptError
 
 DEMO_VOCAB = REPO_ROOT / "data" / "demo_vocab.txt"
@@ -406,7 +406,7 @@ def test_a_split_of_another_name_is_named_with_its_option(rows, tmp_path, caplog
     configs = "".join(f"  - split: {name}\n    path: data/{name}-*\n" for name in ("train", "dev", "test"))
     (folder / "README.md").write_text(f"---\nconfigs:\n- config_name: default\n  data_files:\n{configs}---\n")
     _, data_args, _, _ = run_mlm.parse_mlm_arguments(["--dataset_name", str(folder), "--max_steps", "1"])
-    with caplog.at_level("WARNING", logger="roformer_hf.training.data_sources"):
+    with caplog.at_level("WARNING", logger="roformer_hf.training.data.sources"):
         splits, _ = load_splits(data_args, {"train": None, "validation": None}, ["text"], str(tmp_path / "cache"))
     assert list(splits) == ["train"]
     assert [record.getMessage() for record in caplog.records] == [
@@ -442,7 +442,7 @@ def test_a_hub_dataset_fetched_with_hf_download_is_read_offline(rows, tmp_path, 
     snapshot = hub_folder(repo / "snapshots" / "0123abcd", rows)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub_cache))
     _, data_args, _, _ = run_mlm.parse_mlm_arguments(["--dataset_name", "someone/cail_small", "--max_steps", "1"])
-    with caplog.at_level("WARNING", logger="roformer_hf.training.data_sources"):
+    with caplog.at_level("WARNING", logger="roformer_hf.training.data.sources"):
         splits, _ = load_splits(data_args, {"train": None}, ["text"], str(tmp_path / "datasets_cache"))
     assert splits["train"]["text"] == [row["text"] for row in rows["train"]]
     assert [record.getMessage() for record in caplog.records] == [
@@ -542,7 +542,7 @@ def test_the_line_for_a_missing_split_proposes_the_split_named_for_its_role(rows
     (folder / "README.md").write_text(f"---\nconfigs:\n- config_name: default\n  data_files:\n{configs}---\n")
     arguments = ["--dataset_name", str(folder), "--output_dir", str(tmp_path / "out"), "--do_predict"]
     _, data_args, _ = run_classification.parse_classification_arguments(arguments)
-    with caplog.at_level("WARNING", logger="roformer_hf.training.data_sources"):
+    with caplog.at_level("WARNING", logger="roformer_hf.training.data.sources"):
         load_splits(data_args, {"train": None, "test": None}, ["text"], str(tmp_path / "cache"))
     assert [record.getMessage() for record in caplog.records] == [
         f"--dataset_name {folder} has no split 'test', but has 'dev', 'testing': to read one as the test split, pass "

@@ -16,7 +16,7 @@ from typing import Any
 
 from transformers import HfArgumentParser, TrainingArguments
 
-from .data_files import read_utf8_text
+from .data.files import read_utf8_text
 from .errors import ScriptError
 from .machine.cpu_precision import choose_cpu_precision
 from .machine.launch import launch_defaults

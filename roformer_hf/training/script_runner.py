@@ -15,7 +15,7 @@ from transformers import TrainingArguments, set_seed
 
 from .cli import ModelArguments, demo_or_given_arguments
 from .console import setup_logging
-from .data_files import check_caches_writable
+from .data.files import check_caches_writable
 from .errors import ScriptError
 from .machine.launch import check_distributed_launch
 from .machine.threads import choose_threads

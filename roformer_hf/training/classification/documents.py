@@ -1,5 +1,5 @@
 """The labelled documents of a run_classification.py run: the splits it needs, from their files or `--dataset_name`
-(`data_sources.load_splits`), a validation split held out of train where none is given, the checks of their text and
+(`data.sources.load_splits`), a validation split held out of train where none is given, the checks of their text and
 label columns, and the task and its labels (`labels.build_label_maps`)."""
 
 from pathlib import Path
@@ -9,8 +9,8 @@ import datasets
 from transformers import TrainingArguments
 
 from ..cli import ModelArguments
-from ..data_files import hold_out_validation, limit_examples
-from ..data_sources import load_splits
+from ..data.files import hold_out_validation, limit_examples
+from ..data.sources import load_splits
 from ..errors import ScriptError
 from .labels import (
     LabelInfo,
@@ -72,7 +72,7 @@ def load_labelled_documents(
 def read_splits(
     model_args: ModelArguments, data_args: Any, wanted: list[tuple[str, str, str | None, bool]]
 ) -> tuple[datasets.DatasetDict, dict[str, str]]:
-    """The splits the run needs, from their files or `--dataset_name` (`data_sources.load_splits`), and where each
+    """The splits the run needs, from their files or `--dataset_name` (`data.sources.load_splits`), and where each
     came from; a CSV file's labels read as numbers when they all are (`read_csv_numbers`)."""
     files = {split: path for split, _, path, needed in wanted if needed}
     columns = [data_args.text_column_name, data_args.text_pair_column_name, data_args.label_column_name]

@@ -1,5 +1,5 @@
 """
-Plain text for masked language modelling: reading it (`load_corpus`, through `data_sources`), its text column,
+Plain text for masked language modelling: reading it (`load_corpus`, through `data.sources`), its text column,
 dropping blank texts, cutting long ones, holding out validation text, then (`tokenize_corpus`) tokenizing with jieba
 word ids and packing the tokens into blocks.
 """
@@ -10,8 +10,8 @@ from typing import Any
 import datasets
 from transformers import PreTrainedTokenizerBase, TrainingArguments
 
-from ..data_files import hold_out_validation, limit_examples
-from ..data_sources import load_splits
+from ..data.files import hold_out_validation, limit_examples
+from ..data.sources import load_splits
 from ..errors import ScriptError
 
 # Texts longer than this many characters are cut into pieces before tokenization (not with --line_by_line, where a

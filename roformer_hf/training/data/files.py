@@ -12,9 +12,35 @@ from pathlib import Path
 
 import datasets
 
-from .errors import ScriptError
+from ..errors import ScriptError
 
 logger = logging.getLogger(__name__)
+
+
+# The loader `datasets` reads each kind of data file with, by suffix (any case).
+FILE_BUILDERS = {
+    ".csv": "csv",
+    ".json": "json",
+    ".jsonl": "json",
+    ".parquet": "parquet",
+    ".arrow": "arrow",
+    ".txt": "text",
+}
+FILE_KINDS = ".csv, .json, .jsonl, .parquet, .arrow or .txt"
+
+
+# The kinds of data file a dataset folder may hold, as `datasets` reads them: a .tsv is a CSV file of other
+# separators (beside a .csv, datasets stops with its own words), a compressed file is of the kind it holds.
+DATA_FILE_KINDS = {**FILE_BUILDERS, ".tsv": "tsv", ".ndjson": "json"}
+COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".lz4")
+
+
+def data_file_kind(path: Path) -> str | None:
+    """The kind of data `path` holds by its name (`DATA_FILE_KINDS`; `train.csv.gz` is a csv), `None` for no data."""
+    suffixes = [suffix.lower() for suffix in path.suffixes]
+    while suffixes and suffixes[-1] in COMPRESSION_SUFFIXES:
+        suffixes.pop()
+    return DATA_FILE_KINDS.get(suffixes[-1]) if suffixes else None
 
 
 # How much of a data file is checked for UTF-8 before loading; the rest is checked if loading fails.
