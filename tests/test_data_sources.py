@@ -87,6 +87,15 @@ def hub_folder(folder: Path, rows: dict[str, list[dict]]) -> Path:
     return folder
 
 
+def split_folder(folder: Path, rows_of_split: dict[str, list[dict]]) -> Path:
+    """A Hub-layout folder of one Parquet file per split, by the splits' own names, and the README naming them."""
+    for name, split_rows in rows_of_split.items():
+        write_parquet(folder / "data" / f"{name}-00000-of-00001.parquet", split_rows)
+    configs = "".join(f"  - split: {name}\n    path: data/{name}-*\n" for name in rows_of_split)
+    (folder / "README.md").write_text(f"---\nconfigs:\n- config_name: default\n  data_files:\n{configs}---\n")
+    return folder
+
+
 def cached_hub_dataset(tmp: Path, rows: dict[str, list[dict]], repo_id: str = "someone/cail_small") -> Path:
     """
     A datasets cache holding the Hub dataset `repo_id` as `load_dataset(repo_id)` leaves it when online:
@@ -400,11 +409,9 @@ def test_a_bad_source_gets_one_line(options, message, rows, tmp_path):
 
 def test_a_split_of_another_name_is_named_with_its_option(rows, tmp_path, caplog):
     """A dataset with train/dev/test read where `validation` is looked for: one line names `dev` and the option."""
-    folder = tmp_path / "cail_dev"
-    for split, name in (("train", "train"), ("validation", "dev"), ("test", "test")):
-        write_parquet(folder / "data" / f"{name}-00000-of-00001.parquet", rows[split])
-    configs = "".join(f"  - split: {name}\n    path: data/{name}-*\n" for name in ("train", "dev", "test"))
-    (folder / "README.md").write_text(f"---\nconfigs:\n- config_name: default\n  data_files:\n{configs}---\n")
+    folder = split_folder(
+        tmp_path / "cail_dev", {"train": rows["train"], "dev": rows["validation"], "test": rows["test"]}
+    )
     _, data_args, _, _ = run_mlm.parse_mlm_arguments(["--dataset_name", str(folder), "--max_steps", "1"])
     with caplog.at_level("WARNING", logger="roformer_hf.training.data.sources"):
         splits, _ = load_splits(data_args, {"train": None, "validation": None}, ["text"], str(tmp_path / "cache"))
@@ -535,11 +542,8 @@ def test_class_labels_declared_differently_by_the_files_are_refused(differs, tmp
 
 def test_the_line_for_a_missing_split_proposes_the_split_named_for_its_role(rows, tmp_path, caplog):
     """Splits train/dev/testing read where `test` is looked for: the line proposes `testing`, not the first, `dev`."""
-    folder = tmp_path / "cail_testing"
-    for split, name in (("train", "train"), ("validation", "dev"), ("test", "testing")):
-        write_parquet(folder / "data" / f"{name}-00000-of-00001.parquet", rows[split])
-    configs = "".join(f"  - split: {name}\n    path: data/{name}-*\n" for name in ("train", "dev", "testing"))
-    (folder / "README.md").write_text(f"---\nconfigs:\n- config_name: default\n  data_files:\n{configs}---\n")
+    splits = {"train": rows["train"], "dev": rows["validation"], "testing": rows["test"]}
+    folder = split_folder(tmp_path / "cail_testing", splits)
     arguments = ["--dataset_name", str(folder), "--output_dir", str(tmp_path / "out"), "--do_predict"]
     _, data_args, _ = run_classification.parse_classification_arguments(arguments)
     with caplog.at_level("WARNING", logger="roformer_hf.training.data.sources"):

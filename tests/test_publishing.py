@@ -182,13 +182,9 @@ def push_hub_strategy_checkpoints(monkeypatch, tmp) -> list[str]:
 
 
 def dataset_test_split_of_another_name(monkeypatch, tmp) -> list[str]:
-    from test_data_sources import write_parquet
+    from test_data_sources import split_folder
 
-    folder = tmp / "cail_testing"
-    for split in ("train", "dev", "testing"):
-        write_parquet(folder / "data" / f"{split}-00000-of-00001.parquet", ROWS)
-    configs = "".join(f"  - split: {split}\n    path: data/{split}-*\n" for split in ("train", "dev", "testing"))
-    (folder / "README.md").write_text(f"---\nconfigs:\n- config_name: default\n  data_files:\n{configs}---\n")
+    folder = split_folder(tmp / "cail_testing", {"train": ROWS, "dev": ROWS, "testing": ROWS})
     return ["--dataset_name", str(folder), "--do_predict"]
 
 
