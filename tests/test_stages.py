@@ -1,8 +1,11 @@
 """Tests of roformer_hf.training.mlm.stages, the multi-stage length schedule of run_mlm.py (whole staged runs, resumed
 ones included: test_run_mlm.py)."""
 
+import json
 import logging
+import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from test_checkpoints import write_checkpoint
@@ -15,6 +18,7 @@ from roformer_hf.training.mlm.stages import (
     format_stage_table,
     parse_stages,
     plan_stages,
+    plot_loss_curve,
     stage_dir,
     stage_training_args,
 )
@@ -108,3 +112,14 @@ def test_stage_table_starts_with_the_untrained_model():
     assert lines[2] == "| before training |  |  |  |  | 10.2500 |  | 0.0000 |"
     assert lines[3] == "| 1 | 32 | 8 | 4 | 9.5000 | 9.0000 | 8103.0800 | 0.0500 |"
     assert lines[4] == "| 2 | 64 | 8 | 4 |  | 8.5000 |  |  |"
+
+
+@pytest.mark.parametrize("logged", [[], [{"step": 1, "eval_loss": 2.5}]])
+def test_a_loss_curve_of_a_run_that_logged_no_training_loss_is_drawn_without_warnings(logged, tmp_path):
+    """A run too short to log its loss (fewer steps than --logging_steps) still gets its chart, without matplotlib's
+    "no artists with labels" warning about an empty legend."""
+    (tmp_path / "trainer_state.json").write_text(json.dumps({"log_history": logged, "global_step": 1}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plot_loss_curve(SimpleNamespace(output_dir=str(tmp_path)), [Stage(32)], tmp_path / "loss_curve.png")
+    assert (tmp_path / "loss_curve.png").stat().st_size > 0

@@ -352,7 +352,7 @@ def plot_loss_curve(training_args: TrainingArguments, stages: list[Stage], path:
     from matplotlib import pyplot
 
     figure, axes = pyplot.subplots(figsize=(8, 4.5))
-    offset = 0
+    offset, labelled = 0, set()
     for index in range(len(stages)):
         state_file = stage_dir(training_args, stages, index) / "trainer_state.json"
         if not state_file.is_file():
@@ -361,14 +361,16 @@ def plot_loss_curve(training_args: TrainingArguments, stages: list[Stage], path:
         history = state["log_history"]
         for key, style in (("loss", ".-"), ("eval_loss", "o")):
             points = [(offset + entry["step"], entry[key]) for entry in history if key in entry]
-            if points:
-                label = f"{'train' if key == 'loss' else 'eval'} loss" if index == 0 else None
+            if points:  # each curve named once, in the first stage that logged it
+                label = None if key in labelled else f"{'train' if key == 'loss' else 'eval'} loss"
                 axes.plot(*zip(*points, strict=True), style, color="C0" if key == "loss" else "C1", label=label)
+                labelled.add(key)
         offset += state["global_step"]
         if len(stages) > 1:
             axes.axvline(offset, color="grey", linestyle=":", linewidth=1)
     axes.set(xlabel="optimizer step", ylabel="MLM loss", title="run_mlm.py loss (dotted lines: ends of stages)")
-    axes.legend()
+    if labelled:  # a run too short to log a loss draws an empty chart, without matplotlib's warning of no legend
+        axes.legend()
     with atomic_path(path) as temporary:
         figure.savefig(temporary, dpi=100, bbox_inches="tight")
     pyplot.close(figure)
