@@ -296,3 +296,23 @@ def test_a_record_that_is_not_one_of_ours_is_refused(tmp_path, content):
     (tmp_path / "out" / RECORD_NAME).write_text(content)
     with pytest.raises(ScriptError, match=r"holds \.roformer_hf_outputs\.json, not a record these scripts write"):
         check_output_dir(TrainingArguments(tmp_path / "out", report_to="none"))
+
+
+def test_a_users_file_in_an_earlier_runs_tensorboard_folder_is_found(tmp_path):
+    """`runs/` (TensorBoard's event files) is deleted whole with the run that wrote it: a file of the user's put into
+    it is named, as one put into a checkpoint folder is (before, --overwrite_output_dir deleted it without a word)."""
+    from roformer_hf.training.outputs.output_record import RECORD_NAME, user_files_in_run_folders
+
+    out = tmp_path / "out"
+    events = out / "runs" / "Nov29_01-00-00_host" / "1764378000.0"
+    events.mkdir(parents=True)
+    (events / "events.out.tfevents.1764378000.host.1.0").write_bytes(b"\0")
+    (events.parent / "events.out.tfevents.1764377999.host.1.0").write_bytes(b"\0")
+    (out / RECORD_NAME).write_text(json.dumps({"files": ["runs"]}))
+    assert user_files_in_run_folders(out) == []
+    (out / "runs" / "my_plot.png").write_bytes(b"mine")
+    (events / "notes.txt").write_text("mine")
+    assert user_files_in_run_folders(out) == [
+        "runs/Nov29_01-00-00_host/1764378000.0/notes.txt",
+        "runs/my_plot.png",
+    ]

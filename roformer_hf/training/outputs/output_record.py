@@ -13,7 +13,8 @@ same way, so nothing it wrote passes for the user's.
 Where a record is kept, it alone says which entries are a run's, and of the names it lists only those a run writes
 (a notes.txt listed by hand stays the user's). A record that is a symbolic link (another folder's) or not one these
 scripts write (they write it whole, so it was broken by hand) is refused (`refuse_untrusted_record`), and so is a file
-of the user's inside a checkpoint or stage folder of a run, which a run deletes whole (`user_files_in_run_folders`).
+of the user's inside a checkpoint, stage or TensorBoard (`runs/`) folder of a run, which a run deletes whole
+(`user_files_in_run_folders`).
 
 A folder without a record (written before it existed, up to f2676ad): its `checkpoint-<n>` folders that are empty or
 hold a file only the Trainer writes (a checkpoint manifest, `trainer_state.json`, `optimizer.pt`, ...), and its
@@ -205,22 +206,31 @@ def refuse_untrusted_record(output_dir: str | Path) -> None:
 
 
 def user_files_in_run_folders(output_dir: str | Path) -> list[str]:
-    """The entries inside the output folder's checkpoint and stage folders of earlier runs that no run writes there
-    (a user's notes.txt in checkpoint-2): a run deletes those folders whole (`--overwrite_output_dir`, the Trainer's
-    `--save_total_limit`), so it would delete them with it."""
+    """The entries inside the output folder's checkpoint, stage and TensorBoard (`runs/`) folders of earlier runs that
+    no run writes there (a user's notes.txt in checkpoint-2 or in runs/): a run deletes those folders whole
+    (`--overwrite_output_dir`, the Trainer's `--save_total_limit`), so it would delete them with it."""
     output_dir = Path(output_dir)
     found = []
     for name in sorted(run_entries(output_dir)):
         path = output_dir / name
-        if re.fullmatch(r"(checkpoint|stage)-\d+", name) and path.is_dir() and not path.is_symlink():
+        if re.fullmatch(r"(checkpoint|stage)-\d+|runs", name) and path.is_dir() and not path.is_symlink():
             found += [str(entry.relative_to(output_dir)) for entry in _foreign_entries(path)]
     return found
 
 
+# What TensorBoard's writer (`--report_to tensorboard`) puts in `runs/`: event files, in a folder per run (and one per
+# hyperparameter record inside it).
+TENSORBOARD_EVENTS = re.compile(r"events\.out\.tfevents\..*")
+
+
 def _foreign_entries(folder: Path) -> list[Path]:
+    if folder.name == "runs":
+        return [
+            path for path in sorted(folder.rglob("*")) if not (path.is_dir() or TENSORBOARD_EVENTS.match(path.name))
+        ]
     foreign = []
     for entry in sorted(folder.iterdir()):
-        if folder.name.startswith("stage-") and re.fullmatch(r"checkpoint-\d+", entry.name) and entry.is_dir():
+        if folder.name.startswith("stage-") and re.fullmatch(r"checkpoint-\d+|runs", entry.name) and entry.is_dir():
             foreign += _foreign_entries(entry)
         elif folder.name.startswith("stage-"):
             foreign += [] if is_written(Path(entry.name)) else [entry]
@@ -233,8 +243,8 @@ def foreign_entries_refusal(output_dir: str | Path, found: list[str]) -> ScriptE
     """The one line refusing a folder where an earlier run's checkpoint or stage folder holds a file of the user's."""
     shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
     return ScriptError(
-        f"--output_dir {output_dir} holds {shown}, which no run of these scripts wrote, inside a checkpoint or stage "
-        f"folder of an earlier run, which a run deletes whole (replacing that run, or keeping --save_total_limit "
+        f"--output_dir {output_dir} holds {shown}, which no run of these scripts wrote, inside a checkpoint, stage or "
+        f"runs/ folder of an earlier run, which a run deletes whole (replacing that run, or keeping --save_total_limit "
         f"checkpoints): move "
         f"{'it' if len(found) == 1 else 'them'} out of {output_dir}, or choose another --output_dir."
     )
