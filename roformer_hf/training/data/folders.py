@@ -99,10 +99,11 @@ def refuse_mixed_formats(folder: Path) -> None:
             f"{len(names)} {kind} ({', '.join(names[:2])}{', ...' * (len(names) > 2)})"
             for kind, names in kinds.items()
         )
+        tsv = ", a .tsv saved as .csv first (they read no .tsv)" if "tsv" in kinds else ""
         raise ScriptError(
             f"--dataset_name {folder} holds data files of several formats ({held}), of which datasets would read "
-            "only one kind: give the files to read with --train_file (and --validation_file), or add a README.md "
-            "whose configs: name each split's files."
+            f"only one kind: give the files to read with --train_file (and --validation_file){tsv}, or add a "
+            "README.md whose configs: name each split's files."
         )
 
 
