@@ -237,11 +237,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     ):
         raw_datasets, label_info, sources = load_labelled_documents(model_args, data_args, training_args)
         tokenizer, model = build_tokenizer_and_classifier(model_args, label_info)
-        if training_args.do_train:
+        if training_args.do_train and training_args.process_index == 0:  # every process reads the same text
             train_rows, text_column = raw_datasets["train"], data_args.text_column_name
             source, checkpoint = tokenizer_source(model_args), model_args.model_name_or_path
-            first = training_args.process_index == 0
-            warn_if_many_unknown(tokenizer, train_rows, text_column, source, checkpoint, first)
+            warn_if_many_unknown(tokenizer, train_rows, text_column, source, checkpoint)
         data_args = resolve_input_settings(data_args, model, model_args.model_name_or_path, training_args.do_train)
         settle_cpu_precision(training_args, model, data_args.max_seq_length)
         if training_args.do_train:  # the saved tokenizer's truncation=True cuts to the length fine-tuned with

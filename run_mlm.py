@@ -186,10 +186,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         raw_datasets, held_out = load_corpus(data_args, model_args)
         longest = max(stage.max_seq_length for stage in stages) if training_args.do_train else None
         tokenizer, model = build_tokenizer_and_masked_lm(model_args, masking_args.sparse_prediction, longest)
-        if training_args.do_train:
+        if training_args.do_train and training_args.process_index == 0:  # every process reads the same text
             source, checkpoint = tokenizer_source(model_args), model_args.model_name_or_path
-            first = training_args.process_index == 0
-            warn_if_many_unknown(tokenizer, raw_datasets["train"], "text", source, checkpoint, first)
+            warn_if_many_unknown(tokenizer, raw_datasets["train"], "text", source, checkpoint)
         settle_cpu_precision(training_args, model, main_stage(stages).max_seq_length)
         # each stage tokenizes the text to its own length when it starts
         tokenize_to_length = partial(

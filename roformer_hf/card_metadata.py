@@ -93,10 +93,9 @@ def starting_card_data(base_model: str | None) -> ModelCardData | None:
 def hub_base_model(base_model: str | None, starting_card: ModelCardData | None) -> str | None:
     """The Hub model a checkpoint comes from: `base_model` when it is a Hub id or a folder of the Hub cache
     (`hub_id_of_snapshot`), else the one its card names."""
-    if is_hub_model_id(base_model):
-        return base_model
-    if hub_id_of_snapshot(base_model, "model") is not None:  # a Hub model as hf download left it
-        return hub_id_of_snapshot(base_model, "model")
+    hub_id = base_model if is_hub_model_id(base_model) else hub_id_of_snapshot(base_model, "model")
+    if hub_id is not None:
+        return hub_id
     named = starting_card.base_model if starting_card is not None else None
     named = named[0] if isinstance(named, list) and len(named) == 1 else named
     return named if isinstance(named, str) and is_hub_model_id(named) else None

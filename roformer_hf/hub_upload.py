@@ -115,12 +115,10 @@ def check_not_a_link_outside(folder: Path, name: str) -> None:
     path = folder / name
     if not path.is_symlink():
         return
-    target = path.resolve()
-    own = [folder.resolve()]
-    if (
-        folder.resolve().parent.name == "snapshots"
-    ):  # models--owner--name/snapshots/<commit>/, as hf download leaves it
-        own.append(folder.resolve().parent.parent / "blobs")
+    target, root = path.resolve(), folder.resolve()
+    own = [root]
+    if root.parent.name == "snapshots":  # models--owner--name/snapshots/<commit>/, as hf download leaves it
+        own.append(root.parent.parent / "blobs")
     if not any(target.is_relative_to(root) for root in own):
         raise ValueError(
             f"{path} is a link to {target}, outside {folder}: an upload would send that file under the name {name}. "

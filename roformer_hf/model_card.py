@@ -22,7 +22,7 @@ from huggingface_hub import HfApi, ModelCard
 from huggingface_hub.hf_api import CommitInfo
 from transformers import PreTrainedConfig
 
-from .card_metadata import finite_results, hub_card_data, hub_id_of_snapshot, is_hub_dataset_id, is_hub_model_id
+from .card_metadata import finite_results, hub_base_model, hub_card_data, hub_id_of_snapshot, is_hub_dataset_id
 from .hub_upload import commit_folder
 
 logger = logging.getLogger(__name__)
@@ -384,7 +384,7 @@ def _loading_section(architecture: str, pipeline_tag: str | None, location: str)
 def _base_model_text(base_model: str | None) -> str:
     if not base_model:
         return ""
-    hub_id = base_model if is_hub_model_id(base_model) else hub_id_of_snapshot(base_model, "model")
+    hub_id = hub_base_model(base_model, starting_card=None)  # a Hub id, or hf download's folder of one
     if hub_id is not None:
         return f"\n\nBase model: [`{hub_id}`](https://huggingface.co/{hub_id})."
     return (

@@ -37,9 +37,9 @@ def check_publishing(args: TrainingArguments) -> None:
     namespace. Raises `ScriptError` naming the option to change.
     """
     check_license(args.license)
-    check_hub_model_id(args)
     if not args.push_to_hub:
         return
+    check_hub_model_id(args.hub_model_id)
     check_hub_strategy(args.hub_strategy)
     repo_name = args.hub_model_id or Path(args.output_dir).resolve().name
     try:
@@ -75,9 +75,10 @@ def check_hub_strategy(hub_strategy: str) -> None:
     (`trainer_arguments` turns the Trainer's pushes off, which would send every file of the output folder, a user's
     notes and logs too), so the checkpoints asked for would silently never go up.
     """
-    if str(getattr(hub_strategy, "value", hub_strategy)) in ("checkpoint", "all_checkpoints"):
+    strategy = str(getattr(hub_strategy, "value", hub_strategy))  # a HubStrategy, or its value
+    if strategy in ("checkpoint", "all_checkpoints"):
         raise ScriptError(
-            f"--hub_strategy {getattr(hub_strategy, 'value', hub_strategy)}: the scripts upload the final model once, "
+            f"--hub_strategy {strategy}: the scripts upload the final model once, "
             "at the end of the run, and no checkpoint (the Trainer's own pushes would send every file of the output "
             "folder): leave out --hub_strategy, and upload a checkpoint folder yourself with "
             "roformer_hf.hub_upload.push_folder_to_hub(<output_dir>/checkpoint-<step>, <repo>, revision=<branch>)."
@@ -102,10 +103,10 @@ def check_license(license: str | None) -> None:
     )
 
 
-def check_hub_model_id(args: TrainingArguments) -> None:
+def check_hub_model_id(hub_model_id: str | None) -> None:
     """With `--push_to_hub`, an empty `--hub_model_id` (often an unset shell variable) is refused rather than replaced
     by the output folder's name, which would push to a repository the user did not name."""
-    if args.push_to_hub and args.hub_model_id is not None and not args.hub_model_id.strip():
+    if hub_model_id is not None and not hub_model_id.strip():
         raise ScriptError(
             "--push_to_hub: --hub_model_id is empty: name the repository with --hub_model_id owner/name, or leave the "
             "option out to name it after the output folder."

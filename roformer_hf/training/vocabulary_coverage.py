@@ -55,7 +55,6 @@ def warn_if_many_unknown(
     column: str,
     vocabulary: str,
     checkpoint: str | None = None,
-    main_process: bool = True,
 ) -> float:
     """
     Say in one line when more than `HIGH_UNKNOWN_SHARE` of the tokens of the first `SAMPLED_TEXTS` training texts
@@ -68,11 +67,9 @@ def warn_if_many_unknown(
         vocabulary (`str`): where the tokenizer came from, for the line (`--tokenizer_name data/demo_vocab.txt`).
         checkpoint (`str`, *optional*): the checkpoint the run starts from (`--model_name_or_path`), whose
             embeddings are those of its vocabulary; `None` for a model trained from scratch.
-        main_process (`bool`, *optional*, defaults to `True`): whether this process says it (under torchrun, the
-            first process only: every process reads the same text).
     """
     share = unknown_token_share(tokenizer, first_texts(dataset, column))
-    if share > HIGH_UNKNOWN_SHARE and main_process:
+    if share > HIGH_UNKNOWN_SHARE:
         logger.warning(
             f"{share:.1%} of the tokens of the training text are {tokenizer.unk_token} with {vocabulary}, whose "
             f"vocabulary lacks their words and characters: {vocabulary_advice(len(tokenizer), checkpoint)}"

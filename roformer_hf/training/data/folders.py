@@ -79,6 +79,16 @@ def local_folder_cache(folder: Path, cache_dir: str | None) -> str:
     return str(cache / f"{folder.resolve().name}-{folder_content_key(folder)}")
 
 
+def files_datasets_reads(folder: Path) -> list[Path]:
+    """The files of `folder` that datasets may read, sorted: hidden files and folders (a .DS_Store the Finder adds, the
+    .cache of `hf download`) and those named `__...` left out, at any depth, as datasets leaves them out."""
+    return sorted(
+        path
+        for path in folder.rglob("*")
+        if path.is_file() and not any(part.startswith((".", "__")) for part in path.relative_to(folder).parts)
+    )
+
+
 def refuse_mixed_formats(folder: Path) -> None:
     """
     Refuse a dataset folder without `configs:` in its README.md whose data files are of several formats: `datasets`
@@ -89,10 +99,9 @@ def refuse_mixed_formats(folder: Path) -> None:
     if readme.is_file() and "configs:" in readme.read_text(encoding="utf-8", errors="replace"):
         return  # its configs name the files of each split
     kinds: dict[str, list[str]] = {}
-    for path in sorted(folder.rglob("*")):
+    for path in files_datasets_reads(folder):
         kind = data_file_kind(path)
-        hidden = any(part.startswith((".", "__")) for part in path.relative_to(folder).parts)  # datasets skips them
-        if kind is not None and path.is_file() and not hidden:
+        if kind is not None:
             kinds.setdefault(kind, []).append(str(path.relative_to(folder)))
     if len(kinds) > 1:
         held = "; ".join(
@@ -135,10 +144,8 @@ def refuse_differing_class_labels(folder: Path) -> None:
     names, so a dev `civil` would silently be scored as `criminal`.
     """
     first: dict[str, tuple[str, list[str]]] = {}
-    for path in sorted(folder.rglob("*")):
+    for path in files_datasets_reads(folder):
         relative = path.relative_to(folder).as_posix()
-        if relative.startswith(".") or not path.is_file():
-            continue
         for column, names in declared_class_names(path).items():
             seen, seen_names = first.setdefault(column, (relative, names))
             if names != seen_names:
@@ -169,12 +176,8 @@ def damaged_data_file(folder: Path) -> ScriptError | None:
     while generating the dataset"; None for a Hub id or where every file reads."""
     if not folder.is_dir():
         return None
-    for path in sorted(folder.rglob("*")):
-        if (
-            path.suffix.lower() in FILE_BUILDERS
-            and path.is_file()
-            and not path.relative_to(folder).parts[0].startswith(".")
-        ):
+    for path in files_datasets_reads(folder):
+        if path.suffix.lower() in FILE_BUILDERS:
             found = diagnose_data_file(str(path), f"--dataset_name {folder}: its file")
             if found is not None:
                 return found

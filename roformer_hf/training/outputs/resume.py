@@ -21,6 +21,7 @@ from transformers import PreTrainedModel, Trainer, TrainingArguments
 
 from ...model_card import mixed_precision
 from ...text_rules import load_vocab
+from ..data.folders import files_datasets_reads
 from ..errors import ScriptError
 from .checkpoints import check_given_checkpoint, last_complete_checkpoint, save_checkpoints_whole
 
@@ -127,24 +128,18 @@ def sampling_settings(data_args: Any) -> dict[str, Any]:
 def data_digest(path: str | None) -> str | None:
     """
     The content of a training data file, or of every file of a data folder (`--dataset_name` or a save_to_disk
-    folder, their names with them, hidden files left out as datasets leaves them out), as one SHA-256; a file over `WHOLE_DIGEST_MAX_BYTES` by its size, modification
-    time and first and last megabyte. `None` for no path or a Hub id (whose revision the datasets cache keeps).
+    folder, their names with them, but for the files datasets does not read: `files_datasets_reads`), as one SHA-256;
+    a file over `WHOLE_DIGEST_MAX_BYTES` by its size, modification time and first and last megabyte. `None` for no path or a Hub id (whose revision the datasets cache keeps).
     """
     if path is None or not Path(path).exists():
         return None
     root = Path(path)
-    files = [root] if root.is_file() else sorted(file for file in root.rglob("*") if _is_data(file, root))
+    files = [root] if root.is_file() else files_datasets_reads(root)
     digest = hashlib.sha256()
     for file in files:
         digest.update(f"{file.relative_to(root) if file != root else ''}\0".encode())
         digest.update(_file_digest(file))
     return digest.hexdigest()
-
-
-def _is_data(file: Path, root: Path) -> bool:
-    """A file of a data folder that datasets may read: hidden files and folders (a .DS_Store the Finder adds, a
-    .cache of `hf download`) are not, and change nothing a resume trains on."""
-    return file.is_file() and not any(part.startswith((".", "__")) for part in file.relative_to(root).parts)
 
 
 def _file_digest(path: Path) -> bytes:

@@ -63,11 +63,11 @@ def is_resuming(training_args: TrainingArguments) -> bool:
 def check_output_dir(training_args: TrainingArguments, trains: bool = True) -> None:
     """
     Before anything is loaded or written: refuse an output_dir holding a file of the user's that the run would write
-    over (`output_record.user_file_clashes`, whatever the options) or inside a checkpoint or stage folder of an earlier
-    run (`output_record.user_files_in_run_folders`), whose record is a link or broken by hand, one that holds an
-    earlier run (unless
-    `--overwrite_output_dir` or `--resume_from_checkpoint`), a dangling link as output_dir, and checkpoint or stage
-    folders that are links (`refuse_foreign_run_folders`); check that the folder can be written, and open its record of
+    over (`output_record.user_file_clashes`, whatever the options) or delete inside a checkpoint, stage or runs/
+    folder of an earlier run (`output_record.user_files_in_run_folders`), one whose record is a link or broken by hand
+    (`output_record.refuse_untrusted_record`), one that holds an earlier run (unless `--overwrite_output_dir` or
+    `--resume_from_checkpoint`), a dangling link as output_dir, and checkpoint or stage folders that are links
+    (`refuse_foreign_run_folders`); check that the folder can be written, and open its record of
     what runs wrote there (`output_record`). A run that does not train (`trains=False`: it only evaluates or
     predicts) is refused only a file of the user's with the name of a result, picture or predictions file it writes
     (`written_files.EVALUATION_FILES`): it may write beside a model or an earlier run, never over a user's file.

@@ -185,8 +185,9 @@ def cache_refusal(option: str, path: str, cache_dir: str) -> str | None:
     inside = within(Path(cache_dir), Path(path)) if Path(path).is_dir() else None
     if inside is None:
         return None
+    where = "is" if inside == Path() else "lies inside"
     return (
-        f"--cache_dir {cache_dir} {'is' if inside == Path() else 'lies inside'} {option} {path}: datasets and the Hub would write their caches and "
+        f"--cache_dir {cache_dir} {where} {option} {path}: datasets and the Hub would write their caches and "
         f"locks into the folder this run reads {INPUT_KINDS.get(option, 'the data')} from: give a --cache_dir "
         f"outside {path} (or leave it out for the default caches)."
     )
