@@ -66,10 +66,10 @@ from roformer_hf.training.cli import (
     parse_arguments,
 )
 from roformer_hf.training.data.sources import FILE_KINDS, DatasetArguments
+from roformer_hf.training.data.vocabulary_coverage import tokenizer_source, warn_if_many_unknown
 from roformer_hf.training.machine.cpu_precision import settle_cpu_precision
 from roformer_hf.training.publishing import publish_run
 from roformer_hf.training.script_runner import run_script, script_run
-from roformer_hf.training.vocabulary_coverage import tokenizer_source, warn_if_many_unknown
 
 SAMPLE_FILE = Path(__file__).resolve().parent / "data" / "cail_sample.jsonl"
 

@@ -38,6 +38,7 @@ from roformer_hf.training.cli import (
     parse_arguments,
 )
 from roformer_hf.training.data.sources import FILE_KINDS, DatasetArguments
+from roformer_hf.training.data.vocabulary_coverage import tokenizer_source, warn_if_many_unknown
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.machine.cpu_precision import settle_cpu_precision
 from roformer_hf.training.mlm.pretraining import build_tokenizer_and_masked_lm, pretrain
@@ -47,7 +48,6 @@ from roformer_hf.training.mlm.text_corpus import load_corpus, tokenize_corpus
 from roformer_hf.training.outputs.run_outputs import prepare_output_dir
 from roformer_hf.training.outputs.written_files import check_inputs_are_not_outputs, run_inputs
 from roformer_hf.training.script_runner import run_script, script_run
-from roformer_hf.training.vocabulary_coverage import tokenizer_source, warn_if_many_unknown
 
 logger = logging.getLogger(__name__)
 

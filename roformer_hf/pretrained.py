@@ -9,9 +9,9 @@ checkpoint read with a V1 config (its `norm_type`/`use_bias` lost), whose output
 turns that case into a ValueError naming the likely cause, and reads a published RoFormer-Sim checkpoint and IDEA's
 Zhouwenwang as fengshen saved it as what they are (`published_layouts.py`).
 
-Reading the published layouts (`roformer_hf.published_layouts`) and publishing (the model card of `push_to_hub`, the
-sentence-transformers files of `save_pretrained`: `roformer_hf.model_card`, `roformer_hf.sentence_transformers_files`)
-are imported when used: they are not part of what a checkpoint carries (a roformer_hf checkpoint is in roformer_hf's
+Reading the published layouts (`roformer_hf.conversion.published_layouts`) and publishing (the model card of
+`push_to_hub`, the sentence-transformers files of `save_pretrained`: `roformer_hf.hub.model_card`,
+`roformer_hf.hub.sentence_transformers_files`) are imported when used: they are not part of what a checkpoint carries (a roformer_hf checkpoint is in roformer_hf's
 layout), so a checkpoint's code loaded with `trust_remote_code=True` where roformer_hf is not installed
 saves and uploads as plain transformers does.
 """
@@ -69,7 +69,7 @@ class RoFormerPretrainedMixin:
         A RoFormer-Sim checkpoint in the published layout (model_type "roformer") loads as a UniLM with its pooler,
         and IDEA's Zhouwenwang in fengshen's layout as a pre-norm UniLM, its weights renamed, unless the arguments or
         a `config` say otherwise (`published_layouts.py`, where roformer_hf is installed)."""
-        source, layouts = pretrained_model_name_or_path, roformer_hf_module("published_layouts")
+        source, layouts = pretrained_model_name_or_path, roformer_hf_module("conversion.published_layouts")
         if layouts is not None and kwargs.get("config") is None and isinstance(source, (str, os.PathLike)):
             pretrained_model_name_or_path, kwargs = layouts.published_layout_inputs(source, kwargs, cls)
         if isinstance(pretrained_model_name_or_path, (str, os.PathLike)):
@@ -101,7 +101,7 @@ class RoFormerPretrainedMixin:
         """As transformers' `push_to_hub` (same arguments), but the README.md uploaded is a RoFormer model card, to
         which the optional `training_summary` (a `model_card.TrainingSummary`) and `base_model` add. Without
         roformer_hf installed (remote code), transformers' own upload and card."""
-        model_card = roformer_hf_module("model_card")
+        model_card = roformer_hf_module("hub.model_card")
         if model_card is None:
             return super().push_to_hub(repo_id, **kwargs)
         return model_card.push_to_hub_with_model_card(self, repo_id, **kwargs)
@@ -113,7 +113,7 @@ class RoFormerPretrainedMixin:
         quantized in memory (`int8_serving.quantize_int8`) is refused in one line before anything is written."""
         refuse_int8_quantized_in_memory(self)
         super().save_pretrained(save_directory, *args, **kwargs)
-        files = roformer_hf_module("sentence_transformers_files") if self.config.add_pooling_layer else None
+        files = roformer_hf_module("hub.sentence_transformers_files") if self.config.add_pooling_layer else None
         if files is not None:
             files.write_sentence_transformers_files(save_directory)
         if self.config.classification_inputs:

@@ -496,7 +496,7 @@ def convert_into_a_folder_in_use(tmp: Path) -> list[str]:
     return [str(source), str(tmp / "converted")]
 
 
-# id -> (where; the command-line arguments of `python -m roformer_hf.convert`, given a temporary folder)
+# id -> (where; the command-line arguments of `python -m roformer_hf.conversion.convert`, given a temporary folder)
 CONVERT_CASES: dict[str, tuple[str, Callable[[Path], list[str]]]] = {
     "convert_overwrite_other_files": ("convert", convert_into_a_project),
     "convert_output_in_use": ("convert", convert_into_a_folder_in_use),
@@ -767,7 +767,7 @@ def folder_bytes(folder: Path) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("case", list(CONVERT_CASES))
 def test_bad_conversion_gets_one_line(case, tmp_path, capsys):
-    from roformer_hf import convert
+    from roformer_hf.conversion import convert
 
     arguments = CONVERT_CASES[case][1](tmp_path)
     before = folder_bytes(tmp_path)

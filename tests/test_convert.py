@@ -17,13 +17,13 @@ from transformers import RoFormerConfig as TransformersRoFormerConfig
 from transformers import RoFormerForMaskedLM as TransformersRoFormerForMaskedLM
 
 import roformer_hf
-from roformer_hf.conversion_sources import (
+from roformer_hf.conversion.conversion_sources import (
     bert4keras_to_roformer_hf,
     bert4keras_to_state_dict,
     roformer_hf_to_bert4keras,
     state_dict_to_bert4keras,
 )
-from roformer_hf.convert import ConversionError, convert, main
+from roformer_hf.conversion.convert import ConversionError, convert, main
 
 TEXTS = ["今天天气很好，我们去公园散步。", "原告与被告签订借款合同，约定借款十万元。"]
 NAME_PAIRS = [

@@ -1,5 +1,5 @@
-"""Conversion from a Hub id: `python -m roformer_hf.convert junnyu/... out/` on a Hugging Face cache filled with
-snapshots of the reference checkpoints (roformer 0.4.3's, tests/fixtures/reference), offline.
+"""Conversion from a Hub id: `python -m roformer_hf.conversion.convert junnyu/... out/` on a Hugging Face cache
+filled with snapshots of the reference checkpoints (roformer 0.4.3's, tests/fixtures/reference), offline.
 
 The converted checkpoints must load into our classes through every public entry point (Auto classes, AutoTokenizer,
 pipeline) and give the reference's outputs; the tokenizer must follow the vocabulary (word-level: jieba, char-level:
@@ -23,7 +23,7 @@ from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, 
 
 import roformer_hf
 from roformer_hf.configuration import AUTO_MAP
-from roformer_hf.convert import ConversionError, convert, is_word_level, main
+from roformer_hf.conversion.convert import ConversionError, convert, is_word_level, main
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "reference"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -263,7 +263,7 @@ def test_command_line_converts_a_hub_id_from_the_cache_offline(tmp_path):
     """As a user runs it: the cache and offline mode come from the environment."""
     add_snapshot(tmp_path / "hub", "junnyu/roformer_v2_chinese_char_base", "v2")
     environment = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
-    command = [sys.executable, "-m", "roformer_hf.convert", "junnyu/roformer_v2_chinese_char_base", "out"]
+    command = [sys.executable, "-m", "roformer_hf.conversion.convert", "junnyu/roformer_v2_chinese_char_base", "out"]
     process = subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300)
     assert process.returncode == 0, process.stderr[-3000:]
     assert process.stdout.startswith("Wrote the roformer_hf checkpoint")
@@ -281,7 +281,7 @@ def test_command_line_converts_a_hub_id_from_the_cache_offline(tmp_path):
 
 
 def run_main(capsys, *argv: str) -> str:
-    """The error line of `python -m roformer_hf.convert argv`, which must fail with exactly one line."""
+    """The error line of `python -m roformer_hf.conversion.convert argv`, which must fail with exactly one line."""
     assert main(list(argv)) == 1
     error = capsys.readouterr().err
     assert error.startswith("error: ") and error.count("\n") == 1, error

@@ -328,7 +328,7 @@ def fake_hub(tmp_path, monkeypatch):
 
 
 def test_push_to_hub_uploads_a_model_card(fake_hub):
-    from roformer_hf.model_card import TrainingSummary
+    from roformer_hf.hub.model_card import TrainingSummary
 
     model = roformer_hf.RoFormerForSequenceClassification(tiny_config("RoFormerForSequenceClassification"))
     summary = TrainingSummary(
@@ -356,7 +356,7 @@ def test_push_to_hub_uploads_a_model_card(fake_hub):
 
 
 def test_model_card_without_training_says_so(tmp_path):
-    from roformer_hf.model_card import write_model_card
+    from roformer_hf.hub.model_card import write_model_card
 
     config = tiny_config("RoFormerForMaskedLM")
     config.architectures = ["RoFormerForMaskedLM"]
@@ -383,7 +383,7 @@ def test_model_card_states_what_the_run_did(tmp_path):
     of training, and data and command without the folders of the machine that trained the model."""
     from transformers import TrainingArguments
 
-    from roformer_hf.model_card import TrainingSummary, model_card
+    from roformer_hf.hub.model_card import TrainingSummary, model_card
 
     config = tiny_config("RoFormerForMaskedLM")
     trainer = SimpleNamespace(

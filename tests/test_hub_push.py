@@ -18,7 +18,7 @@ from huggingface_hub.repocard_data import model_index_to_eval_results
 from test_run_classification import tiny_run, write_jsonl
 
 import roformer_hf
-from roformer_hf.model_card import TrainingSummary, model_card, without_local_path, write_model_card
+from roformer_hf.hub.model_card import TrainingSummary, model_card, without_local_path, write_model_card
 from roformer_hf.training.machine.cpu_precision import evaluation_precision
 
 TEXTS = ["原告与被告签订借款合同，约定借款十万元。", "被告人盗窃财物，数额较大。"]
@@ -95,7 +95,7 @@ def test_the_upload_is_the_model_and_its_results_without_the_run_private_files(p
 
 
 def test_push_folder_to_hub_sends_a_saved_folder_as_the_script_does(pushed_run, monkeypatch, tmp_path):
-    from roformer_hf.hub_upload import RUN_FILES, push_folder_to_hub
+    from roformer_hf.hub.hub_upload import RUN_FILES, push_folder_to_hub
 
     uploads = []
     monkeypatch.setattr(
@@ -261,7 +261,7 @@ def test_non_finite_results_are_left_out_with_a_line(caplog):
         split_names={"eval": "validation"},
         results={"eval_accuracy": 0.5, "eval_f1_macro": float("nan"), "eval_loss": float("inf")},
     )
-    with caplog.at_level("WARNING", logger="roformer_hf.model_card"):
+    with caplog.at_level("WARNING", logger="roformer_hf.hub.model_card"):
         card = model_card(config, training_summary=summary)
     assert [record.getMessage() for record in caplog.records] == [
         "the model card leaves out eval_f1_macro, eval_loss: not finite numbers"
@@ -333,7 +333,7 @@ def test_stray_files_stay_and_a_link_to_a_file_outside_is_refused(monkeypatch, t
     """push_folder_to_hub of a saved folder beside a user's files of every kind: only the model goes up; a link named
     like a file of the model sends the file it points at, so it is refused, but for a Hub cache's links to blobs."""
     from roformer_hf import RoFormerConfig, RoFormerForSequenceClassification
-    from roformer_hf.hub_upload import push_folder_to_hub
+    from roformer_hf.hub.hub_upload import push_folder_to_hub
 
     uploads = []
     monkeypatch.setattr(

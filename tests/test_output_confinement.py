@@ -141,7 +141,7 @@ def test_a_conversion_follows_the_umask_too(tmp_path):
     """The converted folder was 0o700 (tempfile.mkdtemp) and its weights 0o600 (safetensors), whatever the umask."""
     from test_bad_inputs import transformers_checkpoint
 
-    from roformer_hf.convert import convert
+    from roformer_hf.conversion.convert import convert
 
     source = transformers_checkpoint(tmp_path)
     previous = os.umask(0o022)

@@ -9,7 +9,7 @@ from conftest import BEFORE_CLASSES, bad_input_rows, fake_upload_folder
 from test_bad_inputs import ROWS, run_in_process, template_pattern, tiny_run, write_jsonl
 
 from roformer_hf import RoFormerConfig
-from roformer_hf.model_card import TrainingSummary
+from roformer_hf.hub.model_card import TrainingSummary
 from roformer_hf.training.publishing import publish_run
 
 
@@ -81,7 +81,7 @@ def test_push_uploads_the_output_folder_without_checkpoints_and_names_the_repo_i
 def test_license_given_wins_over_the_starting_checkpoint_card(tmp_path, fake_hub):
     from huggingface_hub import ModelCard
 
-    from roformer_hf.model_card import write_model_card
+    from roformer_hf.hub.model_card import write_model_card
 
     base = tmp_path / "base"
     base.mkdir()

@@ -261,7 +261,7 @@ def test_every_docs_command_is_run_somewhere(path):
 
 # Where an example writes: the output folder of a script or the converter, a `save_pretrained` or model card target.
 EXAMPLE_OUTPUT = re.compile(
-    r"--output_dir (\S+)|--out (\S+)|--output (\S+)|roformer_hf\.convert \S+ (\S+)"
+    r"--output_dir (\S+)|--out (\S+)|--output (\S+)|roformer_hf\.conversion\.convert \S+ (\S+)"
     r'|(?:save_pretrained|write_model_card)\("([^"]+)"'
 )
 

@@ -250,7 +250,7 @@ def test_an_input_the_run_would_destroy_gets_one_line_and_stays_as_it_was(case, 
 
 @pytest.mark.parametrize("case", list(CONVERT_CASES))
 def test_a_conversion_never_replaces_its_source(case, tmp_path, capsys):
-    from roformer_hf import convert
+    from roformer_hf.conversion import convert
 
     arguments = CONVERT_CASES[case][1](tmp_path)
     before = all_files(tmp_path / "source")

@@ -7,7 +7,7 @@ from conftest import TINY_WORD_VOCAB
 from sentence_transformers import SentenceTransformer
 
 import roformer_hf
-from roformer_hf.sentence_transformers_files import SENTENCE_TRANSFORMERS_FILES
+from roformer_hf.hub.sentence_transformers_files import SENTENCE_TRANSFORMERS_FILES
 
 TEXTS = ["今天天气很好，我们去公园散步。", "原告与被告签订借款合同，约定借款十万元。", "好"]
 

@@ -6,7 +6,7 @@ import pytest
 from conftest import REPO_ROOT
 
 from roformer_hf import RoFormerJiebaTokenizer
-from roformer_hf.training.vocabulary_coverage import HIGH_UNKNOWN_SHARE, unknown_token_share, warn_if_many_unknown
+from roformer_hf.training.data.vocabulary_coverage import HIGH_UNKNOWN_SHARE, unknown_token_share, warn_if_many_unknown
 
 DEMO_VOCAB = REPO_ROOT / "data" / "demo_vocab.txt"
 ORIGINAL_VOCAB = REPO_ROOT / "data" / "roformer_chinese_base_vocab.txt"
@@ -26,7 +26,7 @@ def test_the_share_counts_unknown_tokens():
 
 def test_the_demo_vocabulary_on_court_texts_gets_one_line(court_texts, caplog):
     demo = RoFormerJiebaTokenizer(str(DEMO_VOCAB))
-    with caplog.at_level("WARNING", logger="roformer_hf.training.vocabulary_coverage"):
+    with caplog.at_level("WARNING", logger="roformer_hf.training.data.vocabulary_coverage"):
         share = warn_if_many_unknown(demo, court_texts, "text", f"--tokenizer_name {DEMO_VOCAB}")
     assert share > HIGH_UNKNOWN_SHARE
     [record] = caplog.records
@@ -36,7 +36,7 @@ def test_the_demo_vocabulary_on_court_texts_gets_one_line(court_texts, caplog):
 
 def test_the_original_vocabulary_on_court_texts_says_nothing(court_texts, caplog):
     original = RoFormerJiebaTokenizer(str(ORIGINAL_VOCAB))
-    with caplog.at_level("WARNING", logger="roformer_hf.training.vocabulary_coverage"):
+    with caplog.at_level("WARNING", logger="roformer_hf.training.data.vocabulary_coverage"):
         share = warn_if_many_unknown(original, court_texts.to_iterable_dataset(), "text", "the original")
     assert share < 0.01 and not caplog.records
 
@@ -49,7 +49,7 @@ def test_the_line_advises_what_the_run_can_change(caplog):
     checkpoint cannot swap its vocabulary, and is told so."""
     original = RoFormerJiebaTokenizer(str(ORIGINAL_VOCAB))
     texts = datasets.Dataset.from_dict({"text": TRADITIONAL})
-    with caplog.at_level("WARNING", logger="roformer_hf.training.vocabulary_coverage"):
+    with caplog.at_level("WARNING", logger="roformer_hf.training.data.vocabulary_coverage"):
         share = warn_if_many_unknown(original, texts, "text", f"--tokenizer_name {ORIGINAL_VOCAB}")
         warn_if_many_unknown(original, texts, "text", "the tokenizer of --model_name_or_path me/model", "me/model")
     from_scratch, from_checkpoint = (record.getMessage() for record in caplog.records)

@@ -27,8 +27,8 @@ from roformer_hf import (
     RoFormerModel,
 )
 from roformer_hf.attention_kernels import blockwise_attention_forward
-from roformer_hf.convert import ConversionError, convert, main
-from roformer_hf.fengshen_layout import (
+from roformer_hf.conversion.convert import ConversionError, convert, main
+from roformer_hf.conversion.fengshen_layout import (
     FENGSHEN_BUFFERS,
     ZHOUWENWANG_SETTINGS,
     fengshen_to_roformer_hf,
@@ -337,7 +337,7 @@ def test_a_checkpoint_without_its_final_norm_is_not_called_a_v2_checkpoint(tmp_p
     from safetensors.torch import load_file, save_file
 
     from roformer_hf import RoFormerConfig, RoFormerModel
-    from roformer_hf.fengshen_layout import ZHOUWENWANG_SETTINGS
+    from roformer_hf.conversion.fengshen_layout import ZHOUWENWANG_SETTINGS
 
     sizes = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64}
     RoFormerModel(RoFormerConfig(vocab_size=100, **sizes, **ZHOUWENWANG_SETTINGS)).save_pretrained(tmp_path)

@@ -1,7 +1,7 @@
 """What a script does with the model it trained besides saving it: the model card (README.md), and with
 `--push_to_hub` the upload of the output folder, the same way for both scripts.
 
-The upload is the script's, once, at the end of the run (`roformer_hf.hub_upload`: the model, its code, tokenizer,
+The upload is the script's, once, at the end of the run (`roformer_hf.hub.hub_upload`: the model, its code, tokenizer,
 card and metrics; the run's predictions, pictures and settings only with `--hub_include_run_files`). The Trainer is
 handed `push_to_hub=False` (`trainer_arguments`): its own pushes, at every checkpoint and when the model is saved,
 upload the whole output folder as it lies.
@@ -18,9 +18,9 @@ from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 from transformers import Trainer, TrainingArguments
 
-from ..card_metadata import HUB_LICENSES, is_hub_license
-from ..hub_upload import commit_folder
-from ..model_card import TrainingSummary, write_model_card
+from ..hub.card_metadata import HUB_LICENSES, is_hub_license
+from ..hub.hub_upload import commit_folder
+from ..hub.model_card import TrainingSummary, write_model_card
 from .errors import ScriptError
 
 
@@ -54,7 +54,7 @@ def check_publishing(args: TrainingArguments) -> None:
         raise ScriptError(
             "--push_to_hub, but the Hub is switched off (HF_HUB_OFFLINE=1), so the upload would fail after training: "
             "unset HF_HUB_OFFLINE, or leave out --push_to_hub and upload the output folder later with "
-            "roformer_hf.hub_upload.push_folder_to_hub."
+            "roformer_hf.hub.hub_upload.push_folder_to_hub."
         )
     try:
         identity = huggingface_hub.HfApi(token=args.hub_token).whoami()
@@ -81,7 +81,7 @@ def check_hub_strategy(hub_strategy: str) -> None:
             f"--hub_strategy {strategy}: the scripts upload the final model once, "
             "at the end of the run, and no checkpoint (the Trainer's own pushes would send every file of the output "
             "folder): leave out --hub_strategy, and upload a checkpoint folder yourself with "
-            "roformer_hf.hub_upload.push_folder_to_hub(<output_dir>/checkpoint-<step>, <repo>, revision=<branch>)."
+            "roformer_hf.hub.hub_upload.push_folder_to_hub(<output_dir>/checkpoint-<step>, <repo>, revision=<branch>)."
         )
 
 
@@ -213,6 +213,6 @@ def upload_failure(error: Exception, repo: str, output_dir: str) -> ScriptError:
     first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
     return ScriptError(
         f"--push_to_hub: the upload to {repo} failed ({first_line}); the model and its card are saved in "
-        f"{output_dir}: upload them later with roformer_hf.hub_upload.push_folder_to_hub({str(output_dir)!r}, "
+        f"{output_dir}: upload them later with roformer_hf.hub.hub_upload.push_folder_to_hub({str(output_dir)!r}, "
         f"{repo!r})."
     )

@@ -20,7 +20,7 @@ from transformers import (
     TrainingArguments,
 )
 
-from ...model_card import TrainingSummary
+from ...hub.model_card import TrainingSummary
 from ...modeling import RoFormerForSequenceClassification
 from ..building import build_config, build_model, build_tokenizer, check_vocabulary_fits
 from ..cli import ModelArguments, command_line

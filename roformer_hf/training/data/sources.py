@@ -22,7 +22,7 @@ from typing import Any
 import datasets
 import huggingface_hub
 
-from ...card_metadata import is_hub_dataset_id
+from ...hub.card_metadata import is_hub_dataset_id
 from ..errors import ScriptError
 from .files import CSV_ONLY_EMPTY_CELLS_MISSING, FILE_BUILDERS, FILE_KINDS, check_data_file, data_file_error
 from .folders import (

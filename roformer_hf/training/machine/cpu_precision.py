@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ...model_card import mixed_precision
+from ...hub.model_card import mixed_precision
 from .cpu_arithmetic import cpu_bf16, step_bf16
 from .launch import trains_on_cpu
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase, TrainingArguments
 
-from ...model_card import TrainingSummary
+from ...hub.model_card import TrainingSummary
 from ...modeling import RoFormerForMaskedLM
 from ..cli import ModelArguments, command_line
 from ..console import loading_instructions

@@ -19,7 +19,7 @@ from typing import Any
 
 from transformers import PreTrainedModel, Trainer, TrainingArguments
 
-from ...model_card import mixed_precision
+from ...hub.model_card import mixed_precision
 from ...text_rules import load_vocab
 from ..data.folders import files_datasets_reads
 from ..errors import ScriptError

@@ -27,7 +27,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path, PurePath
 from typing import Any
 
-from ...sentence_transformers_files import SENTENCE_TRANSFORMERS_FILES
+from ...hub.sentence_transformers_files import SENTENCE_TRANSFORMERS_FILES
 from ..errors import ScriptError
 from .locks import LOCK_FILE_NAME
 

@@ -190,7 +190,7 @@ def model_card(
             The checkpoint this one was converted or fine-tuned from: a Hub model id goes into the card's metadata
             (the Hub links them), a local path only into the text.
         converted_from (`str`, *optional*):
-            The original checkpoint that `python -m roformer_hf.convert` read.
+            The original checkpoint that `python -m roformer_hf.conversion.convert` read.
         tags (`list[str]`, *optional*):
             More Hub tags.
         license (`str`, *optional*):
@@ -425,8 +425,9 @@ def _training_section(
     origin = _base_model_text(base_model)
     if converted_from:
         origin += (
-            f"\n\nConverted by `python -m roformer_hf.convert` from the original checkpoint `{converted_from}`: the "
-            "same weights under the same names, without the sinusoidal position table (RoPE is computed from the config)."
+            f"\n\nConverted by `python -m roformer_hf.conversion.convert` from the original checkpoint "
+            f"`{converted_from}`: the same weights under the same names, without the sinusoidal position table (RoPE is "
+            "computed from the config)."
         )
     if training_summary is None:
         return f"## Training\n\nThis checkpoint records no training run of roformer_hf's scripts.{origin}"

@@ -16,9 +16,9 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 from transformers import GenerationMixin
 
-from .configuration import RoFormerConfig, check_config_object
+from ..configuration import RoFormerConfig, check_config_object
+from ..pretrained import HUB_ARGUMENTS, WEIGHT_FILES, checkpoint_file
 from .fengshen_layout import fengshen_settings, fengshen_state_dict_to_roformer_hf, is_fengshen_layout
-from .pretrained import HUB_ARGUMENTS, WEIGHT_FILES, checkpoint_file
 
 
 def published_layout_inputs(
@@ -55,7 +55,8 @@ def published_sim_settings(settings: dict, names: set[str], bare_model: bool) ->
     Its config.json (model_type "roformer", written for JunnYu's `roformer`) says `is_decoder: true` and
     `pooler_activation`, and its weights hold a pooler and an LM head, but nothing says that it attends as a UniLM
     or that the pooler (its sentence vector) belongs to the model. Read as it is, it would drop the pooler and attend
-    left to right: wrong outputs, without an error. Conversion (`roformer_hf.convert`) writes the same settings.
+    left to right: wrong outputs, without an error. Conversion (`roformer_hf.conversion.convert`) writes the same
+    settings.
 
     Args:
         settings (`dict`): The checkpoint's config.json (model_type "roformer": `published_layout_inputs` has checked).

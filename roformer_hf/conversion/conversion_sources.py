@@ -1,5 +1,5 @@
-"""The sources of a conversion (`roformer_hf.convert`): where the checkpoint is (a local folder, or a Hub model id
-downloaded into the Hub cache), which layout it has (transformers or bert4keras), and the bert4keras side: the pure,
+"""The sources of a conversion (`roformer_hf.conversion.convert`): where the checkpoint is (a local folder, or a Hub
+model id downloaded into the Hub cache), which layout it has (transformers or bert4keras), and the bert4keras side: the pure,
 mutually inverse name mappings between bert4keras variables and roformer_hf parameters, and the reading of an
 original TensorFlow checkpoint (which needs tensorflow: `pip install "roformer_hf[tf]"`). A transformers checkpoint
 needs no renaming, but for IDEA's Zhouwenwang in fengshen's layout (`fengshen_checkpoint`); `convert.py` reads its
@@ -17,7 +17,7 @@ import torch
 from huggingface_hub.errors import HfHubHTTPError, HFValidationError, LocalEntryNotFoundError
 from transformers.utils import logging
 
-from .configuration import RoFormerConfig
+from ..configuration import RoFormerConfig
 from .fengshen_layout import fengshen_settings, fengshen_state_dict_to_roformer_hf
 
 logger = logging.get_logger(__name__)

@@ -30,9 +30,9 @@ folder while one runs is refused (`lock_output`).
 
 Usage:
 
-    python -m roformer_hf.convert junnyu/roformer_v2_chinese_char_base path/to/output [--revision REV]
-    python -m roformer_hf.convert path/to/chinese_roformer_L-12_H-768_A-12 path/to/output
-    python -m roformer_hf.convert path/to/roformer_chinese_base path/to/output --overwrite
+    python -m roformer_hf.conversion.convert junnyu/roformer_v2_chinese_char_base path/to/output [--revision REV]
+    python -m roformer_hf.conversion.convert path/to/chinese_roformer_L-12_H-768_A-12 path/to/output
+    python -m roformer_hf.conversion.convert path/to/roformer_chinese_base path/to/output --overwrite
 """
 
 import argparse
@@ -49,8 +49,14 @@ from safetensors.torch import load_file
 from transformers import BertTokenizer, PreTrainedTokenizerBase
 from transformers.utils import logging
 
-from . import modeling
-from .configuration import RoFormerConfig
+from .. import modeling
+from ..configuration import RoFormerConfig
+from ..hub.model_card import write_model_card
+from ..text_rules import load_vocab
+from ..tokenization import RoFormerJiebaTokenizer
+from ..training.outputs.checkpoints import give_plain_modes
+from ..training.outputs.locks import LOCK_FILE_NAME, FolderLock, FolderLockedError
+from ..training.outputs.pickle_refusal import is_refused_pickle, refused_pickle_message
 from .conversion_sources import (
     LM_HEAD,
     POOLER,
@@ -64,12 +70,6 @@ from .conversion_sources import (
     read_bert4keras_checkpoint,
 )
 from .fengshen_layout import is_fengshen_layout
-from .model_card import write_model_card
-from .text_rules import load_vocab
-from .tokenization import RoFormerJiebaTokenizer
-from .training.outputs.checkpoints import give_plain_modes
-from .training.outputs.locks import LOCK_FILE_NAME, FolderLock, FolderLockedError
-from .training.outputs.pickle_refusal import is_refused_pickle, refused_pickle_message
 
 logger = logging.get_logger(__name__)
 
@@ -338,7 +338,7 @@ def replace_folder(output: Path, staging: Path) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m roformer_hf.convert",
+        prog="python -m roformer_hf.conversion.convert",
         description="Convert a transformers RoFormer checkpoint (folder or Hub id) or an original bert4keras "
         "TensorFlow checkpoint folder to a roformer_hf checkpoint (weights, config, tokenizer, code, model card).",
     )
