@@ -6,11 +6,17 @@ transformers 5.24 renamed the key/value cache from `past_key_values` to `cache`:
 name the gradient-checkpointing layers look for. Earlier 5.x releases know only `past_key_values`; 5.24 still reads
 it, with a deprecation warning, and announces its removal. Our models take the cache under both names and hand it to
 transformers under the installed release's own name, so no release warns and none misses the cache.
+
+The other transformers internals the package relies on outside the Trainer (`training/trainer_internals.py` holds
+those) are named here too: the loggers of its loading report, and the modules `trust_remote_code` copies with a
+checkpoint's code.
 """
 
+import os
 from dataclasses import fields
 
 from transformers.cache_utils import Cache
+from transformers.dynamic_module_utils import get_relative_import_files
 from transformers.modeling_outputs import CausalLMOutputWithPast
 from transformers.utils import ModelOutput
 
@@ -55,3 +61,9 @@ LOAD_REPORT_LOGGER = "transformers.modeling_utils"
 # plan is empty). `transformers.distributed.tensor_parallel` on 5.24; `transformers.integrations.tensor_parallel`, which
 # re-exports it there, held it in earlier releases.
 TENSOR_PARALLEL_LOGGERS = ("transformers.distributed.tensor_parallel", "transformers.integrations.tensor_parallel")
+
+
+def relative_import_files(module_file: str | os.PathLike) -> list[str]:
+    """The files a checkpoint's code file imports relatively, followed recursively: what transformers copies with it
+    for `trust_remote_code=True` (`dynamic_module_utils.get_relative_import_files`, which no public API exposes)."""
+    return get_relative_import_files(module_file)

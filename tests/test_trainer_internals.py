@@ -2,13 +2,23 @@
 installed release (the newest and the oldest pass of .ci/run both run this file's checks through the scripts' tests;
 here each is checked on its own, tiny model, no data files)."""
 
+import logging
+
+import pytest
 import torch
+import transformers.trainer
 from conftest import TINY
 from torch.utils.data import Dataset
 from transformers import Trainer, TrainingArguments
 
 from roformer_hf import RoFormerConfig, RoFormerForSequenceClassification
-from roformer_hf.training.trainer_internals import InputOrderEvaluation, around_checkpoint_weights
+from roformer_hf.training.trainer_internals import (
+    END_OF_TRAINING_MESSAGE,
+    TRAINER_LOGGER,
+    InputOrderEvaluation,
+    around_checkpoint_weights,
+    update_mixed_precision,
+)
 
 
 class Documents(Dataset):
@@ -65,3 +75,49 @@ def test_a_checkpoint_s_weights_are_its_first_file_and_pass_through_save_model(t
     assert seen == [("before", "checkpoint-1", []), ("after", "checkpoint-1", ["model.safetensors"])]
     assert (tmp_path / "run" / "checkpoint-1" / "optimizer.pt").is_file()
     assert (tmp_path / "final" / "model.safetensors").is_file()
+
+
+class AcceleratorBuilt(Exception):
+    """Stops a Trainer once it has asked for its accelerator (accelerate's state is one per process)."""
+
+
+def accelerator_precision(args: TrainingArguments, monkeypatch) -> str:
+    """The `mixed_precision` a Trainer built with `args` asks accelerate for."""
+
+    def record(**kwargs):
+        raise AcceleratorBuilt(kwargs["mixed_precision"])
+
+    monkeypatch.setattr(transformers.trainer, "Accelerator", record)
+    model = RoFormerForSequenceClassification(RoFormerConfig(**TINY, num_labels=2, pad_token_id=0))
+    with pytest.raises(AcceleratorBuilt) as built:
+        Trainer(model=model, args=args, train_dataset=Documents([3, 5]))
+    return str(built.value)
+
+
+def test_the_accelerator_is_built_from_the_derived_mixed_precision_which_follows_a_late_decision(
+    tmp_path, monkeypatch
+):
+    """A precision decided once the model is built (the CPU probe) reaches the Trainer only through
+    `update_mixed_precision`: the flag alone leaves the accelerator in float32."""
+    late = TrainingArguments(tmp_path / "late", report_to="none", use_cpu=True)
+    late.bf16 = True
+    assert accelerator_precision(late, monkeypatch) == "no"  # what it mends
+    update_mixed_precision(late)
+    assert late.mixed_precision == "bf16" and accelerator_precision(late, monkeypatch) == "bf16"
+
+
+def test_the_trainer_says_its_end_of_training_on_its_logger(tmp_path, caplog):
+    trainer = tiny_trainer(Trainer, tmp_path, max_steps=1, per_device_train_batch_size=2, save_strategy="no")
+    trainer.data_collator = lambda rows: {
+        "input_ids": torch.tensor([row["input_ids"][:3] for row in rows]),
+        "labels": torch.tensor([row["labels"] for row in rows]),
+    }
+    assert transformers.trainer.logger.name == TRAINER_LOGGER
+    logger = logging.getLogger(TRAINER_LOGGER)
+    logger.addHandler(caplog.handler)  # transformers' loggers do not propagate to the root logger caplog listens on
+    try:
+        with caplog.at_level(logging.INFO, logger=TRAINER_LOGGER):
+            trainer.train()
+    finally:
+        logger.removeHandler(caplog.handler)
+    assert any(END_OF_TRAINING_MESSAGE in record.getMessage() for record in caplog.records)

@@ -18,7 +18,8 @@ from typing import Any
 
 from huggingface_hub import HfApi
 from huggingface_hub.hf_api import CommitInfo
-from transformers.dynamic_module_utils import get_relative_import_files
+
+from ..compat import relative_import_files
 
 # What save_pretrained writes for a model and a tokenizer besides the code and the shards of a sharded model, what
 # roformer_hf adds for sentence-transformers (a pooled encoder), and the card.
@@ -74,7 +75,7 @@ def code_files(folder: str | Path) -> list[str]:
     named = {reference.rsplit(".", 1)[0] + ".py" for reference in code_references(folder) if "--" not in reference}
     files = {name for name in named if (folder / name).is_file()}
     for name in list(files):
-        files.update(Path(path).name for path in get_relative_import_files(folder / name))
+        files.update(Path(path).name for path in relative_import_files(folder / name))
     return sorted(files)
 
 

@@ -22,6 +22,7 @@ from huggingface_hub import HfApi, ModelCard
 from huggingface_hub.hf_api import CommitInfo
 from transformers import PreTrainedConfig
 
+from ..training.machine.precisions import mixed_precision
 from .card_metadata import finite_results, hub_base_model, hub_card_data, hub_id_of_snapshot, is_hub_dataset_id
 from .hub_upload import commit_folder
 
@@ -147,12 +148,6 @@ def _with_hub_ids(summary: TrainingSummary | None) -> TrainingSummary | None:
         return summary
     lines = [hub_id if line == summary.dataset_name else line for line in summary.datasets]
     return replace(summary, dataset_name=hub_id, datasets=lines)
-
-
-def mixed_precision(training_args: Any) -> str:
-    """The mixed precision of a run, as its model card and its checkpoints record it: `"bf16"`, `"fp16"` or `"no"`
-    (float32)."""
-    return "bf16" if training_args.bf16 else "fp16" if training_args.fp16 else "no"
 
 
 def _finite_summary(summary: TrainingSummary | None) -> tuple[TrainingSummary | None, list[str]]:
@@ -492,7 +487,6 @@ def _format_number(value: Any) -> str:
 
 __all__ = [
     "TrainingSummary",
-    "mixed_precision",
     "model_card",
     "push_to_hub_with_model_card",
     "without_local_path",

@@ -20,6 +20,7 @@ from .data.files import read_utf8_text
 from .errors import ScriptError
 from .machine.cpu_precision import choose_cpu_precision
 from .machine.launch import launch_defaults
+from .machine.precisions import DTYPE_CHOICES
 from .setting_checks import check_counts, check_setting_ranges, check_training_settings
 
 logger = logging.getLogger(__name__)
@@ -164,9 +165,9 @@ class ModelArguments:
     dtype: str | None = field(
         default=None,
         metadata={
-            "help": "dtype to load the weights in ('auto', 'float32', 'bfloat16', 'float16'); for mixed-precision "
+            "help": f"dtype to load the weights in ({', '.join(map(repr, DTYPE_CHOICES))}); for mixed-precision "
             "training use --bf16 / --fp16 instead.",
-            "choices": ["auto", "float32", "bfloat16", "float16"],
+            "choices": list(DTYPE_CHOICES),
         },
     )
     ignore_mismatched_sizes: bool = field(

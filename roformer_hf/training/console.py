@@ -9,6 +9,8 @@ from pathlib import Path
 import transformers
 from transformers import TrainingArguments
 
+from .trainer_internals import END_OF_TRAINING_MESSAGE, TRAINER_LOGGER
+
 
 def setup_logging(training_args: TrainingArguments) -> None:
     """
@@ -38,13 +40,9 @@ def setup_logging(training_args: TrainingArguments) -> None:
         library.disable_propagation()
         # datasets' bars (loading, tokenizing) and transformers' (saving) are progress reports; the training bar stays
         library.enable_progress_bar() if log_level <= logging.INFO else library.disable_progress_bar()
-    trainer_logger = transformers.utils.logging.get_logger("transformers.trainer")
+    trainer_logger = transformers.utils.logging.get_logger(TRAINER_LOGGER)
     if not any(isinstance(item, _OnceFilter) for item in trainer_logger.filters):
-        trainer_logger.addFilter(_OnceFilter(TRAINER_MESSAGES_SHOWN_ONCE))
-
-
-# transformers' Trainer logs this at the end of every `train()`, so once per stage of a staged run.
-TRAINER_MESSAGES_SHOWN_ONCE = ("Training completed. Do not forget to share your model",)
+        trainer_logger.addFilter(_OnceFilter([END_OF_TRAINING_MESSAGE]))
 
 
 class _OnceFilter(logging.Filter):

@@ -1,7 +1,9 @@
-"""What roformer_hf relies on in transformers' `Trainer` beyond its documented API, in one place: a private method
-the scripts override, and the order of the Trainer's own calls while it writes a checkpoint. Both hold from
-transformers 5.10.1 (the oldest release setup.cfg allows) through 5.24; `tests/test_trainer_internals.py` fails where a
-release changes either. What differs between releases in the model's own code is in `compat.py`.
+"""What roformer_hf relies on in transformers' `Trainer` and `TrainingArguments` beyond their documented API, in one
+place: a private method the scripts override, the order of the Trainer's own calls while it writes a checkpoint, the
+precision the Trainer's accelerator is built with, and the logger and message of its end of training. Each holds from
+transformers 5.10.1 (the oldest release setup.cfg allows) through 5.25; `tests/test_trainer_internals.py` fails where a
+release changes one. What differs between releases in the model's own code, and the other transformers internals, are
+in `compat.py`.
 """
 
 from collections.abc import Callable
@@ -10,8 +12,15 @@ from typing import TYPE_CHECKING
 
 from torch.utils.data import Dataset, Sampler, SequentialSampler
 
+from .machine.precisions import mixed_precision
+
 if TYPE_CHECKING:
-    from transformers import Trainer
+    from transformers import Trainer, TrainingArguments
+
+# The logger the Trainer logs on (its module's), and what it logs at the end of every `train()`: once per stage of a
+# staged run, so the scripts show it once (`console.setup_logging`).
+TRAINER_LOGGER = "transformers.trainer"
+END_OF_TRAINING_MESSAGE = "Training completed. Do not forget to share your model"
 
 
 class InputOrderEvaluation:
@@ -59,4 +68,19 @@ def around_checkpoint_weights(
     trainer.save_model = save_model_of_checkpoint
 
 
-__all__ = ["InputOrderEvaluation", "around_checkpoint_weights"]
+def update_mixed_precision(training_args: "TrainingArguments") -> None:
+    """
+    Set `training_args.mixed_precision` from its `bf16` and `fp16` flags again. `TrainingArguments.__post_init__`
+    derives it from the flags once, and the Trainer builds its accelerator from it, not from the flags: a precision
+    decided after parsing (`cpu_precision.settle_cpu_precision`, once the model is built) must set it too.
+    """
+    training_args.mixed_precision = mixed_precision(training_args)
+
+
+__all__ = [
+    "END_OF_TRAINING_MESSAGE",
+    "TRAINER_LOGGER",
+    "InputOrderEvaluation",
+    "around_checkpoint_weights",
+    "update_mixed_precision",
+]

@@ -27,6 +27,7 @@ from ..cli import ModelArguments, command_line
 from ..console import loading_instructions
 from ..machine.cpu_precision import training_arithmetic
 from ..machine.launch import compiled_for_every_length
+from ..machine.precisions import NO_MIXED_PRECISION, mixed_precision
 from ..outputs.divergence import StopOnNonFiniteWeights
 from ..outputs.interrupts import StopAtStepBoundary, raise_if_stopped
 from ..outputs.resume import check_resume, find_resume_checkpoint, record_run_settings
@@ -145,7 +146,7 @@ def build_classification_trainer(
     training_args: TrainingArguments,
 ) -> Trainer:
     """A Trainer with dynamic padding, document-level metrics and, if asked, early stopping."""
-    mixed_precision = training_args.fp16 or training_args.bf16
+    half_precision = mixed_precision(training_args) != NO_MIXED_PRECISION
     eval_dataset = tokenized.get("validation")
     recipe = data_args.recipe()
     windows = recipe.reads_in_windows and eval_dataset is not None  # their logits pooled per document
@@ -163,7 +164,7 @@ def build_classification_trainer(
             train_dataset=tokenized.get("train"),
             eval_dataset=eval_dataset,
             processing_class=tokenizer,
-            data_collator=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8 if mixed_precision else None),
+            data_collator=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8 if half_precision else None),
             compute_metrics=make_compute_metrics(label_info, document_ids, recipe.chunk_pooling),
             callbacks=[*callbacks, StopAtStepBoundary()],
             static_shapes=shapes,

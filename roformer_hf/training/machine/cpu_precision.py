@@ -14,9 +14,10 @@ from typing import Any
 
 import torch
 
-from ...hub.model_card import mixed_precision
+from ..trainer_internals import update_mixed_precision
 from .cpu_arithmetic import cpu_bf16, step_bf16
 from .launch import trains_on_cpu
+from .precisions import evaluation_precision_name, training_precision
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ def settle_cpu_precision(training_args: Any, model: torch.nn.Module, seq_len: in
     training_args.bf16_from_probe = False
     decision = step_bf16(model, training_args.per_device_train_batch_size, seq_len)
     training_args.bf16 = decision.pays
-    training_args.mixed_precision = "bf16" if decision.pays else "no"
+    update_mixed_precision(training_args)
     if not is_main_process():
         return
     if decision.pays:
@@ -93,20 +94,10 @@ def is_main_process() -> bool:
 
 
 def evaluation_precision(training_args: Any, model: torch.nn.Module) -> str:
-    """
-    The precision the Trainer evaluates and predicts `model` in under `training_args`: `"bfloat16"` or `"float16"`
-    with `--bf16_full_eval` / `--fp16_full_eval` (the model is cast) or weights loaded in that dtype (`--dtype`),
-    else `"bf16 autocast"` / `"fp16 autocast"` under `--bf16` / `--fp16` (float32 weights, matrix products in the
-    half type), else `"float32"`.
-    """
-    if training_args.bf16_full_eval or training_args.fp16_full_eval:
-        return "bfloat16" if training_args.bf16_full_eval else "float16"
-    weights_dtype = next(model.parameters()).dtype
-    if weights_dtype != torch.float32:
-        return str(weights_dtype).removeprefix("torch.")
-    if training_args.bf16 or training_args.fp16:
-        return "bf16 autocast" if training_args.bf16 else "fp16 autocast"
-    return "float32"
+    """The precision the Trainer evaluates and predicts `model` in under `training_args`, e.g. `"bf16 autocast"`
+    (`precisions.evaluation_precision_name`, for the dtype of the model's weights)."""
+    weights_dtype_name = str(next(model.parameters()).dtype).removeprefix("torch.")
+    return evaluation_precision_name(training_args, weights_dtype_name)
 
 
 def training_arithmetic(training_args: Any) -> dict[str, Any]:
@@ -115,9 +106,7 @@ def training_arithmetic(training_args: Any) -> dict[str, Any]:
     torch's thread count (`threads.choose_threads`), and `train_precision`, `"bf16 mixed precision"`, `"fp16 mixed
     precision"` or `"float32"`. The same command on the same machine gives the same two (docs/scripts.md).
     """
-    label = mixed_precision(training_args)
-    precision = "float32" if label == "no" else f"{label} mixed precision"
-    return {"train_threads": torch.get_num_threads(), "train_precision": precision}
+    return {"train_threads": torch.get_num_threads(), "train_precision": training_precision(training_args)}
 
 
 __all__ = ["choose_cpu_precision", "evaluation_precision", "settle_cpu_precision", "training_arithmetic"]

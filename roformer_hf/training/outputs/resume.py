@@ -19,10 +19,10 @@ from typing import Any
 
 from transformers import PreTrainedModel, Trainer, TrainingArguments
 
-from ...hub.model_card import mixed_precision
 from ...text_rules import load_vocab
 from ..data.folders import files_datasets_reads
 from ..errors import ScriptError
+from ..machine.precisions import mixed_precision
 from .checkpoints import check_given_checkpoint, last_complete_checkpoint, save_checkpoints_whole
 
 logger = logging.getLogger(__name__)
