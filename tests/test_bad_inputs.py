@@ -162,10 +162,15 @@ def folder_without_vocab(tmp: Path) -> str:
 
 
 def earlier_run(script: str, tmp: Path) -> list[str]:
+    """What a finished run of `--save_strategy no` leaves: its files, which its closed record proves a run's."""
+    from roformer_hf.training.outputs.output_record import close_record, open_record
+
     (tmp / "out").mkdir()
+    open_record(tmp / "out")
     (tmp / "out" / "config.json").write_text('{"model_type": "roformer_hf"}')
-    (tmp / "out" / "model.safetensors").write_bytes(b"")  # what a finished run leaves (before the record of its files)
-    (tmp / "out" / "training_args.bin").write_bytes(b"")  # which only the Trainer writes (outputs/output_record.py)
+    (tmp / "out" / "model.safetensors").write_bytes(b"")
+    (tmp / "out" / "training_args.bin").write_bytes(b"")
+    close_record(tmp / "out")
     return good_run()(script, tmp)
 
 

@@ -254,6 +254,60 @@ def test_a_checkpoint_a_kill_left_without_its_manifest_is_called_unfinished(tmp_
     assert "unverified" in caplog.records[0].getMessage()
 
 
+# --- resumes: finished runs, settings compared as parsed values (issue 51) ---
+
+
+@pytest.mark.parametrize(
+    ("max_steps", "epochs", "recorded", "finished"),
+    [
+        (4, 3.0, {}, True),  # at --max_steps
+        (6, 3.0, {}, False),  # a longer run: trains on
+        (2, 3.0, {}, True),  # fewer steps than trained: nothing to train either
+        (-1, 2.0, {"max_steps": -1, "num_train_epochs": 2.0}, True),  # the end of the epochs it was trained for
+        (-1, 3.0, {"max_steps": -1, "num_train_epochs": 2.0}, False),  # more epochs
+    ],
+)
+def test_a_run_is_finished_at_its_max_steps_or_the_end_of_its_epochs(max_steps, epochs, recorded, finished, tmp_path):
+    from roformer_hf.training.outputs.resume import RunFinished, check_not_finished
+
+    checkpoint = write_checkpoint(tmp_path / "checkpoint-4", 4)
+    state = {"global_step": 4, "max_steps": 4, "num_train_epochs": 2, "log_history": []}
+    (checkpoint / "trainer_state.json").write_text(json.dumps(state))
+    (checkpoint / "run_settings.json").write_text(json.dumps(recorded))
+
+    class Arguments:
+        num_train_epochs, process_index = epochs, 0
+
+    Arguments.max_steps = max_steps
+    if not finished:
+        check_not_finished(checkpoint, Arguments)
+        return
+    with pytest.raises(RunFinished, match=rf"^the run is finished: {checkpoint} is at step 4, (past )?the end of --"):
+        check_not_finished(checkpoint, Arguments)
+
+
+def test_resume_settings_are_compared_as_parsed_values(tmp_path, caplog):
+    """One table of rules (`resume.RESUME_RULES`): `--stages` with a space after the comma is the same stages (it was
+    refused as other stages); other steps are refused, a longer --max_steps applied with a warning."""
+    from roformer_hf.training.outputs.resume import check_resume
+
+    checkpoint = tmp_path / "checkpoint-2"
+    checkpoint.mkdir()
+    (checkpoint / "run_settings.json").write_text(json.dumps({"stages": "16:2:2,16:2:2", "max_steps": 4}))
+    check_resume(checkpoint, None, None, {"stages": "16:2:2, 16:2:2", "max_steps": 4})
+    check_resume(checkpoint, None, None, {"stages": [[16, 2, 2], [16, 2, 2]], "max_steps": 4})  # parsed already
+    with pytest.raises(
+        ScriptError, match=r"it was trained with --stages 16:2:2,16:2:2, this run gives --stages 16:2:3"
+    ):
+        check_resume(checkpoint, None, None, {"stages": "16:2:3", "max_steps": 8})
+    with caplog.at_level(logging.WARNING):
+        check_resume(checkpoint, None, None, {"stages": "16:2:2,16:2:2", "max_steps": 8})
+    assert [record.getMessage() for record in caplog.records] == [
+        f"--max_steps 8 differs from the 4 of {checkpoint}: applied, the run now ends (and its learning-rate schedule "
+        "with it) where this run's options say."
+    ]
+
+
 # --- files written whole, with the mode a plain write gives ---
 
 

@@ -168,11 +168,10 @@ def open_record(folder: str | Path) -> None:
     """At the start of a run that holds the folder's lock: record the entries of earlier runs by their content and
     every other entry (the user's), so that what appears from now on with a name a run writes counts as this run's."""
     folder = Path(folder)
-    ours = _recorded(run_entries(folder))
+    files = _fingerprints(folder, run_entries(folder), read_record(folder))
     present = {entry.name for entry in folder.iterdir()}
-    files = {name: entry for name in ours if (entry := fingerprint(folder / name)) is not None}
     record = {"version": RECORD_VERSION, "files": files, "user_files": sorted(present - set(files))}
-    write_json_atomically(folder / RECORD_NAME, record, indent=1)
+    write_json_atomically(folder / RECORD_NAME, record, indent=1, sort_keys=True)
 
 
 def close_record(folder: str | Path) -> None:
@@ -181,8 +180,21 @@ def close_record(folder: str | Path) -> None:
     record = read_record(folder)
     if record is None or "user_files" not in record:
         return
-    files = {name: entry for name in _recorded(run_entries(folder)) if (entry := fingerprint(folder / name))}
-    write_json_atomically(folder / RECORD_NAME, {"version": RECORD_VERSION, "files": files}, indent=1)
+    files = _fingerprints(folder, run_entries(folder), record)
+    write_json_atomically(folder / RECORD_NAME, {"version": RECORD_VERSION, "files": files}, indent=1, sort_keys=True)
+
+
+def _fingerprints(folder: Path, ours: set[str], record: dict | None) -> dict[str, dict]:
+    """The record's files: each of `ours` by its content now, and the entries of `record` whose files are gone (a
+    record changes only by what runs write, so a refused run leaves it as it was; a file that comes back under such a
+    name is a run's only if it is the one recorded)."""
+    earlier = (record or {}).get("files", {})
+    files = {name: entry for name, entry in earlier.items() if not (folder / name).exists()}
+    for name in _recorded(ours):
+        entry = fingerprint(folder / name)
+        if entry is not None:
+            files[name] = entry
+    return files
 
 
 def _recorded(names: set[str]) -> set[str]:
@@ -195,7 +207,7 @@ def forget_entries(folder: str | Path, names: set[str]) -> None:
     record = read_record(folder)
     if record is not None:
         record["files"] = {name: entry for name, entry in record["files"].items() if name not in names}
-        write_json_atomically(Path(folder) / RECORD_NAME, record, indent=1)
+        write_json_atomically(Path(folder) / RECORD_NAME, record, indent=1, sort_keys=True)
 
 
 def user_file_clashes(output_dir: str | Path, trains: bool = True) -> list[str]:

@@ -88,7 +88,8 @@ def check_not_finished(checkpoint: str | Path, training_args: TrainingArguments)
         length = f"--max_steps {end}"
     if isinstance(step, int) and isinstance(end, int) and 0 < end <= step:
         raise RunFinished(
-            f"the run is finished: {checkpoint} is at step {step}, the end of {length}, so there is nothing to "
+            f"the run is finished: {checkpoint} is at step {step}, {'the end' if step == end else 'past the end'} of "
+            f"{length}, so there is nothing to "
             "resume and nothing was changed (no checkpoint, results or card written); to train on, resume with a "
             "larger --max_steps or --num_train_epochs.",
             announce=training_args.process_index == 0,
