@@ -43,7 +43,7 @@ RECORD_NAME = ".roformer_hf_outputs.json"
 RECORD_VERSION = 2
 # Entries only a run of the scripts makes (its lock, the staging folders of its final model, its write test).
 RUN_ONLY_PREFIXES = (LOCK_FILE_NAME, ".partial-model-", ".write-test-", RECORD_NAME)
-# The folders of a run that hold files of their own: checkpoints, stages, TensorBoard's event files.
+# TensorBoard's folder of event files (`--report_to tensorboard`), a run's folder like its checkpoints and stages.
 TENSORBOARD_FOLDER = "runs"
 
 
@@ -234,8 +234,8 @@ def user_files_refusal(output_dir: str | Path, clashes: list[str]) -> ScriptErro
     `--overwrite_output_dir`, which would replace them too."""
     shown = ", ".join(clashes[:4]) + (f" and {len(clashes) - 4} more" if len(clashes) > 4 else "")
     return ScriptError(
-        f"--output_dir {output_dir} holds {shown}, which no run of these scripts wrote there and this run would "
-        f"write over (its model, code, tokenizer, card, results or checkpoints have those names): choose another "
+        f"--output_dir {output_dir} holds {shown}, which no run of these scripts wrote there as it is now, and this run "
+        f"would write over (its model, code, tokenizer, card, results or checkpoints have those names): choose another "
         f"--output_dir (a new folder), or move {'it' if len(clashes) == 1 else 'them'} out of {output_dir}."
     )
 
