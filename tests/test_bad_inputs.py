@@ -321,10 +321,13 @@ def resumed_run(
 
 
 def without_run_settings(arguments: list[str], tmp: Path) -> list[str]:
-    """The checkpoints as written before they recorded their run's settings: the model is still compared."""
+    """The checkpoints as transformers' own Trainer writes them, without the run's settings or a manifest, the newest
+    named by path (issue 50: `true` takes none without a manifest): the model is still compared."""
     for settings_file in (tmp / "out").rglob(RUN_SETTINGS_FILE):
         settings_file.unlink()
-        (settings_file.parent / MANIFEST_NAME).unlink()  # nor a manifest, which came later still
+        (settings_file.parent / MANIFEST_NAME).unlink()
+    newest = max((tmp / "out").glob("checkpoint-*"), key=lambda path: int(path.name.split("-")[1]))
+    arguments = with_value(arguments, "--resume_from_checkpoint", str(newest))
     return with_value(
         arguments, "--config_overrides", TINY_MODEL.replace("num_hidden_layers=1", "num_hidden_layers=2")
     )

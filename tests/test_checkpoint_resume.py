@@ -178,6 +178,28 @@ def test_a_resume_of_a_finished_run_says_so_and_changes_nothing(given, tmp_path,
     assert files_sha256(output_dir) == before and not (output_dir / "checkpoint-7").exists()
 
 
+def test_a_resume_at_the_end_of_the_last_stage_is_finished_once_the_run_saved_its_end(tmp_path):
+    """run_mlm.py --stages: the end of the last stage is the end of the run (before, a resume there evaluated again and
+    rewrote the final model, the results and the card); a run stopped between that checkpoint and its final save is
+    not finished, and its resume saves what is missing."""
+    from test_checkpoints import write_checkpoint
+    from test_stages import COMMON
+
+    from roformer_hf.training.mlm.stages import find_starting_point, plan_stages
+    from roformer_hf.training.outputs.resume import RunFinished
+
+    arguments = [*COMMON, "--output_dir", str(tmp_path / "out"), "--stages", "32:8:4,64:8:4"]
+    checkpoint = write_checkpoint(tmp_path / "out" / "stage-2" / "checkpoint-4", 4)
+    _, data_args, masking_args, training_args = run_mlm.parse_mlm_arguments(
+        [*arguments, "--resume_from_checkpoint", "true"]
+    )
+    stages = plan_stages(masking_args.stages, data_args.max_seq_length, training_args)
+    assert find_starting_point(training_args, stages) == (1, str(checkpoint))  # killed at its final save
+    shutil.copy(checkpoint / "trainer_state.json", checkpoint.parent / "trainer_state.json")  # saved after the model
+    with pytest.raises(RunFinished, match=r"stage-2/checkpoint-4 is at step 4, the end of the last of --stages \(4 steps\)"):
+        find_starting_point(training_args, stages)
+
+
 def test_every_checkpoint_a_script_writes_is_verified(straight_classification_run):
     straight, _ = straight_classification_run
     for step in (2, 4, 6):

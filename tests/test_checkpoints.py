@@ -268,6 +268,8 @@ def test_a_checkpoint_a_kill_left_without_its_manifest_is_called_unfinished(tmp_
     ],
 )
 def test_a_run_is_finished_at_its_max_steps_or_the_end_of_its_epochs(max_steps, epochs, recorded, finished, tmp_path):
+    """A run whose last checkpoint is at its end and which saved its final state after it is finished; one stopped
+    between the two is not (resumed, it saves what is missing)."""
     from roformer_hf.training.outputs.resume import RunFinished, check_not_finished
 
     checkpoint = write_checkpoint(tmp_path / "checkpoint-4", 4)
@@ -276,9 +278,11 @@ def test_a_run_is_finished_at_its_max_steps_or_the_end_of_its_epochs(max_steps, 
     (checkpoint / "run_settings.json").write_text(json.dumps(recorded))
 
     class Arguments:
-        num_train_epochs, process_index = epochs, 0
+        num_train_epochs, process_index, output_dir = epochs, 0, str(tmp_path)
 
     Arguments.max_steps = max_steps
+    check_not_finished(checkpoint, Arguments)  # stopped before its final save (no trainer_state.json of the run's)
+    (tmp_path / "trainer_state.json").write_text(json.dumps(state))  # saved after the final model
     if not finished:
         check_not_finished(checkpoint, Arguments)
         return

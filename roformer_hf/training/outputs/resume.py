@@ -29,6 +29,7 @@ from ...text_rules import load_vocab
 from ..data.folders import files_datasets_reads
 from ..errors import ScriptError
 from .checkpoints import check_given_checkpoint, last_complete_checkpoint, save_checkpoints_whole
+from .written_files import run_folder_number
 
 logger = logging.getLogger(__name__)
 
@@ -72,28 +73,41 @@ class RunFinished(Exception):
 
 def check_not_finished(checkpoint: str | Path, training_args: TrainingArguments) -> None:
     """
-    Raise `RunFinished` when `checkpoint` is at the end of the training `training_args` ask for: `--max_steps`, or,
-    where the run's epochs are those the checkpoint was trained for, the last step of its epochs (the Trainer would
-    train one step past it, and the scripts rewrite the results and the card).
+    Raise `RunFinished` when `checkpoint` is at the end of the training `training_args` ask for (`--max_steps`, or,
+    where the run's epochs are those the checkpoint was trained for, the last step of its epochs) and the run ended
+    there: its output folder's own trainer_state.json, saved after the final model, is of that step too. Resumed, the
+    Trainer would train one step past the end, and the scripts rewrite the results and the card. A run stopped between
+    its last checkpoint and its final save is not finished: resumed, it saves what is missing.
     """
-    state = json.loads((Path(checkpoint) / "trainer_state.json").read_text(encoding="utf-8"))
-    step, end = state.get("global_step"), training_args.max_steps
+    step, end = _state_step(Path(checkpoint)), training_args.max_steps
     if end <= 0:
         settings_file = Path(checkpoint) / RUN_SETTINGS_FILE
         recorded = json.loads(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else {}
         same_epochs = recorded.get("num_train_epochs") == training_args.num_train_epochs
-        end = state.get("max_steps") if same_epochs and recorded.get("max_steps") == end else None
+        end = _state_step(Path(checkpoint), "max_steps") if same_epochs and recorded.get("max_steps") == end else None
         length = f"--num_train_epochs {training_args.num_train_epochs:g} ({end} steps)"
+    elif run_folder_number(Path(training_args.output_dir).name, "stage") is not None:  # run_mlm.py's last stage
+        length = f"the last of --stages ({end} steps)"
     else:
         length = f"--max_steps {end}"
-    if isinstance(step, int) and isinstance(end, int) and 0 < end <= step:
-        raise RunFinished(
-            f"the run is finished: {checkpoint} is at step {step}, {'the end' if step == end else 'past the end'} of "
-            f"{length}, so there is nothing to "
-            "resume and nothing was changed (no checkpoint, results or card written); to train on, resume with a "
-            "larger --max_steps or --num_train_epochs.",
-            announce=training_args.process_index == 0,
-        )
+    at_end = step is not None and end is not None and 0 < end <= step
+    if not at_end or (_state_step(Path(training_args.output_dir)) or -1) < step:
+        return
+    raise RunFinished(
+        f"the run is finished: {checkpoint} is at step {step}, {'the end' if step == end else 'past the end'} of "
+        f"{length}, so there is nothing to resume and nothing was changed (no checkpoint, results or card written); "
+        "to train on, resume with a larger --max_steps or --num_train_epochs.",
+        announce=training_args.process_index == 0,
+    )
+
+
+def _state_step(folder: Path, field: str = "global_step") -> int | None:
+    """A whole number of `folder/trainer_state.json` (its step, by default), or `None` where it has none."""
+    try:
+        value = json.loads((folder / "trainer_state.json").read_text(encoding="utf-8")).get(field)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) else None
 
 
 # The way out of `--resume_from_checkpoint true` in a folder without a checkpoint to resume from (a run killed before
