@@ -196,7 +196,9 @@ def test_a_resume_at_the_end_of_the_last_stage_is_finished_once_the_run_saved_it
     stages = plan_stages(masking_args.stages, data_args.max_seq_length, training_args)
     assert find_starting_point(training_args, stages) == (1, str(checkpoint))  # killed at its final save
     shutil.copy(checkpoint / "trainer_state.json", checkpoint.parent / "trainer_state.json")  # saved after the model
-    with pytest.raises(RunFinished, match=r"stage-2/checkpoint-4 is at step 4, the end of the last of --stages \(4 steps\)"):
+    with pytest.raises(
+        RunFinished, match=r"stage-2/checkpoint-4 is at step 4, the end of the last of --stages \(4 steps\)"
+    ):
         find_starting_point(training_args, stages)
 
 
