@@ -162,10 +162,15 @@ def folder_without_vocab(tmp: Path) -> str:
 
 
 def earlier_run(script: str, tmp: Path) -> list[str]:
+    """What a finished run of `--save_strategy no` leaves: its files, which its closed record proves a run's."""
+    from roformer_hf.training.outputs.output_record import close_record, open_record
+
     (tmp / "out").mkdir()
+    open_record(tmp / "out")
     (tmp / "out" / "config.json").write_text('{"model_type": "roformer_hf"}')
-    (tmp / "out" / "model.safetensors").write_bytes(b"")  # what a finished run leaves (before the record of its files)
-    (tmp / "out" / "training_args.bin").write_bytes(b"")  # which only the Trainer writes (outputs/output_record.py)
+    (tmp / "out" / "model.safetensors").write_bytes(b"")
+    (tmp / "out" / "training_args.bin").write_bytes(b"")
+    close_record(tmp / "out")
     return good_run()(script, tmp)
 
 
@@ -316,10 +321,13 @@ def resumed_run(
 
 
 def without_run_settings(arguments: list[str], tmp: Path) -> list[str]:
-    """The checkpoints as written before they recorded their run's settings: the model is still compared."""
+    """The checkpoints as transformers' own Trainer writes them, without the run's settings or a manifest, the newest
+    named by path (issue 50: `true` takes none without a manifest): the model is still compared."""
     for settings_file in (tmp / "out").rglob(RUN_SETTINGS_FILE):
         settings_file.unlink()
-        (settings_file.parent / MANIFEST_NAME).unlink()  # nor a manifest, which came later still
+        (settings_file.parent / MANIFEST_NAME).unlink()
+    newest = max((tmp / "out").glob("checkpoint-*"), key=lambda path: int(path.name.split("-")[1]))
+    arguments = with_value(arguments, "--resume_from_checkpoint", str(newest))
     return with_value(
         arguments, "--config_overrides", TINY_MODEL.replace("num_hidden_layers=1", "num_hidden_layers=2")
     )

@@ -1,7 +1,8 @@
 """The scripts resume only from verified checkpoints: a damaged or inconsistent newest checkpoint is skipped with one
 line naming its file and the run ends with exactly the weights of an uninterrupted one; a damaged checkpoint given by
-path is refused in one line naming the file and the newest complete checkpoint; a checkpoint older than manifests is
-checked as far as it can be, and said so; a run killed before its first checkpoint is told a way out that works."""
+path is refused in one line naming the file and the newest complete checkpoint; a checkpoint without a manifest is
+resumed from only when named, unverified and said so; a run killed before its first checkpoint is told a way out that
+works; a resume of a finished run changes nothing and says so."""
 
 import json
 import logging
@@ -24,7 +25,7 @@ from test_output_safety import (
 import run_classification
 import run_mlm
 from roformer_hf.training.outputs.checkpoints import MANIFEST_NAME, is_complete_checkpoint, verify_checkpoint
-from roformer_hf.training.outputs.output_record import open_record
+from roformer_hf.training.outputs.output_record import RECORD_NAME, open_record
 
 FINAL_MODEL_FILES = (
     "model.safetensors",
@@ -109,33 +110,41 @@ def test_a_damaged_newest_checkpoint_is_skipped_and_the_resume_ends_with_the_uni
 def test_a_damaged_checkpoint_given_by_path_is_refused_in_one_line_and_nothing_changes(
     tmp_path, straight_classification_run, capsys
 ):
+    """Nothing changes but the record of what runs wrote, which now records checkpoint-4 as it is (issue 51)."""
     straight, arguments = straight_classification_run
     output_dir = interrupted_copy(straight, tmp_path / "out")
     (output_dir / "checkpoint-4" / "optimizer.pt").unlink()
     before = files_sha256(output_dir)
+    del before[RECORD_NAME]
     resume = [*with_output_dir(arguments, output_dir), "--resume_from_checkpoint", str(output_dir / "checkpoint-4")]
     line = exit_line(run_classification.main, resume, capsys)
     assert line == (
         f"error: --resume_from_checkpoint {output_dir / 'checkpoint-4'} cannot be resumed from: its optimizer.pt is "
         f"missing; {output_dir / 'checkpoint-2'} is complete: resume from that one."
     )
-    assert files_sha256(output_dir) == before
+    assert {name: digest for name, digest in files_sha256(output_dir).items() if name != RECORD_NAME} == before
 
 
-def test_checkpoints_older_than_manifests_are_checked_and_said_so_and_resume_to_the_same_weights(
+def test_checkpoints_without_manifests_are_resumed_only_when_named_and_said_so_to_the_same_weights(
     tmp_path, straight_classification_run, caplog, capsys
 ):
+    """Issue 50: `true` takes no checkpoint without a manifest (before, it took one "written before manifests" after
+    heuristics); named by path, one that cannot be read is refused naming the file, one that can is resumed from
+    with one line saying it is unverified."""
     straight, arguments = straight_classification_run
     output_dir = interrupted_copy(straight, tmp_path / "out")
     for manifest in output_dir.glob(f"checkpoint-*/{MANIFEST_NAME}"):
         manifest.unlink()
-    cut_in_half(output_dir / "checkpoint-4" / "optimizer.pt")  # found out without a manifest too
+    cut_in_half(output_dir / "checkpoint-4" / "optimizer.pt")
     resume = [*with_output_dir(arguments, output_dir), "--resume_from_checkpoint"]
+    line = exit_line(run_classification.main, [*resume, "true"], capsys)
+    assert line.startswith(f"error: --resume_from_checkpoint true, but {output_dir} holds no complete checkpoint")
     line = exit_line(run_classification.main, [*resume, str(output_dir / "checkpoint-4")], capsys)
     assert line.startswith(f"error: --resume_from_checkpoint {output_dir / 'checkpoint-4'} cannot be resumed from: ")
     assert "its optimizer.pt is cut short or damaged (" in line
+    caplog.clear()
     with caplog.at_level(logging.WARNING):
-        run_classification.main([*resume, "true"])
+        run_classification.main([*resume, str(output_dir / "checkpoint-2")])
     warnings = [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
     unverified = [line for line in warnings if "checkpoint-2" in line and MANIFEST_NAME in line]
     assert len(unverified) == 1
@@ -143,6 +152,54 @@ def test_checkpoints_older_than_manifests_are_checked_and_said_so_and_resume_to_
         f"resuming from {output_dir / 'checkpoint-2'} unverified: it has no {MANIFEST_NAME}"
     )
     assert_same_weights(straight, output_dir)
+
+
+@pytest.mark.parametrize("given", ["true", "checkpoint-6"])
+def test_a_resume_of_a_finished_run_says_so_and_changes_nothing(given, tmp_path, straight_classification_run, capsys):
+    """Issue 51: a resume of a run whose last checkpoint is at --max_steps trained "step 7 of 6", wrote checkpoint-7
+    and rewrote its results and card, exit 0. Now: one line, exit status 0, no file changed."""
+    from roformer_hf.training.script_runner import run_script
+
+    straight, arguments = straight_classification_run
+    output_dir = tmp_path / "out"
+    shutil.copytree(straight, output_dir)
+    before = files_sha256(output_dir)
+    resume = [*with_output_dir(arguments, output_dir), "--resume_from_checkpoint", given]
+    if given != "true":
+        resume[-1] = str(output_dir / given)
+    capsys.readouterr()
+    run_script(lambda: run_classification.main(resume))  # no SystemExit: exit status 0
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [
+        f"the run is finished: {output_dir / 'checkpoint-6'} is at step 6, the end of --max_steps 6, so there is "
+        "nothing to resume and nothing was changed (no checkpoint, results or card written); to train on, resume with "
+        "a larger --max_steps or --num_train_epochs."
+    ]
+    assert files_sha256(output_dir) == before and not (output_dir / "checkpoint-7").exists()
+
+
+def test_a_resume_at_the_end_of_the_last_stage_is_finished_once_the_run_saved_its_end(tmp_path):
+    """run_mlm.py --stages: the end of the last stage is the end of the run (before, a resume there evaluated again and
+    rewrote the final model, the results and the card); a run stopped between that checkpoint and its final save is
+    not finished, and its resume saves what is missing."""
+    from test_checkpoints import write_checkpoint
+    from test_stages import COMMON
+
+    from roformer_hf.training.mlm.stages import find_starting_point, plan_stages
+    from roformer_hf.training.outputs.resume import RunFinished
+
+    arguments = [*COMMON, "--output_dir", str(tmp_path / "out"), "--stages", "32:8:4,64:8:4"]
+    checkpoint = write_checkpoint(tmp_path / "out" / "stage-2" / "checkpoint-4", 4)
+    _, data_args, masking_args, training_args = run_mlm.parse_mlm_arguments(
+        [*arguments, "--resume_from_checkpoint", "true"]
+    )
+    stages = plan_stages(masking_args.stages, data_args.max_seq_length, training_args)
+    assert find_starting_point(training_args, stages) == (1, str(checkpoint))  # killed at its final save
+    shutil.copy(checkpoint / "trainer_state.json", checkpoint.parent / "trainer_state.json")  # saved after the model
+    with pytest.raises(
+        RunFinished, match=r"stage-2/checkpoint-4 is at step 4, the end of the last of --stages \(4 steps\)"
+    ):
+        find_starting_point(training_args, stages)
 
 
 def test_every_checkpoint_a_script_writes_is_verified(straight_classification_run):

@@ -1,6 +1,6 @@
 """A checkpoint is resumed from only once it is verified (`roformer_hf.training.outputs.checkpoints`): its manifest,
-written last, lists every file with its size and checksum and the step; a checkpoint without one is checked as far as
-it can be. Files written through `atomic_path` get the mode a plain write gives. Checkpoints here are written by hand,
+written last, lists every file with its size and checksum and the step; a checkpoint without one is resumed from only
+when named, unverified, once its files can be read. Files written through `atomic_path` get the mode a plain write gives. Checkpoints here are written by hand,
 as the Trainer lays them out, with tiny tensors: the end-to-end runs are in test_checkpoint_resume.py."""
 
 import json
@@ -16,7 +16,7 @@ from safetensors.torch import save_file
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.outputs.checkpoints import (
     MANIFEST_NAME,
-    MISSING_MANIFEST,
+    UNFINISHED_CHECKPOINT,
     atomic_path,
     checkpoint_problem,
     is_complete_checkpoint,
@@ -30,7 +30,7 @@ from roformer_hf.training.outputs.resume import find_resume_checkpoint
 
 def write_checkpoint(folder: Path, step: int, manifest: bool = True) -> Path:
     """A checkpoint folder as the scripts' Trainer writes it (tiny tensors), with its manifest unless `manifest` is
-    False (as a checkpoint written before manifests)."""
+    False (as transformers' own Trainer writes it, or a run killed before the manifest)."""
     folder.mkdir(parents=True)
     save_file({"weight": torch.full((4, 4), float(step))}, folder / "model.safetensors")
     (folder / "config.json").write_text(json.dumps({"model_type": "roformer_hf", "vocab_size": 5}))
@@ -162,20 +162,36 @@ def test_the_manifest_lists_every_file_with_its_size_and_checksum(tmp_path):
     assert is_complete_checkpoint(checkpoint)
 
 
-# --- checkpoints written before the manifest ---
+# --- checkpoints without a manifest (issue 50: resumed only when named, unverified) ---
 
 
-def test_a_checkpoint_without_manifest_is_checked_as_far_as_it_can_be_and_said_so(tmp_path, caplog):
-    legacy = write_checkpoint(tmp_path / "checkpoint-2", 2, manifest=False)
-    assert verify_checkpoint(legacy) is False
+def given(resume: Path | str, output_dir: Path | None = None):
+    """The training arguments of a resume from `resume` (a path, or "true" in `output_dir`), of 3 epochs."""
+
+    class Arguments:
+        resume_from_checkpoint, max_steps, num_train_epochs, process_index = str(resume), -1, 3.0, 0
+
+    Arguments.output_dir = str(output_dir or Path(resume).parent)
+    return Arguments
+
+
+def test_a_checkpoint_without_manifest_is_resumed_only_when_named_and_said_unverified(tmp_path, caplog):
+    """`true` never takes a checkpoint without a manifest (a checkpoint of transformers' own Trainer copied in, or one
+    whose run stopped before writing it); named by path, it is resumed from with one line saying it is unverified
+    (before: taken by `true` too, after heuristics, as "written before roformer_hf wrote one")."""
+    unstamped = write_checkpoint(tmp_path / "checkpoint-2", 2, manifest=False)
+    assert verify_checkpoint(unstamped) is False
     with caplog.at_level(logging.WARNING):
-        assert last_complete_checkpoint(tmp_path) == str(legacy)
+        assert last_complete_checkpoint(tmp_path) is None
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert find_resume_checkpoint(given(unstamped)) == str(unstamped)
     lines = [record.getMessage() for record in caplog.records]
-    assert len(lines) == 1 and lines[0].startswith(f"resuming from {legacy} unverified: it has no {MANIFEST_NAME}")
-    assert "whole" not in lines[0]  # it said "checked ... whole" before, as if verified
+    assert len(lines) == 1 and lines[0].startswith(f"resuming from {unstamped} unverified: it has no {MANIFEST_NAME}")
+    assert "written before roformer_hf" not in lines[0]
 
 
-LEGACY_DAMAGES = {
+UNREADABLE = {
     "optimizer_missing": (lambda folder: (folder / "optimizer.pt").unlink(), "its optimizer.pt is missing"),
     "rng_state_missing": (lambda folder: (folder / "rng_state.pth").unlink(), "its rng_state.pth is missing"),
     "weights_truncated": (
@@ -198,141 +214,102 @@ LEGACY_DAMAGES = {
     "vocab_not_utf8": (lambda folder: (folder / "vocab.txt").write_bytes(b"\xff\xfe"), "its vocab.txt is cut short"),
     "state_missing": (lambda folder: (folder / "trainer_state.json").unlink(), "its trainer_state.json, written last"),
     "state_truncated": (lambda folder: cut_in_half(folder / "trainer_state.json"), "its trainer_state.json is cut"),
-    "state_of_another_step": (
-        lambda folder: (folder / "trainer_state.json").write_text('{"global_step": 2}'),
-        "its trainer_state.json is of step 2, its folder's name says 4",
-    ),
 }
 
 
-@pytest.mark.parametrize("damage", LEGACY_DAMAGES)
-def test_a_damaged_checkpoint_without_manifest_is_found_out(damage, tmp_path):
+@pytest.mark.parametrize("damage", UNREADABLE)
+def test_a_checkpoint_without_manifest_that_cannot_be_read_is_refused_naming_the_file(damage, tmp_path):
     checkpoint = write_checkpoint(tmp_path / "checkpoint-4", 4, manifest=False)
-    damage_checkpoint, named = LEGACY_DAMAGES[damage]
+    damage_checkpoint, named = UNREADABLE[damage]
     damage_checkpoint(checkpoint)
     assert checkpoint_problem(checkpoint).startswith(named)
+    with pytest.raises(ScriptError) as error_info:
+        find_resume_checkpoint(given(checkpoint))
+    assert str(error_info.value).startswith(f"--resume_from_checkpoint {checkpoint} cannot be resumed from: {named}")
+    assert "\n" not in str(error_info.value)
 
 
-# --- unverified: what can be checked without a manifest (issue 35) ---
-
-
-def with_earlier(*names: str):
-    """Damage: these files of checkpoint-4 replaced by checkpoint-2's (a copy of older files under a newer state)."""
-
-    def damage(folder: Path) -> None:
-        for name in names:
-            (folder / name).write_bytes((folder.parent / "checkpoint-2" / name).read_bytes())
-
-    return damage
-
-
-def nan_weights(folder: Path) -> None:
-    save_file({"weight": torch.full((4, 4), float("nan"))}, folder / "model.safetensors")
-
-
-UNVERIFIED_DAMAGES = {
-    "older_optimizer_and_scheduler": (
-        with_earlier("optimizer.pt", "scheduler.pt", "model.safetensors"),
-        "its optimizer.pt is of step 2, its trainer_state.json of step 4",
-    ),
-    "older_scheduler": (
-        with_earlier("scheduler.pt"),
-        "its scheduler.pt is of step 2, its trainer_state.json of step 4",
-    ),
-    "weights_not_finite": (nan_weights, "its model.safetensors holds values that are not finite (in weight)"),
-    "optimizer_not_a_state_dict": (
-        lambda folder: torch.save([1, 2], folder / "optimizer.pt"),
-        "its optimizer.pt holds a list, not a state dictionary",
-    ),
-}
-
-
-@pytest.mark.parametrize("damage", UNVERIFIED_DAMAGES)
-def test_an_unverified_checkpoint_of_another_step_is_found_out_and_skipped(damage, tmp_path, caplog):
-    write_checkpoint(tmp_path / "checkpoint-2", 2, manifest=False)
-    newest = write_checkpoint(tmp_path / "checkpoint-4", 4, manifest=False)
-    assert verify_checkpoint(newest) is False  # whole, but unverified
-    damage_checkpoint, named = UNVERIFIED_DAMAGES[damage]
-    damage_checkpoint(newest)
-    assert checkpoint_problem(newest).startswith(named)
-    with caplog.at_level(logging.WARNING):
-        assert last_complete_checkpoint(tmp_path) == str(tmp_path / "checkpoint-2")
-    lines = [record.getMessage() for record in caplog.records]
-    assert lines[0].startswith(f"skipping the checkpoint {newest}: {named}")
-    assert lines[1].startswith(f"resuming from {tmp_path / 'checkpoint-2'} unverified: ")
-
-
-def test_an_unverified_optimizer_that_would_run_code_is_refused_and_runs_nothing(tmp_path):
-    from test_bad_inputs import RunsCode
-
-    checkpoint = write_checkpoint(tmp_path / "checkpoint-2", 2, manifest=False)
-    torch.save({"state": RunsCode(tmp_path / "code-ran")}, checkpoint / "optimizer.pt")
-    assert (
-        checkpoint_problem(checkpoint) == "its optimizer.pt is not a plain tensor file (unpickling it would run code)"
-    )
-    assert not (tmp_path / "code-ran").exists()
-
-
-def test_a_checkpoint_without_manifest_beside_checkpoints_with_one_is_damaged(tmp_path, caplog):
-    """A run killed between trainer_state.json and the manifest, or a manifest deleted: its files, whatever they
-    hold now (here checkpoint-2's weights), are not resumed from; the newest complete checkpoint is, and said so."""
+def test_a_checkpoint_a_kill_left_without_its_manifest_is_called_unfinished(tmp_path, caplog):
+    """A run killed (SIGKILL) between the Trainer's files and the manifest: `true` passes it by as an unfinished
+    checkpoint of the run (before: "written before roformer_hf wrote one", and resumed from where no checkpoint
+    beside it had a manifest); named by path, it is resumed from unverified."""
     write_checkpoint(tmp_path / "checkpoint-2", 2)
     cut_off = write_checkpoint(tmp_path / "checkpoint-4", 4, manifest=False)
-    with_earlier("model.safetensors")(cut_off)
     with caplog.at_level(logging.WARNING):
         assert last_complete_checkpoint(tmp_path) == str(tmp_path / "checkpoint-2")
     assert [record.getMessage() for record in caplog.records] == [
-        f"skipping the checkpoint {cut_off}: {MISSING_MANIFEST}; resuming from {tmp_path / 'checkpoint-2'}, the "
+        f"skipping the checkpoint {cut_off}: {UNFINISHED_CHECKPOINT}; resuming from {tmp_path / 'checkpoint-2'}, the "
         "newest complete one."
     ]
-    assert "unverified" in MISSING_MANIFEST
+    assert "an unfinished checkpoint of this run" in UNFINISHED_CHECKPOINT
+    assert "written before" not in UNFINISHED_CHECKPOINT
+    (tmp_path / "checkpoint-2" / MANIFEST_NAME).unlink()  # the first checkpoint of a run killed while writing it
+    caplog.clear()
+    with pytest.raises(ScriptError, match="holds no complete checkpoint"), caplog.at_level(logging.WARNING):
+        find_resume_checkpoint(given("true", tmp_path))
+    assert all(UNFINISHED_CHECKPOINT in record.getMessage() for record in caplog.records)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert find_resume_checkpoint(given(cut_off)) == str(cut_off)
+    assert "unverified" in caplog.records[0].getMessage()
+
+
+# --- resumes: finished runs, settings compared as parsed values (issue 51) ---
+
+
+@pytest.mark.parametrize(
+    ("max_steps", "epochs", "recorded", "finished"),
+    [
+        (4, 3.0, {}, True),  # at --max_steps
+        (6, 3.0, {}, False),  # a longer run: trains on
+        (2, 3.0, {}, True),  # fewer steps than trained: nothing to train either
+        (-1, 2.0, {"max_steps": -1, "num_train_epochs": 2.0}, True),  # the end of the epochs it was trained for
+        (-1, 3.0, {"max_steps": -1, "num_train_epochs": 2.0}, False),  # more epochs
+    ],
+)
+def test_a_run_is_finished_at_its_max_steps_or_the_end_of_its_epochs(max_steps, epochs, recorded, finished, tmp_path):
+    """A run whose last checkpoint is at its end and which saved its final state after it is finished; one stopped
+    between the two is not (resumed, it saves what is missing)."""
+    from roformer_hf.training.outputs.resume import RunFinished, check_not_finished
+
+    checkpoint = write_checkpoint(tmp_path / "checkpoint-4", 4)
+    state = {"global_step": 4, "max_steps": 4, "num_train_epochs": 2, "log_history": []}
+    (checkpoint / "trainer_state.json").write_text(json.dumps(state))
+    (checkpoint / "run_settings.json").write_text(json.dumps(recorded))
 
     class Arguments:
-        output_dir, resume_from_checkpoint = str(tmp_path), str(cut_off)
+        num_train_epochs, process_index, output_dir = epochs, 0, str(tmp_path)
 
-    with pytest.raises(ScriptError) as error_info:
-        find_resume_checkpoint(Arguments)
-    assert str(error_info.value) == (
-        f"--resume_from_checkpoint {cut_off} cannot be resumed from: {MISSING_MANIFEST}; "
-        f"{tmp_path / 'checkpoint-2'} is complete: resume from that one."
-    )
-
-
-def with_run_state(folder: Path, optimizer_step: int, **settings) -> Path:
-    """Give `folder` an optimizer and a scheduler of `optimizer_step` steps and these run settings."""
-    torch.save(
-        {"state": {0: {"step": torch.tensor(float(optimizer_step))}}, "param_groups": []}, folder / "optimizer.pt"
-    )
-    torch.save({"last_epoch": optimizer_step}, folder / "scheduler.pt")
-    (folder / "run_settings.json").write_text(json.dumps(settings))
-    return folder
+    Arguments.max_steps = max_steps
+    check_not_finished(checkpoint, Arguments)  # stopped before its final save (no trainer_state.json of the run's)
+    (tmp_path / "trainer_state.json").write_text(json.dumps(state))  # saved after the final model
+    if not finished:
+        check_not_finished(checkpoint, Arguments)
+        return
+    with pytest.raises(RunFinished, match=rf"^the run is finished: {checkpoint} is at step 4, (past )?the end of --"):
+        check_not_finished(checkpoint, Arguments)
 
 
-def test_a_stage_checkpoint_counts_the_steps_of_the_stages_before_it(tmp_path):
-    """run_mlm.py's stage-2/checkpoint-2 after a stage of 3 steps: the optimizer and the scheduler are at step 5."""
-    stages = "32:8:3,64:4:4"
-    checkpoint = write_checkpoint(tmp_path / "stage-2" / "checkpoint-2", 2, manifest=False)
-    assert verify_checkpoint(with_run_state(checkpoint, 5, stages=stages)) is False
-    with_run_state(checkpoint, 2, stages=stages)  # the optimizer of a stage that started afresh
-    assert checkpoint_problem(checkpoint) == (
-        "its optimizer.pt is of step 2, its trainer_state.json of step 2 (5 from the run's start) (the optimizer.pt "
-        "of another checkpoint?)"
-    )
-    with_run_state(checkpoint, 4)  # stages not recorded: at least the step of trainer_state.json
-    assert verify_checkpoint(checkpoint) is False
-    with_run_state(checkpoint, 1)
-    assert checkpoint_problem(checkpoint).startswith("its optimizer.pt is of step 1, its trainer_state.json of step 2")
+def test_resume_settings_are_compared_as_parsed_values(tmp_path, caplog):
+    """One table of rules (`resume.RESUME_RULES`): `--stages` with a space after the comma is the same stages (it was
+    refused as other stages); other steps are refused, a longer --max_steps applied with a warning."""
+    from roformer_hf.training.outputs.resume import check_resume
 
-
-@pytest.mark.parametrize(("precision", "fits"), [("fp16", True), ("bf16", False), ("no", False)])
-def test_fewer_optimizer_steps_are_those_fp16_skipped(precision, fits, tmp_path):
-    """fp16's loss scaling skips the optimizer and scheduler steps that overflowed; bf16 and float32 skip none."""
-    checkpoint = with_run_state(
-        write_checkpoint(tmp_path / "checkpoint-4", 4, manifest=False), 3, mixed_precision=precision
-    )
-    assert (checkpoint_problem(checkpoint) is None) == fits
-    with_run_state(checkpoint, 5, mixed_precision=precision)  # more steps than trained: never
-    assert checkpoint_problem(checkpoint).startswith("its optimizer.pt is of step 5")
+    checkpoint = tmp_path / "checkpoint-2"
+    checkpoint.mkdir()
+    (checkpoint / "run_settings.json").write_text(json.dumps({"stages": "16:2:2,16:2:2", "max_steps": 4}))
+    check_resume(checkpoint, None, None, {"stages": "16:2:2, 16:2:2", "max_steps": 4})
+    check_resume(checkpoint, None, None, {"stages": [[16, 2, 2], [16, 2, 2]], "max_steps": 4})  # parsed already
+    with pytest.raises(
+        ScriptError, match=r"it was trained with --stages 16:2:2,16:2:2, this run gives --stages 16:2:3"
+    ):
+        check_resume(checkpoint, None, None, {"stages": "16:2:3", "max_steps": 8})
+    with caplog.at_level(logging.WARNING):
+        check_resume(checkpoint, None, None, {"stages": "16:2:2,16:2:2", "max_steps": 8})
+    assert [record.getMessage() for record in caplog.records] == [
+        f"--max_steps 8 differs from the 4 of {checkpoint}: applied, the run now ends (and its learning-rate schedule "
+        "with it) where this run's options say."
+    ]
 
 
 # --- files written whole, with the mode a plain write gives ---

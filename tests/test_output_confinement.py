@@ -64,11 +64,17 @@ def test_a_checkpoint_folder_linked_to_another_model_is_refused_and_the_other_mo
     assert files_sha256(output_dir / "checkpoint-2") == ours_before
 
 
-def test_overwrite_output_dir_deletes_a_link_and_nothing_it_points_to(stopped_run, other_model):
+def test_overwrite_output_dir_deletes_a_link_and_nothing_it_points_to(stopped_run, other_model, capsys):
+    """A link named as a run's checkpoint folder is deleted (never what it points to); a link put where the run's
+    model.safetensors was is no file the run wrote, and is refused, naming it (issue 51: a run's file is one that
+    matches its record)."""
     output_dir, arguments = stopped_run
     (output_dir / "checkpoint-4").symlink_to(other_model, target_is_directory=True)
     (output_dir / "model.safetensors").symlink_to(other_model / "model.safetensors")
     before = files_sha256(other_model)
+    line = exit_line(run_classification.main, [*arguments, "--overwrite_output_dir"], capsys)
+    assert line.startswith(f"error: --output_dir {output_dir} holds model.safetensors, which no run of these scripts")
+    (output_dir / "model.safetensors").unlink()
     run_classification.main([*arguments, "--overwrite_output_dir"])  # was: Cannot call rmtree on a symbolic link
     assert files_sha256(other_model) == before
     assert not (output_dir / "checkpoint-4").is_symlink() and is_complete_checkpoint(output_dir / "checkpoint-4")

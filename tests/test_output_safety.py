@@ -25,7 +25,7 @@ import torch
 from conftest import CAIL_SAMPLE, PEOPLES_DAILY_SAMPLE, fail_final_saves_on_a_full_disk
 from distributed_worker import files_sha256
 from safetensors.torch import load_file
-from test_bad_inputs import RunsCode
+from test_bad_inputs import RunsCode, with_value
 from test_checkpoints import write_checkpoint
 from transformers import Trainer, TrainingArguments
 
@@ -124,10 +124,12 @@ def test_a_finished_run_is_never_replaced_silently(script, tmp_path, news_file, 
     assert "--overwrite_output_dir" in line and "--resume_from_checkpoint" in line and str(output_dir) in line
     assert folder_bytes(output_dir) == first_run  # bytes equal: nothing deleted, nothing written
 
-    (output_dir / "checkpoint-999").mkdir()  # a stale checkpoint a later resume must not pick up
+    (output_dir / "checkpoint-999").mkdir()  # made by hand after the run: the user's (issue 51), never deleted
     (output_dir / "notes.txt").write_text("mine")  # not a run's output: kept
+    line = exit_line(main, arguments(output_dir, "--overwrite_output_dir", *short), capsys)
+    assert line.startswith(f"error: --output_dir {output_dir} holds checkpoint-999, which no run of these scripts")
+    (output_dir / "checkpoint-999").rmdir()
     main(arguments(output_dir, "--overwrite_output_dir", *short))
-    assert not (output_dir / "checkpoint-999").exists()
     assert (output_dir / "notes.txt").read_text() == "mine"
     assert (output_dir / "model.safetensors").read_bytes() != first_run["model.safetensors"]
 
@@ -501,10 +503,12 @@ def test_a_checkpoint_whose_pickle_would_run_code_is_refused_and_nothing_saved_c
     torch.save({"state": RunsCode(tmp_path / "code-ran")}, output_dir / "checkpoint-4" / "optimizer.pt")
     write_manifest(output_dir / "checkpoint-4", 4)  # crafted: its manifest matches
     before = files_sha256(output_dir)
-    line = exit_line(run_classification.main, [*arguments, "--resume_from_checkpoint", "true"], capsys)
+    del before[RECORD_NAME]  # which records checkpoint-4 as it is now (issue 51)
+    longer = with_value(arguments, "--max_steps", "6")  # a resume at the end of the run would load nothing (issue 51)
+    line = exit_line(run_classification.main, [*longer, "--resume_from_checkpoint", "true"], capsys)
     assert line.startswith(f"error: {output_dir / 'checkpoint-4' / 'optimizer.pt'} is not a plain tensor file: ")
     assert not (tmp_path / "code-ran").exists()
-    assert files_sha256(output_dir) == before
+    assert {name: digest for name, digest in files_sha256(output_dir).items() if name != RECORD_NAME} == before
     run_classification.main([*arguments, "--resume_from_checkpoint", str(output_dir / "checkpoint-2")])
     resumed = load_file(output_dir / "model.safetensors")
     assert all(torch.equal(resumed[name], weight) for name, weight in straight.items())
@@ -550,8 +554,9 @@ def test_a_resume_from_a_read_only_checkpoint_trains_and_leaves_it_unchanged(tmp
     straight = tmp_path / "straight"
     run_classification.main(classification_arguments(classification_files, straight))
     elsewhere, inside = tmp_path / "archive" / "checkpoint-2", tmp_path / "in-folder" / "checkpoint-2"
-    for checkpoint in (elsewhere, inside):
-        shutil.copytree(straight / "checkpoint-2", checkpoint)
+    shutil.copytree(straight / "checkpoint-2", elsewhere)
+    # the run's folder as it stopped after checkpoint-2, with its record (a folder without one is the user's)
+    shutil.copytree(straight, inside.parent, ignore=shutil.ignore_patterns("checkpoint-4"))
     before = folder_bytes(elsewhere)
     runs = [
         (elsewhere, tmp_path / "out", ["--resume_from_checkpoint", str(elsewhere)]),

@@ -152,26 +152,6 @@ def resume_into(output: Callable[[Path], Path]):
     return arguments
 
 
-def damaged_legacy_checkpoint(unverified_by: str):
-    """A run stopped after checkpoint-2 of 2 steps, whose checkpoint-2 is resumed by path: without a manifest beside
-    checkpoints with one (`missing`), or, all manifests gone, with checkpoint-1's optimizer and scheduler."""
-
-    def arguments(script: str, tmp: Path, monkeypatch) -> list[str]:
-        out = earlier_run(script, tmp)
-        (out / "model.safetensors").unlink()
-        if unverified_by == "missing":
-            (out / "checkpoint-2" / MANIFEST_NAME).unlink()
-        else:
-            for manifest in out.glob(f"checkpoint-*/{MANIFEST_NAME}"):
-                manifest.unlink()
-            for name in ("optimizer.pt", "scheduler.pt"):
-                shutil.copy(out / "checkpoint-1" / name, out / "checkpoint-2" / name)
-        resume = ["--resume_from_checkpoint", str(out / "checkpoint-2")]
-        return script_run(script, tmp, out, "--save_steps", "1", "--max_steps", "3", *resume)
-
-    return arguments
-
-
 # id -> (where, as in the table's second column; the arguments of the run, given the script, a temporary folder and
 # pytest's monkeypatch)
 CASES: dict[str, tuple[str, Callable]] = {
@@ -200,8 +180,6 @@ CASES: dict[str, tuple[str, Callable]] = {
     "output_dir_inside_dataset": ("run_mlm.py", output_dir_inside_dataset),
     "resume_checkpoint_is_output_dir": ("run_classification.py", resume_into(lambda tmp: tmp / "archive")),
     "output_dir_inside_resume_checkpoint": ("run_classification.py", resume_into(lambda tmp: tmp / "archive" / "x")),
-    "resume_without_manifest_beside_manifests": ("run_classification.py", damaged_legacy_checkpoint("missing")),
-    "resume_legacy_optimizer_of_another_step": ("run_classification.py", damaged_legacy_checkpoint("older")),
 }
 
 
@@ -317,26 +295,21 @@ def test_a_resume_from_a_checkpoint_of_the_output_folder_with_overwrite_output_d
     assert_same_weights(straight, output_dir)
 
 
-@pytest.mark.parametrize("unverified_by", ["missing manifest beside manifests", "older optimizer, no manifests"])
-def test_an_unverified_newest_checkpoint_is_skipped_and_the_resume_ends_with_the_same_weights(
-    unverified_by,
+def test_an_unfinished_newest_checkpoint_is_skipped_and_the_resume_ends_with_the_same_weights(
     tmp_path,
     straight_classification_run,  # noqa: F811 (a fixture)
     caplog,
 ):
-    """The issue's silently wrong cases: checkpoint-4's weights, optimizer and scheduler of step 2 under its
-    trainer_state.json of step 4 gave other final weights, exit 0."""
+    """The issue's silently wrong case: checkpoint-4's weights, optimizer and scheduler of step 2 under its
+    trainer_state.json of step 4 gave other final weights, exit 0. Without its manifest (issue 50: one without is an
+    unfinished checkpoint of the run, never taken by `true`), it is skipped."""
     straight, arguments = straight_classification_run
     output_dir = interrupted_copy(straight, tmp_path / "out")
     for name in ("model.safetensors", "optimizer.pt", "scheduler.pt"):
         shutil.copy(output_dir / "checkpoint-2" / name, output_dir / "checkpoint-4" / name)
-    manifests = output_dir.glob(f"checkpoint-*/{MANIFEST_NAME}")
-    for manifest in (
-        manifests if unverified_by.endswith("no manifests") else [output_dir / "checkpoint-4" / MANIFEST_NAME]
-    ):
-        manifest.unlink()
+    (output_dir / "checkpoint-4" / MANIFEST_NAME).unlink()
     run_classification.main([*with_output_dir(arguments, output_dir), "--resume_from_checkpoint", "true"])
     skipped = [record.getMessage() for record in caplog.records if "skipping the checkpoint" in record.getMessage()]
     assert len(skipped) == 1 and skipped[0].startswith(f"skipping the checkpoint {output_dir / 'checkpoint-4'}: ")
-    assert ("unverified" if "missing" in unverified_by else "its optimizer.pt is of step 2") in skipped[0]
+    assert "an unfinished checkpoint of this run" in skipped[0]
     assert_same_weights(straight, output_dir)

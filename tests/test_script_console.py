@@ -373,9 +373,13 @@ def test_rerun_hint_names_a_command_that_works(tmp_path, monkeypatch):
     """Re-running the demo stops on its earlier run; the option the message names, added to `python run_mlm.py`,
     runs it again."""
     monkeypatch.chdir(tmp_path)
+    from roformer_hf.training.outputs.output_record import close_record, open_record
+
     (tmp_path / "outputs" / "run_mlm").mkdir(parents=True)
+    open_record(tmp_path / "outputs" / "run_mlm")  # what the record proves a run's (outputs/output_record.py)
     (tmp_path / "outputs" / "run_mlm" / "config.json").write_text('{"model_type": "roformer_hf"}')
-    (tmp_path / "outputs" / "run_mlm" / "training_args.bin").write_bytes(b"")  # a run's (outputs/output_record.py)
+    (tmp_path / "outputs" / "run_mlm" / "training_args.bin").write_bytes(b"")
+    close_record(tmp_path / "outputs" / "run_mlm")
     with pytest.raises(ScriptError, match="add --overwrite_output_dir to replace it") as error:
         check_output_dir(run_mlm.parse_mlm_arguments([])[3])
     assert "outputs/run_mlm" in str(error.value)

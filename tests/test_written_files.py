@@ -170,7 +170,7 @@ def test_a_run_that_only_evaluates_writes_over_no_file_of_the_user_s(tmp_path):
     check_output_dir(args, trains=False)  # one that evaluates writes beside it
     (model / "eval_results.json").write_text("{}")
     close_record(model)
-    assert read_record(model) == {"files": ["eval_results.json"]}
+    assert set(read_record(model)["files"]) == {"eval_results.json"} and "user_files" not in read_record(model)
     check_output_dir(args, trains=False)  # the next evaluation may replace it
 
     (tmp_path / "mine").mkdir()
@@ -215,20 +215,113 @@ def test_the_lock_taken_between_two_listings_is_no_file_of_the_user_s(tmp_path, 
     assert output_record.user_file_clashes(tmp_path) == []
 
 
-@pytest.mark.parametrize("model_type", ["roformer_hf", "bert"])
-def test_a_run_folder_older_than_the_record_is_recognised(tmp_path, model_type):
-    """A folder written before the record: a Trainer's files beside a roformer_hf config make it a run's (its files of
-    run names with it); a config of another model beside them does not, and its files stay the user's."""
+def overwriting(output_dir: Path):
+    """The training arguments of a run into `output_dir` with --overwrite_output_dir (the scripts' own option)."""
+    from transformers import TrainingArguments
+
+    arguments = TrainingArguments(output_dir, report_to="none")
+    arguments.overwrite_output_dir = True
+    return arguments
+
+
+def a_finished_run(out: Path, files: dict[str, str], folders: tuple[str, ...] = ()) -> Path:
+    """`out` as a run leaves it: its record opened, `files` (name -> text) and `folders` (each with a trainer_state.json)
+    written, the record closed."""
+    from roformer_hf.training.outputs.output_record import close_record, open_record
+
+    out.mkdir(parents=True, exist_ok=True)
+    open_record(out)
+    for name, text in files.items():
+        (out / name).write_text(text)
+    for folder in folders:
+        (out / folder).mkdir(parents=True)
+        (out / folder / "trainer_state.json").write_text('{"global_step": 2}')
+        (out / folder / "model.safetensors").write_bytes(b"weights")
+    close_record(out)
+    return out
+
+
+def test_a_folder_without_this_version_s_record_is_the_user_s(tmp_path):
+    """Issue 50: no heuristics for folders older than the record: a Trainer's files beside a roformer_hf config.json,
+    checkpoint folders holding a Trainer's state, are the user's where no record of this version proves them a run's
+    (before, the folder was taken for a run's and --overwrite_output_dir deleted its README.md)."""
+
     from roformer_hf.training.outputs.output_record import run_entries
+    from roformer_hf.training.outputs.run_outputs import check_output_dir, earlier_run_outputs
 
     (tmp_path / "checkpoint-4").mkdir()
     (tmp_path / "checkpoint-4" / "trainer_state.json").write_text("{}")
     (tmp_path / "training_args.bin").write_bytes(b"")
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type}))
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "roformer_hf"}))
     (tmp_path / "README.md").write_text("# card")
-    (tmp_path / "notes.txt").write_text("mine")
-    ours = {"checkpoint-4", "training_args.bin", "config.json", "README.md"} if model_type == "roformer_hf" else set()
-    assert run_entries(tmp_path) == ours | {"checkpoint-4"}
+    assert run_entries(tmp_path) == set() and earlier_run_outputs(tmp_path) == []
+    with pytest.raises(
+        ScriptError, match=r"holds README\.md, checkpoint-4, config\.json, training_args\.bin, which no"
+    ):
+        check_output_dir(overwriting(tmp_path))
+
+
+def test_files_put_under_a_run_s_names_after_rm_rf_are_the_user_s(tmp_path, caplog):
+    """Issue 51: `rm -rf OUT/*` leaves the hidden record; files the user then puts there under a run's names (even of
+    the same size and time) do not match what it records: they are the user's, the record says it is stale, and
+    --overwrite_output_dir, the earlier refusal's advice, deletes nothing (before, it deleted them)."""
+    import logging
+
+    from roformer_hf.training.outputs.output_record import RECORD_NAME, read_record, run_entries
+    from roformer_hf.training.outputs.run_outputs import check_output_dir
+
+    out = a_finished_run(
+        tmp_path / "out", {"README.md": "# card", "config.json": "{}", "rope.py": "# "}, ("checkpoint-2",)
+    )
+    assert run_entries(out) == {"README.md", "config.json", "rope.py", "checkpoint-2", RECORD_NAME}
+    recorded = read_record(out)["files"]
+    for entry in out.iterdir():  # rm -rf OUT/*: the hidden record stays
+        if entry.name != RECORD_NAME:
+            (os.remove if entry.is_file() else __import__("shutil").rmtree)(entry)
+    (out / "README.md").write_text("# mine")
+    (out / "config.json").write_text("[]")  # the same size, and the same time as recorded
+    os.utime(out / "config.json", ns=(recorded["config.json"]["mtime_ns"],) * 2)
+    (out / "rope.py").write_text("# my code")
+    (out / "checkpoint-2").mkdir()
+    (out / "checkpoint-2" / "notes.txt").write_text("mine")
+    assert run_entries(out) == {RECORD_NAME}
+    with caplog.at_level(logging.WARNING), pytest.raises(ScriptError, match=r"holds README\.md, checkpoint-2, config"):
+        check_output_dir(overwriting(out))
+    assert any("is stale" in record.getMessage() for record in caplog.records)
+    assert (out / "config.json").read_text() == "[]" and (out / "checkpoint-2" / "notes.txt").is_file()
+
+
+def test_a_record_copied_into_a_user_s_folder_proves_nothing(tmp_path):
+    """Issue 51: another folder's record copied beside the user's files of the names it lists: they are the user's."""
+    from roformer_hf.training.outputs.output_record import RECORD_NAME, run_entries
+
+    run = a_finished_run(tmp_path / "run", {"README.md": "# card", "modeling.py": "# code"})
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "README.md").write_text("# my notes")
+    (mine / "modeling.py").write_text("# my model")
+    (mine / RECORD_NAME).write_bytes((run / RECORD_NAME).read_bytes())
+    assert run_entries(mine) == {RECORD_NAME}
+    assert run_entries(run) == {"README.md", "modeling.py", RECORD_NAME}
+
+
+def test_results_an_evaluation_writes_into_a_checkpoint_join_its_record(tmp_path):
+    """Issue 51: an evaluation whose --output_dir is a run's checkpoint writes its results there and records them
+    there; the run's folder then holds no file "no run of these scripts wrote" (before, it was refused so)."""
+    from transformers import TrainingArguments
+
+    from roformer_hf.training.outputs.output_record import close_record, user_files_in_run_folders
+    from roformer_hf.training.outputs.run_outputs import check_output_dir
+
+    out = a_finished_run(tmp_path / "out", {"config.json": "{}"}, ("checkpoint-2",))
+    checkpoint = out / "checkpoint-2"
+    check_output_dir(TrainingArguments(checkpoint, report_to="none"), trains=False)  # opens its record
+    for name in ("eval_results.json", "all_results.json"):
+        (checkpoint / name).write_text("{}")
+    close_record(checkpoint)
+    assert user_files_in_run_folders(out) == []
+    (checkpoint / "my_notes.txt").write_text("mine")
+    assert user_files_in_run_folders(out) == ["checkpoint-2/my_notes.txt"]
 
 
 def test_a_bind_mount_of_the_model_folder_is_the_same_folder(tmp_path):
@@ -250,24 +343,26 @@ def test_a_bind_mount_of_the_model_folder_is_the_same_folder(tmp_path):
 
 
 def test_the_record_and_the_checkpoint_folders_a_user_adds(tmp_path):
-    """Where a record is kept, only what it names of the names a run writes is a run's: a notes.txt listed in it by
-    hand, a checkpoint-7 of the user's (a copy of a model) added after the run are not (before, --overwrite_output_dir
-    deleted both). Without a record, a checkpoint folder of model files alone is the user's too; an empty one or one
-    with a Trainer's state is a run's."""
-    from roformer_hf.training.outputs.output_record import RECORD_NAME, run_entries
+    """Where a record is kept, only what it proves is a run's: a notes.txt added to it by hand, a checkpoint-7 of the
+    user's (a copy of a model) and an empty checkpoint-8 added after the run are not (before, --overwrite_output_dir
+    deleted the first two); a checkpoint of the run with a file cut short since stays the run's (a damaged one), one
+    none of whose files is as recorded is the user's."""
+    from roformer_hf.training.outputs.checkpoints import write_json_atomically
+    from roformer_hf.training.outputs.output_record import RECORD_NAME, fingerprint, read_record, run_entries
 
-    out = tmp_path / "out"
-    for folder in ("checkpoint-2", "checkpoint-7", "checkpoint-8", "checkpoint-9"):
-        (out / folder).mkdir(parents=True)
-    (out / "checkpoint-2" / "trainer_state.json").write_text("{}")
-    (out / "checkpoint-7" / "config.json").write_text("{}")
-    (out / "checkpoint-7" / "model.safetensors").write_bytes(b"the user's")
+    out = a_finished_run(tmp_path / "out", {}, ("checkpoint-2", "checkpoint-4"))
     (out / "notes.txt").write_text("mine")
-    assert run_entries(out) == {"checkpoint-2", "checkpoint-8", "checkpoint-9"}  # no record: all but the model copy
-    (out / "checkpoint-9" / "notes.txt").write_text("mine")
-    assert "checkpoint-9" not in run_entries(out)
-    (out / RECORD_NAME).write_text(json.dumps({"files": ["checkpoint-2", "notes.txt"]}))
-    assert run_entries(out) == {"checkpoint-2", "checkpoint-8", RECORD_NAME}  # an empty one holds nothing to lose
+    record = read_record(out)
+    record["files"]["notes.txt"] = fingerprint(out / "notes.txt")
+    write_json_atomically(out / RECORD_NAME, record)
+    (out / "checkpoint-7").mkdir()
+    (out / "checkpoint-7" / "model.safetensors").write_bytes(b"the user's")
+    (out / "checkpoint-8").mkdir()
+    assert run_entries(out) == {"checkpoint-2", "checkpoint-4", RECORD_NAME}
+    (out / "checkpoint-4" / "trainer_state.json").write_text('{"global_step": ')  # cut short: still the run's
+    assert "checkpoint-4" in run_entries(out)
+    (out / "checkpoint-4" / "model.safetensors").write_bytes(b"other weights")  # nothing left as recorded
+    assert run_entries(out) == {"checkpoint-2", RECORD_NAME}
 
 
 def test_a_cache_dir_inside_an_input_folder_is_refused(tmp_path):
@@ -283,7 +378,16 @@ def test_a_cache_dir_inside_an_input_folder_is_refused(tmp_path):
         check_inputs_are_not_outputs(inputs, tmp_path / "out", cache_dir=str(cache))
 
 
-@pytest.mark.parametrize("content", ['{"files": [1, 2]}', '{"files": "README.md"}', "[]", '{"files": ['])
+@pytest.mark.parametrize(
+    "content",
+    [
+        '{"version": 2, "files": [1, 2]}',
+        '{"version": 2, "files": {"README.md": 1}}',
+        "[]",
+        '{"files": [',
+        '{"files": ["README.md"]}',  # the record of an earlier version, a list of names
+    ],
+)
 def test_a_record_that_is_not_one_of_ours_is_refused(tmp_path, content):
     """A record edited by hand into something these scripts never write (they write it whole) is refused in one line
     (before: names that were numbers ended in a traceback, the others made the folder one without a record)."""
@@ -301,14 +405,16 @@ def test_a_record_that_is_not_one_of_ours_is_refused(tmp_path, content):
 def test_a_users_file_in_an_earlier_runs_tensorboard_folder_is_found(tmp_path):
     """`runs/` (TensorBoard's event files) is deleted whole with the run that wrote it: a file of the user's put into
     it is named, as one put into a checkpoint folder is (before, --overwrite_output_dir deleted it without a word)."""
-    from roformer_hf.training.outputs.output_record import RECORD_NAME, user_files_in_run_folders
+    from roformer_hf.training.outputs.output_record import close_record, open_record, user_files_in_run_folders
 
     out = tmp_path / "out"
+    out.mkdir()
+    open_record(out)
     events = out / "runs" / "Nov29_01-00-00_host" / "1764378000.0"
     events.mkdir(parents=True)
     (events / "events.out.tfevents.1764378000.host.1.0").write_bytes(b"\0")
     (events.parent / "events.out.tfevents.1764377999.host.1.0").write_bytes(b"\0")
-    (out / RECORD_NAME).write_text(json.dumps({"files": ["runs"]}))
+    close_record(out)
     assert user_files_in_run_folders(out) == []
     (out / "runs" / "my_plot.png").write_bytes(b"mine")
     (events / "notes.txt").write_text("mine")

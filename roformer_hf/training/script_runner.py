@@ -29,6 +29,7 @@ from .outputs.interrupts import (
 from .outputs.locks import lock_output_dir
 from .outputs.output_record import RECORD_NAME, close_record
 from .outputs.pickle_refusal import is_refused_pickle, refused_pickle_message
+from .outputs.resume import RunFinished
 from .outputs.run_outputs import check_output_dir, is_disk_full, remove_stale_staging
 from .publishing import check_publishing
 
@@ -46,7 +47,8 @@ DEBUG_VARIABLE = "ROFORMER_HF_DEBUG"
 def run_script(main: Callable[[], object]) -> None:
     """
     Run a script's `main()`; a `ScriptError` or a missing file becomes one line on stderr and exit status 1, a stop
-    signal (`interrupts`) one line and 128 + the signal (130 for Ctrl-C). With the environment variable
+    signal (`interrupts`) one line and 128 + the signal (130 for Ctrl-C), a resume of a finished run
+    (`resume.RunFinished`) one line and exit status 0. With the environment variable
     `ROFORMER_HF_DEBUG=1` the error keeps its traceback.
 
     Args:
@@ -68,6 +70,9 @@ def run_script(main: Callable[[], object]) -> None:
             if not error.announce:
                 sys.exit(error.exit_status)
             _exit_with_message(str(error), error.exit_status)
+        except RunFinished as finished:  # nothing to do, and nothing done: exit status 0
+            if finished.announce:
+                print(finished, file=sys.stderr)
     _leave_process_group()
 
 

@@ -24,8 +24,9 @@ from ...document_inputs import MIN_SEQ_LENGTH
 from ..errors import ScriptError
 from ..outputs.checkpoints import atomic_path, check_given_checkpoint, last_complete_checkpoint
 from ..outputs.interrupts import raise_if_stopped
-from ..outputs.resume import RESTART_ADVICE, find_resume_checkpoint
+from ..outputs.resume import RESTART_ADVICE, check_not_finished, find_resume_checkpoint
 from ..outputs.run_outputs import save_metrics, save_model_atomically, save_state
+from ..outputs.written_files import run_folder_number
 from ..static_shapes import StaticShapeTrainer
 
 logger = logging.getLogger(__name__)
@@ -192,16 +193,20 @@ def find_starting_point(training_args: TrainingArguments, stages: list[Stage]) -
                 f"--resume_from_checkpoint true, but no stage of {training_args.output_dir} has a complete checkpoint: "
                 f"{RESTART_ADVICE}."
             )
-        return len(stages) - 1 - folders.index(Path(checkpoint).parent), checkpoint
-    checkpoint = Path(training_args.resume_from_checkpoint)
-    match = re.fullmatch(r"stage-(\d+)", checkpoint.parent.name)
-    if not checkpoint.is_dir() or match is None or int(match.group(1)) > len(stages):
-        raise ScriptError(
-            f"--resume_from_checkpoint {checkpoint}: with --stages, give a checkpoint-* folder inside "
-            "output_dir/stage-<n>/ of a run with the same stages, or True for the last one."
-        )
-    check_given_checkpoint(checkpoint)
-    return int(match.group(1)) - 1, str(checkpoint)
+        index = len(stages) - 1 - folders.index(Path(checkpoint).parent)
+    else:
+        checkpoint = Path(training_args.resume_from_checkpoint)
+        stage_number = run_folder_number(checkpoint.parent.name, "stage")
+        if not checkpoint.is_dir() or stage_number is None or stage_number > len(stages):
+            raise ScriptError(
+                f"--resume_from_checkpoint {checkpoint}: with --stages, give a checkpoint-* folder inside "
+                "output_dir/stage-<n>/ of a run with the same stages, or True for the last one."
+            )
+        check_given_checkpoint(checkpoint)
+        index, checkpoint = stage_number - 1, str(checkpoint)
+    if index == len(stages) - 1:  # the end of the last stage is the end of the run
+        check_not_finished(checkpoint, stage_training_args(training_args, stages, index))
+    return index, checkpoint
 
 
 def checkpoint_step(checkpoint: str) -> int:

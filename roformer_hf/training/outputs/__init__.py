@@ -5,7 +5,8 @@ refuse to start, stop, or refuse to resume?". Each refusal is one line naming th
 Before a run reads anything:
 - the output folder is held by another run, or was deleted, moved or replaced during this one (`locks`); it is a file,
   a link to nothing, or its lock file cannot be written (`locks`);
-- it holds a file of the user's that the run would write over (`output_record.user_file_clashes`) or delete with an
+- it holds a file of the user's (not proven a run's by the record: `output_record.run_entries`) that the run would
+  write over (`output_record.user_file_clashes`) or delete with an
   earlier run's checkpoint (`output_record.user_files_in_run_folders`), a record of what runs wrote that is a link or
   broken by hand (`output_record.refuse_untrusted_record`), an earlier run
   (unless `--overwrite_output_dir` or `--resume_from_checkpoint`), checkpoint or stage folders that are links or files
@@ -17,11 +18,12 @@ Before a run reads anything:
 Before a run resumes:
 - the checkpoint named does not exist, or `--resume_from_checkpoint true` finds no complete one (`resume`);
 - it is damaged: its manifest's files missing, of another size or checksum, or of another step (`checkpoints`); one
-  without a manifest beside checkpoints with one (`checkpoints.refuse_missing_manifest`); one without a manifest whose
-  files are not whole, whose weights are not finite or whose optimizer and scheduler are of another step
-  (`checkpoint_checks`);
+  without a manifest is passed by with `true` (an unfinished checkpoint of the run), and given by path is resumed
+  from unverified unless a file of it cannot be read (`checkpoints.check_readable`);
 - it was trained with other settings, another model or another vocabulary, or its training data changed
-  (`resume.check_resume`);
+  (`resume.check_resume`, one table of rules: `resume.RESUME_RULES`);
+- the run is finished (its checkpoint at the end of its steps or epochs): one line, nothing changed, exit status 0
+  (`resume.check_not_finished`);
 - a pickle file in it would run code when loaded (`pickle_refusal`, turned into one line by `script_runner.guard_run`).
 
 During a run:
@@ -31,6 +33,6 @@ During a run:
 - a full disk: one line naming the newest complete checkpoint and the resume command (`script_runner.guard_run`).
 
 What a run writes: checkpoints written whole with their manifest, last (`checkpoints`), the final model replacing the
-old one file by file (`run_outputs`), and the record of what runs wrote in the folder, the only files a later run
-replaces or deletes (`output_record`, `written_files`).
+old one file by file (`run_outputs`), and the record of what runs wrote in the folder, each entry by its content, the
+only files a later run replaces or deletes, and only while they match it (`output_record`, `written_files`).
 """

@@ -6,11 +6,11 @@ resume loads the optimizer, scheduler and RNG states only where their files exis
 weights trained nothing. So every checkpoint the scripts write gets a manifest, `checkpoint_manifest.json`, written
 last: the step, and every file with its size and checksum (XXH3, 64 bits). A checkpoint is complete when its manifest
 lists what a resume loads, every file it lists is there with that size and checksum, and the manifest,
-`trainer_state.json` and the folder's name are of one step. A checkpoint without a manifest is *unverified*: where
-the checkpoints beside it have one, it was cut off between `trainer_state.json` and its manifest or lost it, and is
-treated as damaged; where none has one (written before manifests), it is resumed from after the checks that need no
-manifest (`checkpoint_checks`: its files whole, its weights finite, its optimizer and scheduler of the step of its
-`trainer_state.json`), with a line saying that it is unverified.
+`trainer_state.json` and the folder's name are of one step. Only a complete checkpoint is resumed from by
+`--resume_from_checkpoint true`; one of the run's without a manifest is *unfinished* (the run stopped before writing
+it), and is skipped, named. A checkpoint without a manifest (one of transformers' own Trainer, or an unfinished one)
+is resumed from only when `--resume_from_checkpoint` names it: *unverified*, said in one line, once its files can be
+read (`check_readable`); one that cannot be read is refused, naming the file.
 
 XXH3 rather than a cryptographic hash: the manifest guards against accidents (a file cut short, lost, swapped for
 another checkpoint's, changed on disk), not against tampering, since whoever can change a file can change the manifest
@@ -28,34 +28,26 @@ the mode a plain write gives (`0o666` less the umask; so do the weights, which s
 write first checks that the run still holds its output folder's lock (`locks.check_folder_held`).
 """
 
+import fnmatch
 import json
 import logging
 import os
-import re
 import shutil
 import stat
+import zipfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
+from safetensors import SafetensorError, safe_open
 from transformers import TrainerCallback, TrainingArguments
 
 from ..errors import ScriptError
 from ..trainer_internals import around_checkpoint_weights
-from .checkpoint_checks import (
-    CHECKPOINT_NAME,
-    MANIFEST_NAME,
-    DamagedCheckpoint,
-    check_resume_state,
-    check_step,
-    checkpoint_files,
-    reason,
-    trainer_state_step,
-    verify_without_manifest,
-)
 from .locks import check_folder_held
+from .written_files import run_folder_number
 
 if TYPE_CHECKING:
     from transformers import Trainer
@@ -64,6 +56,22 @@ logger = logging.getLogger(__name__)
 
 CHECKSUM = "xxh3_64"  # the manifest's name for its checksums
 READ_CHUNK_BYTES = 4 * 2**20
+MANIFEST_NAME = "checkpoint_manifest.json"
+
+# What a resume loads, each as the names any one of which will do (plain, sharded, FSDP and DeepSpeed layouts); a
+# message names the first.
+RESUME_STATE = (
+    ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model_fsdp*"),
+    ("optimizer.pt", "optimizer.bin", "optimizer_*", "global_step*"),
+    ("scheduler.pt",),
+    ("rng_state.pth", "rng_state_*.pth"),
+    ("trainer_state.json",),
+)
+
+
+class DamagedCheckpoint(Exception):
+    """What keeps a checkpoint from being resumed from, in words naming the file (`its optimizer.pt is missing`)."""
+
 
 # --- files written whole ---
 
@@ -126,11 +134,11 @@ def save_checkpoints_whole(trainer: "Trainer", extra_files: Mapping[str, Any] | 
     extra_files = dict(extra_files or {})
 
     def before(folder: Path) -> None:
-        if CHECKPOINT_NAME.fullmatch(folder.name):
+        if run_folder_number(folder.name, "checkpoint") is not None:
             clear_checkpoint_folder(folder, trainer.args)
 
     def after(folder: Path) -> None:
-        if CHECKPOINT_NAME.fullmatch(folder.name) and trainer.args.should_save:
+        if run_folder_number(folder.name, "checkpoint") is not None and trainer.args.should_save:
             give_plain_modes(folder)
             for name, content in extra_files.items():
                 write_json_atomically(folder / name, content, indent=2)
@@ -181,6 +189,20 @@ def write_manifest(checkpoint: Path, step: int) -> None:
     write_json_atomically(checkpoint / MANIFEST_NAME, {"global_step": step, "files": files}, indent=1)
 
 
+def checkpoint_files(checkpoint: Path) -> list[Path]:
+    """Every file of a checkpoint folder and its subfolders (FSDP, DeepSpeed), but its manifest and the temporary files
+    of writes cut off by a kill; links not followed."""
+    files = []
+    for folder, _, names in os.walk(checkpoint):
+        files += [Path(folder, name) for name in names if not Path(folder, name).is_symlink()]
+    return sorted(path for path in files if path != checkpoint / MANIFEST_NAME and not is_partial_write(path))
+
+
+def is_partial_write(path: Path) -> bool:
+    """Whether `path` is the temporary file of an `atomic_path` write that a killed process left behind."""
+    return path.name.startswith(".") and ".partial-" in path.name
+
+
 def file_checksum(path: Path) -> str:
     """The XXH3 (64-bit) checksum of a file's bytes, as 16 hex digits, read in chunks into one buffer."""
     import xxhash  # the `train` extra's (datasets needs it too); the converter imports this module without it
@@ -203,7 +225,7 @@ def _wait_for_every_process(args: TrainingArguments) -> None:
 def verify_checkpoint(checkpoint: str | Path) -> bool:
     """
     Check that `checkpoint` can be resumed from (see the module docstring). Returns `True` when its manifest matched,
-    `False` when it has none and passed what can be checked without one (`checkpoint_checks`): it is unverified.
+    `False` when it has none and its files can be read (`check_readable`): it is unverified.
 
     Raises `DamagedCheckpoint` naming the first file found missing, cut short, changed or of another step.
     """
@@ -211,26 +233,85 @@ def verify_checkpoint(checkpoint: str | Path) -> bool:
     if not checkpoint.is_dir():
         raise DamagedCheckpoint("it is not a folder")
     if not (checkpoint / MANIFEST_NAME).exists():
-        verify_without_manifest(checkpoint)
+        check_readable(checkpoint)
         return False
     _verify_with_manifest(checkpoint)
     return True
 
 
-# Why a checkpoint without a manifest among checkpoints with one is not resumed from: every checkpoint of a run that
-# writes manifests gets one, so one without is cut off (a run killed between trainer_state.json and the manifest) or
-# lost its manifest, and whatever changed in it since cannot be found out.
-MISSING_MANIFEST = (
-    f"it has no {MANIFEST_NAME} while the checkpoints beside it have one (the run stopped before writing it, or it "
-    "was deleted), so it is unverified: a file changed since the save could not be found out"
+def check_readable(checkpoint: Path) -> None:
+    """Raise `DamagedCheckpoint` naming the first file of a checkpoint without a manifest that a resume loads and that
+    is missing, or that cannot be read as what its name says (`check_whole`)."""
+    trainer_state_step(checkpoint)
+    check_resume_state([path.name for path in checkpoint.iterdir()])
+    for path in checkpoint_files(checkpoint):
+        check_whole(path, path.relative_to(checkpoint).as_posix())
+
+
+# Why `--resume_from_checkpoint true` passes by a checkpoint of the run without a manifest: every checkpoint the
+# scripts write gets one, last, so one without was cut off (the run was killed between the Trainer's files and the
+# manifest) or lost it, and whatever changed in it since cannot be found out.
+UNFINISHED_CHECKPOINT = (
+    f"it has no {MANIFEST_NAME}, which is written last: an unfinished checkpoint of this run (it stopped before "
+    "writing the manifest, or the manifest was deleted), so nothing in it can be verified; to resume from it "
+    "unverified, give its path to --resume_from_checkpoint"
 )
 
 
-def refuse_missing_manifest(checkpoint: Path, siblings: list[Path]) -> None:
-    """Raise `DamagedCheckpoint` (`MISSING_MANIFEST`) for a checkpoint without a manifest where one of `siblings`,
-    the other checkpoints of its run, has one."""
-    if not (checkpoint / MANIFEST_NAME).exists() and any((sibling / MANIFEST_NAME).exists() for sibling in siblings):
-        raise DamagedCheckpoint(MISSING_MANIFEST)
+def trainer_state_step(checkpoint: Path) -> int:
+    """The step of `checkpoint/trainer_state.json`, the file transformers writes last."""
+    path = checkpoint / "trainer_state.json"
+    if not path.is_file():
+        raise DamagedCheckpoint("its trainer_state.json, written last, is missing (the run stopped while saving it)")
+    try:
+        step = json.loads(path.read_text(encoding="utf-8"))["global_step"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise DamagedCheckpoint(f"its trainer_state.json is cut short or damaged ({reason(error)})") from None
+    if not isinstance(step, int):
+        raise DamagedCheckpoint(f"its trainer_state.json holds the step {step!r}, not a whole number")
+    return step
+
+
+def check_resume_state(names: list[str]) -> None:
+    """Raise `DamagedCheckpoint` when `names` (top-level paths of a checkpoint) lack something a resume loads."""
+    tops = {name.split("/")[0] for name in names}
+    for alternatives in RESUME_STATE:
+        if not any(fnmatch.filter(tops, pattern) for pattern in alternatives):
+            raise DamagedCheckpoint(f"its {alternatives[0]} is missing")
+
+
+def check_step(checkpoint: Path, step: int, what: str) -> None:
+    """Raise `DamagedCheckpoint` when the folder's name says another step than `step` (`what` says whose)."""
+    named = run_folder_number(checkpoint.name, "checkpoint")
+    if named is not None and named != step:
+        raise DamagedCheckpoint(f"{what}, its folder's name says {named} (copied from another checkpoint?)")
+
+
+def check_whole(path: Path, name: str) -> None:
+    """Raise `DamagedCheckpoint` for a file that is cut short or unreadable as what its name says it is: a JSON file
+    not an object, safetensors' header against the file's size, the zip checksums of `torch.save`'s files, an empty
+    vocab.txt."""
+    try:
+        if path.suffix == ".json":
+            content = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(content, dict):
+                raise DamagedCheckpoint(f"its {name} holds a JSON {type(content).__name__}, not an object")
+        elif path.suffix == ".safetensors":
+            with safe_open(path, "pt"):
+                pass
+        elif path.suffix in (".pt", ".pth", ".bin"):  # torch.save writes zip archives, a CRC-32 per member
+            with zipfile.ZipFile(path) as archive:
+                damaged_member = archive.testzip()
+            if damaged_member is not None:
+                raise DamagedCheckpoint(f"its {name} is damaged (a checksum error in {damaged_member})")
+        elif path.name == "vocab.txt" and not path.read_text(encoding="utf-8").strip():
+            raise DamagedCheckpoint(f"its {name} is empty")
+    except (OSError, ValueError, SafetensorError, zipfile.BadZipFile) as error:
+        raise DamagedCheckpoint(f"its {name} is cut short or damaged ({reason(error)})") from None
+
+
+def reason(error: Exception) -> str:
+    return str(error) or type(error).__name__
 
 
 def checkpoint_problem(checkpoint: str | Path) -> str | None:
@@ -243,7 +324,7 @@ def checkpoint_problem(checkpoint: str | Path) -> str | None:
 
 
 def is_complete_checkpoint(checkpoint: str | Path) -> bool:
-    """Whether `checkpoint` can be resumed from: its manifest matches, or without one, it passes what can be checked."""
+    """Whether `checkpoint` can be resumed from: its manifest matches, or without one, its files can be read."""
     return checkpoint_problem(checkpoint) is None
 
 
@@ -287,29 +368,27 @@ def _read_manifest(checkpoint: Path) -> tuple[int, dict[str, tuple[int, str]]]:
 
 def last_complete_checkpoint(*folders: str | Path, announce: bool = True) -> str | None:
     """
-    The newest complete `checkpoint-<step>` folder of `folders`, searched in the order given, each newest first; one
-    without a manifest is complete only where none of the others has one (`refuse_missing_manifest`). With
-    `announce`, one warning line per newer checkpoint skipped, naming its damaged file, and one line for a checkpoint
-    chosen without a manifest, which says that it is unverified.
+    The newest complete `checkpoint-<step>` folder of `folders` (a run's own: checked against its record before), searched in
+    the order given, each newest first; one without a manifest is an unfinished checkpoint of the run
+    (`UNFINISHED_CHECKPOINT`), never chosen. With `announce`, one warning line per newer checkpoint skipped, naming
+    its damaged file.
     """
-    skipped, candidates = [], list(_checkpoints_newest_first(folders))
-    for checkpoint in candidates:
+    skipped = []
+    for checkpoint in _checkpoints_newest_first(folders):
         try:
             if checkpoint.is_symlink():  # a run's own checkpoints are folders of its own (run_outputs refuses links)
                 raise DamagedCheckpoint(
                     f"it is a symbolic link (to {os.readlink(checkpoint)}), not a folder of the run"
                 )
-            verified = verify_checkpoint(checkpoint)  # first: a file missing or cut short is the better reason
-            if not verified:
-                refuse_missing_manifest(checkpoint, candidates)
+            if checkpoint.is_dir() and not (checkpoint / MANIFEST_NAME).exists():
+                raise DamagedCheckpoint(UNFINISHED_CHECKPOINT)
+            verify_checkpoint(checkpoint)
         except DamagedCheckpoint as problem:
             skipped.append(f"skipping the checkpoint {checkpoint}: {problem}")
             continue
         if announce:
             for line in skipped:
                 logger.warning(f"{line}; resuming from {checkpoint}, the newest complete one.")
-            if not verified:
-                announce_unverified(checkpoint)
         return str(checkpoint)
     if announce:
         for line in skipped:
@@ -320,9 +399,9 @@ def last_complete_checkpoint(*folders: str | Path, announce: bool = True) -> str
 def _checkpoints_newest_first(folders: tuple[str | Path, ...]) -> Iterator[Path]:
     for folder in map(Path, folders):
         by_step = {
-            int(m.group(1)): path
+            step: path
             for path in folder.glob("checkpoint-*")
-            if (m := CHECKPOINT_NAME.fullmatch(path.name))
+            if (step := run_folder_number(path.name, "checkpoint")) is not None
         }
         yield from (by_step[step] for step in sorted(by_step, reverse=True))
 
@@ -331,26 +410,23 @@ def announce_unverified(checkpoint: str | Path) -> None:
     """The one line for a checkpoint resumed from without a manifest: unverified, and what was checked instead."""
     step = trainer_state_step(Path(checkpoint))
     logger.warning(
-        f"resuming from {checkpoint} unverified: it has no {MANIFEST_NAME} (written before roformer_hf wrote one), so "
-        "a file changed or swapped since it was saved cannot be found out (weights of another step, a flipped bit "
-        "that leaves them finite); what can be checked without one holds: the files a resume loads are there and "
-        f"readable, the weights finite, and trainer_state.json, the optimizer and the scheduler are of step {step}."
+        f"resuming from {checkpoint} unverified: it has no {MANIFEST_NAME} (a checkpoint of transformers' own Trainer, "
+        "or one whose run stopped before writing it), so a file changed since it was saved cannot be found out; its "
+        f"files are there and can be read, and its trainer_state.json is of step {step}."
     )
 
 
 def check_given_checkpoint(checkpoint: str | Path) -> None:
     """
     Refuse a checkpoint given by path (`--resume_from_checkpoint <folder>`) that cannot be resumed from, in one line
-    naming its damaged file and the newest complete checkpoint near it (`ScriptError`); one without a manifest where
-    a checkpoint beside it has one is refused too (`refuse_missing_manifest`).
+    naming its damaged file and the newest complete checkpoint near it (`ScriptError`); one without a manifest is
+    resumed from unverified, said in one line (`announce_unverified`).
     """
     checkpoint = Path(checkpoint)
     try:
-        if any(CHECKPOINT_NAME.fullmatch(path.name) for path in checkpoint.glob("checkpoint-*")):
+        if any(run_folder_number(path.name, "checkpoint") is not None for path in checkpoint.glob("checkpoint-*")):
             raise DamagedCheckpoint("it is a run's folder, not one of its checkpoint-<step> folders")
         verified = verify_checkpoint(checkpoint)
-        if not verified:
-            refuse_missing_manifest(checkpoint, list(_checkpoints_newest_first(tuple(_folders_beside(checkpoint)))))
     except DamagedCheckpoint as problem:
         newest = _nearest_complete_checkpoint(checkpoint)
         if newest is not None:
@@ -376,14 +452,15 @@ def _nearest_complete_checkpoint(path: Path) -> str | None:
 def _folders_beside(checkpoint: Path) -> list[Path]:
     """The folders a checkpoint's siblings are in: its own, and for a stage of run_mlm.py every stage, last first."""
     parent = checkpoint.parent
-    if not re.fullmatch(r"stage-\d+", parent.name):
+    if run_folder_number(parent.name, "stage") is None:
         return [parent]
-    stages = [path for path in parent.parent.glob("stage-*") if re.fullmatch(r"stage-\d+", path.name)]
-    return sorted(stages, key=lambda path: int(path.name.split("-")[1]), reverse=True)
+    stages = [path for path in parent.parent.glob("stage-*") if run_folder_number(path.name, "stage") is not None]
+    return sorted(stages, key=lambda path: run_folder_number(path.name, "stage"), reverse=True)
 
 
 __all__ = [
     "MANIFEST_NAME",
+    "RESUME_STATE",
     "DamagedCheckpoint",
     "announce_unverified",
     "atomic_path",

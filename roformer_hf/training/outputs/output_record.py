@@ -1,50 +1,56 @@
 """The record of what runs wrote in an output folder, so that a later run (`--overwrite_output_dir` included) replaces
 or deletes only those files, never a file of the user's that lies beside them (a README.md, a modeling.py, a
-vocab.txt, notes).
+vocab.txt, notes), and proves them by their content, not their names.
 
-Every training run keeps `RECORD_NAME` in its output folder. When the run starts (`open_record`, once the folder's
-lock is held and nothing of the user's has a name the run writes) the record is *open*: it lists the files earlier
-runs wrote (`files`) and every other entry then in the folder (`user_files`); while it is open, an entry that is in
-neither and has a name a run writes (`written_files.is_written`) is this run's. When the run ends, however it ends
-(`close_record`, from `script_runner.guard_run`), those entries join `files` and `user_files` is dropped: from then on
-only what `files` names is a run's. A run killed with SIGKILL leaves its record open, and the next run counts it the
-same way, so nothing it wrote passes for the user's.
+Every run of the scripts keeps `RECORD_NAME` in its output folder. When the run starts (`open_record`, once the
+folder's lock is held and nothing of the user's has a name the run writes) the record is *open*: it lists the entries
+of earlier runs (`files`) and every other entry then in the folder (`user_files`); while it is open, an entry that is
+in neither and has a name a run writes (`written_files.is_written`) is this run's. When the run ends, however it ends
+(`close_record`, from `script_runner.guard_run`), every entry of the run's is recorded by its content (`fingerprint`):
+a file by its size, modification time and XXH3 digest, a folder (a checkpoint, a stage, TensorBoard's `runs/`) by the
+size and time of every file in it. From then on an entry is a run's only while it matches its entry (`matches`):
+whatever does not match, or is not listed, is the user's, whatever its name, and is never deleted or written over. So
+files put under a run's names after `rm -rf OUT/*`, or beside a record copied into another folder, are the user's;
+a record none of whose entries the folder still holds is *stale*, and a run says so (`stale_record_line`). A run
+killed with SIGKILL leaves its record open, and the next run counts it the same way, so nothing it wrote passes for
+the user's.
 
-Where a record is kept, it alone says which entries are a run's, and of the names it lists only those a run writes
-(a notes.txt listed by hand stays the user's). A record that is a symbolic link (another folder's) or not one these
-scripts write (they write it whole, so it was broken by hand) is refused (`refuse_untrusted_record`), and so is a file
-of the user's inside a checkpoint, stage or TensorBoard (`runs/`) folder of a run, which a run deletes whole
-(`user_files_in_run_folders`).
+A folder matches while it still holds one of the files recorded in it unchanged (one cut short since is a damaged
+file of the run's, which a resume skips). Inside it, a file it did not hold when recorded is the user's (a run
+deletes the folder whole: `user_files_in_run_folders` refuses it), but for what a run of the scripts wrote there and
+recorded in a record of its own (an evaluation's results written into a checkpoint folder: results join the record
+of the folder they are written into).
 
-A folder without a record (written before it existed, up to f2676ad): its `checkpoint-<n>` folders that are empty or
-hold a file only the Trainer writes (a checkpoint manifest, `trainer_state.json`, `optimizer.pt`, ...), and its
-`stage-<n>` folders holding such checkpoints or a Trainer's state, are a run's (`recognised_run_folders`), and where
-the folder holds `training_args.bin` or `trainer_state.json` (which only the Trainer writes) beside a `config.json` of
-model_type roformer_hf, every entry of a name a run writes is taken as that run's, since nothing tells them apart from
-the user's: a README.md put there by hand before this record existed is replaced like the card it stands beside.
-Elsewhere an entry of a name a run writes is the user's, and a run that would write it is refused
-(`user_file_clashes`).
+A folder without this version's record is the user's: only the lock, the record and staging folders, which only a
+run makes, are a run's there. A record that is a symbolic link (another folder's) or not one this version writes is
+refused (`refuse_untrusted_record`).
 """
 
 import json
+import logging
 import os
 import re
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from ..errors import ScriptError
-from .checkpoint_checks import MANIFEST_NAME
-from .checkpoints import write_json_atomically
+from .checkpoints import CHECKSUM, file_checksum, is_partial_write, write_json_atomically
 from .locks import LOCK_FILE_NAME
-from .written_files import is_checkpoint_file, is_written
+from .written_files import is_checkpoint_file, is_written, run_folder_number
+
+logger = logging.getLogger(__name__)
 
 RECORD_NAME = ".roformer_hf_outputs.json"
+RECORD_VERSION = 2
 # Entries only a run of the scripts makes (its lock, the staging folders of its final model, its write test).
 RUN_ONLY_PREFIXES = (LOCK_FILE_NAME, ".partial-model-", ".write-test-", RECORD_NAME)
+# TensorBoard's folder of event files (`--report_to tensorboard`), a run's folder like its checkpoints and stages.
+TENSORBOARD_FOLDER = "runs"
 
 
 def read_record(folder: str | Path) -> dict | None:
-    """The record of `folder` (`{"files": [...], "user_files": [...] while open}`), or `None` when it has none, it is
-    a symbolic link or it is not a JSON object of lists of names (`refuse_untrusted_record` refuses those two)."""
+    """The record of `folder` (`{"version": 2, "files": {name: entry}, "user_files": [...] while open}`), or `None`
+    when it has none, it is a symbolic link or it is not one this version writes (`refuse_untrusted_record` refuses
+    those two)."""
     path = Path(folder) / RECORD_NAME
     if path.is_symlink():  # another folder's record (refused by `refuse_untrusted_record`)
         return None
@@ -52,11 +58,78 @@ def read_record(folder: str | Path) -> dict | None:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    lists = isinstance(record, dict) and all(
-        isinstance(record.get(key, []), list) and all(isinstance(name, str) for name in record.get(key, []))
-        for key in ("files", "user_files")
+    if not (isinstance(record, dict) and record.get("version") == RECORD_VERSION):
+        return None
+    files, user_files = record.get("files"), record.get("user_files", [])
+    well_formed = (
+        isinstance(files, dict)
+        and all(isinstance(entry, dict) for entry in files.values())
+        and isinstance(user_files, list)
+        and all(isinstance(name, str) for name in user_files)
     )
-    return record if lists else None
+    return record if well_formed else None
+
+
+# --- an entry's content ---
+
+
+def fingerprint(path: Path) -> dict | None:
+    """What the record keeps of a run's entry: a file's size, modification time and XXH3 digest; a folder's files,
+    each by its size and time (a checkpoint's content is digested by its own manifest). `None` for a symbolic link,
+    which is never a run's file."""
+    if path.is_symlink() or not path.exists():
+        return None
+    if path.is_dir():
+        return {"files": {name: [size, time] for name, (size, time) in _folder_files(path).items()}}
+    status = path.stat()
+    return {"size": status.st_size, "mtime_ns": status.st_mtime_ns, CHECKSUM: _digest(path)}
+
+
+def matches(path: Path, entry: dict) -> bool:
+    """Whether the entry at `path` is still the one recorded as `entry` (see the module docstring)."""
+    if path.is_symlink() or not path.exists():
+        return False
+    if "files" in entry:
+        recorded, present = entry["files"], _folder_files(path) if path.is_dir() else None
+        if present is None or not isinstance(recorded, dict):
+            return False
+        if not recorded:
+            return not present
+        return any(present.get(name) == tuple(value) for name, value in recorded.items() if isinstance(value, list))
+    status = path.stat()
+    return (
+        path.is_file()
+        and (status.st_size, status.st_mtime_ns) == (entry.get("size"), entry.get("mtime_ns"))
+        and _digest(path) == entry.get(CHECKSUM)
+    )
+
+
+def _folder_files(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file under `folder` (links not followed) by its path in it: size and modification time; the entries
+    only a run makes and the temporary files of cut-off writes left out."""
+    files = {}
+    for parent, _, names in os.walk(folder):
+        for name in names:
+            path = Path(parent, name)
+            if not (name.startswith(RUN_ONLY_PREFIXES) or is_partial_write(path)):
+                status = path.lstat()
+                files[path.relative_to(folder).as_posix()] = (status.st_size, status.st_mtime_ns)
+    return files
+
+
+_DIGESTS: dict[tuple, str] = {}
+
+
+def _digest(path: Path) -> str:
+    """A file's XXH3 digest, computed once a process for each version of the file (a run asks several times)."""
+    status = path.stat()
+    key = (str(path.resolve()), status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
+    if key not in _DIGESTS:
+        _DIGESTS[key] = file_checksum(path)
+    return _DIGESTS[key]
+
+
+# --- which entries are a run's ---
 
 
 def run_entries(folder: str | Path) -> set[str]:
@@ -67,92 +140,74 @@ def run_entries(folder: str | Path) -> set[str]:
     present = {entry.name for entry in folder.iterdir()}
     ours = {name for name in present if name.startswith(RUN_ONLY_PREFIXES)}
     record = read_record(folder)
-    if record is None:
-        ours |= recognised_run_folders(folder)
-        if _holds_a_finished_run(folder):
-            ours |= {name for name in present if is_written(Path(name))}
+    if record is None:  # no record of this version: the user's folder
         return ours
-    # Of the names it lists, only those a run writes: a user's notes.txt listed by hand is no run's to delete. An
-    # empty checkpoint folder holds nothing to lose: a run's, listed or not.
-    ours |= {name for name in set(record.get("files", [])) & present if is_written(Path(name))}
-    ours |= {name for name in recognised_run_folders(folder) if not any((folder / name).iterdir())}
+    listed = {name for name in set(record["files"]) & present if is_written(Path(name))}
     if "user_files" in record:  # open: a run in progress, or killed
         user_files = set(record["user_files"])
-        ours |= {name for name in present - user_files if is_written(Path(name))}
-    return ours
+        return ours | listed | {name for name in present - user_files if is_written(Path(name))}
+    return ours | {name for name in listed if matches(folder / name, record["files"][name])}
 
 
-def recognised_run_folders(folder: Path) -> set[str]:
-    """In a folder without a record: the `checkpoint-<n>` folders of `folder` that are empty or hold a file only the
-    Trainer writes (its state, the optimizer's, a checkpoint manifest), and the `stage-<n>` folders that hold such a
-    checkpoint or a Trainer's state (none a symbolic link: `run_outputs.refuse_foreign_run_folders` says what becomes
-    of those). A folder of model files alone (a user's copy of a model, named `checkpoint-7`) is the user's; where a
-    record is kept, it alone says which folders are a run's, but for empty ones."""
-    checks = {"checkpoint": _is_checkpoint, "stage": _is_stage}
-    names = set()
-    for path in folder.iterdir():
-        kind = re.fullmatch(r"(checkpoint|stage)-\d+", path.name)
-        if kind and not path.is_symlink() and path.is_dir() and checks[kind.group(1)](path):
-            names.add(path.name)
-    return names
-
-
-# Files only the Trainer writes into a checkpoint: a folder holding one (or nothing) is a checkpoint, whole or cut off.
-TRAINER_ONLY_FILES = (MANIFEST_NAME, "trainer_state.json", "optimizer.pt", "scheduler.pt", "training_args.bin")
-
-
-def _is_checkpoint(path: Path) -> bool:
-    return any((path / name).is_file() for name in TRAINER_ONLY_FILES) or not any(path.iterdir())
-
-
-def _is_stage(path: Path) -> bool:
-    return any(_is_checkpoint(sub) for sub in path.glob("checkpoint-*")) or (path / "trainer_state.json").is_file()
-
-
-def _holds_a_finished_run(folder: Path) -> bool:
-    """A Trainer's files beside the config.json of a roformer_hf model: a finished run's (a user's trainer_state.json
-    or training_args.bin alone makes no folder a run's)."""
-    if not ((folder / "training_args.bin").is_file() or (folder / "trainer_state.json").is_file()):
-        return False
-    try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(config, dict) and config.get("model_type") == "roformer_hf"
+def stale_record_line(folder: str | Path) -> str | None:
+    """The line saying that `folder`'s record is stale (closed, listing entries of which the folder holds none as
+    recorded: they were deleted or replaced), or `None`."""
+    folder = Path(folder)
+    record = read_record(folder)
+    if record is None or "user_files" in record or not record["files"]:
+        return None
+    if any(matches(folder / name, entry) for name, entry in record["files"].items()):
+        return None
+    return (
+        f"{folder / RECORD_NAME} is stale: none of the {len(record['files'])} entries it records runs wrote there is "
+        f"still there as written (deleted or replaced since), so every file in {folder} counts as yours."
+    )
 
 
 def open_record(folder: str | Path) -> None:
-    """At the start of a run that holds the folder's lock: record the files of earlier runs and every other entry
-    (the user's), so that what appears from now on with a name a run writes counts as this run's."""
+    """At the start of a run that holds the folder's lock: record the entries of earlier runs by their content and
+    every other entry (the user's), so that what appears from now on with a name a run writes counts as this run's."""
     folder = Path(folder)
-    ours = run_entries(folder)
+    files = _fingerprints(folder, run_entries(folder), read_record(folder))
     present = {entry.name for entry in folder.iterdir()}
-    earlier = (read_record(folder) or {}).get("files", [])  # names gone since stay: a record changes only by runs
-    record = {"files": _recorded(ours | set(earlier)), "user_files": sorted(present - ours)}
-    write_json_atomically(folder / RECORD_NAME, record, indent=1)
+    record = {"version": RECORD_VERSION, "files": files, "user_files": sorted(present - set(files))}
+    write_json_atomically(folder / RECORD_NAME, record, indent=1, sort_keys=True)
 
 
 def close_record(folder: str | Path) -> None:
-    """When a run ends: what it wrote joins the files of earlier runs, and the record says only those are a run's."""
+    """When a run ends: record every entry of the runs' by its content, and from then on only those that match."""
     folder = Path(folder)
     record = read_record(folder)
     if record is None or "user_files" not in record:
         return
-    files = _recorded(run_entries(folder) | set(record.get("files", [])))
-    write_json_atomically(folder / RECORD_NAME, {"files": files}, indent=1)
+    files = _fingerprints(folder, run_entries(folder), record)
+    write_json_atomically(folder / RECORD_NAME, {"version": RECORD_VERSION, "files": files}, indent=1, sort_keys=True)
 
 
-def _recorded(names: set[str]) -> list[str]:
+def _fingerprints(folder: Path, ours: set[str], record: dict | None) -> dict[str, dict]:
+    """The record's files: each of `ours` by its content now, and the entries of `record` whose files are gone (a
+    record changes only by what runs write, so a refused run leaves it as it was; a file that comes back under such a
+    name is a run's only if it is the one recorded)."""
+    earlier = (record or {}).get("files", {})
+    files = {name: entry for name, entry in earlier.items() if not (folder / name).exists()}
+    for name in _recorded(ours):
+        entry = fingerprint(folder / name)
+        if entry is not None:
+            files[name] = entry
+    return files
+
+
+def _recorded(names: set[str]) -> set[str]:
     """What the record lists: the lock, the record and staging folders are a run's by their names alone."""
-    return sorted(name for name in names if not name.startswith(RUN_ONLY_PREFIXES))
+    return {name for name in names if not name.startswith(RUN_ONLY_PREFIXES)}
 
 
 def forget_entries(folder: str | Path, names: set[str]) -> None:
     """Take `names` (deleted by `--overwrite_output_dir`) out of an open record's files."""
     record = read_record(folder)
     if record is not None:
-        record["files"] = sorted(set(record.get("files", [])) - names)
-        write_json_atomically(Path(folder) / RECORD_NAME, record, indent=1)
+        record["files"] = {name: entry for name, entry in record["files"].items() if name not in names}
+        write_json_atomically(Path(folder) / RECORD_NAME, record, indent=1, sort_keys=True)
 
 
 def user_file_clashes(output_dir: str | Path, trains: bool = True) -> list[str]:
@@ -179,42 +234,47 @@ def user_files_refusal(output_dir: str | Path, clashes: list[str]) -> ScriptErro
     `--overwrite_output_dir`, which would replace them too."""
     shown = ", ".join(clashes[:4]) + (f" and {len(clashes) - 4} more" if len(clashes) > 4 else "")
     return ScriptError(
-        f"--output_dir {output_dir} holds {shown}, which no run of these scripts wrote there and this run would "
-        f"write over (its model, code, tokenizer, card, results or checkpoints have those names): choose another "
+        f"--output_dir {output_dir} holds {shown}, which no run of these scripts wrote there as it is now, and this run "
+        f"would write over (its model, code, tokenizer, card, results or checkpoints have those names): choose another "
         f"--output_dir (a new folder), or move {'it' if len(clashes) == 1 else 'them'} out of {output_dir}."
     )
 
 
 def refuse_untrusted_record(output_dir: str | Path) -> None:
     """
-    Refuse (`ScriptError`) an output folder whose record is a symbolic link (to another folder's record, whose names
-    would pass this folder's files for a run's) or is not a record these scripts write (broken by hand: it is always
-    written whole), before anything trusts it or writes over it.
+    Refuse (`ScriptError`) an output folder whose record is a symbolic link (to another folder's record) or is not a
+    record this version of the scripts writes (broken by hand: it is always written whole; or of an earlier version),
+    before anything trusts it or writes over it.
     """
     path = Path(output_dir) / RECORD_NAME
     if path.is_symlink():
         problem = f"a symbolic link to {os.readlink(path)}"
     elif path.exists() and read_record(output_dir) is None:
-        problem = "not a record these scripts write (a JSON object of lists of names)"
+        problem = (
+            f"not a record these scripts write (a JSON object of version {RECORD_VERSION} recording each file by its "
+            "size, time and digest)"
+        )
     else:
         return
     raise ScriptError(
         f"--output_dir {output_dir} holds {RECORD_NAME}, {problem}: it records which files runs wrote there, the only "
         f"ones a run may replace or delete, so the folder's files cannot be told from yours: choose another "
-        f"--output_dir, or put back the record the last run wrote."
+        f"--output_dir, put back the record the last run wrote, or delete it (every file there then counts as yours)."
     )
 
 
 def user_files_in_run_folders(output_dir: str | Path) -> list[str]:
-    """The entries inside the output folder's checkpoint, stage and TensorBoard (`runs/`) folders of earlier runs that
-    no run writes there (a user's notes.txt in checkpoint-2 or in runs/): a run deletes those folders whole
+    """The files inside the output folder's checkpoint, stage and TensorBoard (`runs/`) folders of earlier runs that
+    no run wrote there (a user's notes.txt in checkpoint-2 or in runs/): a run deletes those folders whole
     (`--overwrite_output_dir`, the Trainer's `--save_total_limit`), so it would delete them with it."""
     output_dir = Path(output_dir)
+    record = read_record(output_dir) or {"files": {}}
     found = []
     for name in sorted(run_entries(output_dir)):
         path = output_dir / name
-        if re.fullmatch(r"(checkpoint|stage)-\d+|runs", name) and path.is_dir() and not path.is_symlink():
-            found += [str(entry.relative_to(output_dir)) for entry in _foreign_entries(path)]
+        is_run_folder = run_folder_number(name) is not None or name == TENSORBOARD_FOLDER
+        if is_run_folder and path.is_dir() and not path.is_symlink():
+            found += [f"{name}/{relative}" for relative in _foreign_files(path, record)]
     return found
 
 
@@ -223,20 +283,42 @@ def user_files_in_run_folders(output_dir: str | Path) -> list[str]:
 TENSORBOARD_EVENTS = re.compile(r"events\.out\.tfevents\..*")
 
 
-def _foreign_entries(folder: Path) -> list[Path]:
-    if folder.name == "runs":
-        return [
-            path for path in sorted(folder.rglob("*")) if not (path.is_dir() or TENSORBOARD_EVENTS.match(path.name))
-        ]
-    foreign = []
-    for entry in sorted(folder.iterdir()):
-        if folder.name.startswith("stage-") and re.fullmatch(r"checkpoint-\d+|runs", entry.name) and entry.is_dir():
-            foreign += _foreign_entries(entry)
-        elif folder.name.startswith("stage-"):
-            foreign += [] if is_written(Path(entry.name)) else [entry]
-        elif not (entry.is_file() and is_checkpoint_file(entry.name)):
-            foreign.append(entry)
-    return foreign
+def _foreign_files(folder: Path, record: dict) -> list[str]:
+    """The files under a run's `folder` that it did not hold when recorded, nor a record inside it proves a run's;
+    while the record is open (a run killed), those of the names a run writes there are a run's too."""
+    recorded = record["files"].get(folder.name, {}).get("files", {})
+    found = []
+    for relative in sorted(_folder_files(folder)):
+        if relative in recorded or _proven_by_a_record_inside(folder, PurePath(relative)):
+            continue
+        if "user_files" in record and _named_as_a_runs(PurePath(folder.name, relative)):
+            continue
+        found.append(relative)
+    return found
+
+
+def _proven_by_a_record_inside(folder: Path, relative: PurePath) -> bool:
+    """Whether a record kept in `folder` or a folder under it (an evaluation's, written into a checkpoint) proves
+    the file at `relative` a run's."""
+    for depth in range(len(relative.parts)):
+        inner = folder.joinpath(*relative.parts[:depth])
+        if (inner / RECORD_NAME).is_file() and relative.parts[depth] in run_entries(inner):
+            return True
+    return False
+
+
+def _named_as_a_runs(relative: PurePath) -> bool:
+    """Whether a run writes the file at `relative` (from the output folder) inside its checkpoint, stage or runs/
+    folder: for a record still open, whose new folders have no recorded content yet."""
+    top, rest = relative.parts[0], relative.parts[1:]
+    in_stage = run_folder_number(top, "stage") is not None
+    if in_stage and len(rest) > 1 and (run_folder_number(rest[0], "checkpoint") is not None or rest[0] == "runs"):
+        return _named_as_a_runs(PurePath(*rest))
+    if in_stage:
+        return len(rest) == 1 and is_written(PurePath(rest[0]))
+    if top == TENSORBOARD_FOLDER:
+        return TENSORBOARD_EVENTS.fullmatch(rest[-1]) is not None
+    return len(rest) == 1 and is_checkpoint_file(rest[0])
 
 
 def foreign_entries_refusal(output_dir: str | Path, found: list[str]) -> ScriptError:

@@ -6,14 +6,19 @@ A resumed Trainer takes the weights, optimizer, schedule and data position from 
 shape cannot load them, a new `--learning_rate` would be ignored (the schedule is the checkpoint's), and a new
 `--train_file` would be skipped into by the number of batches already trained on. So every checkpoint the scripts
 write records the settings that decide its training (`RUN_SETTINGS_FILE`, written after the weights, and listed in
-the checkpoint's manifest like every file of it), and a resume compares them with its own. The model (its config)
-and the vocabulary are compared for every checkpoint, also those written before the record existed.
+the checkpoint's manifest like every file of it), and a resume compares them with its own, each as `RESUME_RULES`
+says: refused or applied with a warning, compared as parsed values. The model (its config) and the vocabulary are
+compared for every checkpoint, also one without that record (transformers' own Trainer's).
+
+A resume of a run that already trained to its end (its checkpoint at `--max_steps`, or at the end of its epochs)
+changes nothing: `RunFinished` says so in one line, and the script ends with exit status 0.
 """
 
 import hashlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +29,7 @@ from ..data.folders import files_datasets_reads
 from ..errors import ScriptError
 from ..machine.precisions import mixed_precision
 from .checkpoints import check_given_checkpoint, last_complete_checkpoint, save_checkpoints_whole
+from .written_files import run_folder_number
 
 logger = logging.getLogger(__name__)
 
@@ -47,11 +53,61 @@ def find_resume_checkpoint(training_args: TrainingArguments) -> str | None:
                 f"--resume_from_checkpoint true, but {training_args.output_dir} holds no complete checkpoint: "
                 f"{RESTART_ADVICE}."
             )
+        check_not_finished(last, training_args)
         return last
     if not Path(resume).exists():
         raise ScriptError(f"--resume_from_checkpoint {resume}: no such folder.")
     check_given_checkpoint(resume)
+    check_not_finished(resume, training_args)
     return str(resume)
+
+
+class RunFinished(Exception):
+    """A resume of a run that already trained to its end: nothing was done, and the message says so; the script ends
+    with exit status 0 (`script_runner.run_script`), so that a job rerun after its end succeeds as it did."""
+
+    def __init__(self, message: str, announce: bool = True):
+        super().__init__(message)
+        self.announce = announce  # False on every process of a distributed run but the first: one line, not one each
+
+
+def check_not_finished(checkpoint: str | Path, training_args: TrainingArguments) -> None:
+    """
+    Raise `RunFinished` when `checkpoint` is at the end of the training `training_args` ask for (`--max_steps`, or,
+    where the run's epochs are those the checkpoint was trained for, the last step of its epochs) and the run ended
+    there: its output folder's own trainer_state.json, saved after the final model, is of that step too. Resumed, the
+    Trainer would train one step past the end, and the scripts rewrite the results and the card. A run stopped between
+    its last checkpoint and its final save is not finished: resumed, it saves what is missing.
+    """
+    step, end = _state_step(Path(checkpoint)), training_args.max_steps
+    if end <= 0:
+        settings_file = Path(checkpoint) / RUN_SETTINGS_FILE
+        recorded = json.loads(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else {}
+        same_epochs = recorded.get("num_train_epochs") == training_args.num_train_epochs
+        end = _state_step(Path(checkpoint), "max_steps") if same_epochs and recorded.get("max_steps") == end else None
+        length = f"--num_train_epochs {training_args.num_train_epochs:g} ({end} steps)"
+    elif run_folder_number(Path(training_args.output_dir).name, "stage") is not None:  # run_mlm.py's last stage
+        length = f"the last of --stages ({end} steps)"
+    else:
+        length = f"--max_steps {end}"
+    at_end = step is not None and end is not None and 0 < end <= step
+    if not at_end or (_state_step(Path(training_args.output_dir)) or -1) < step:
+        return
+    raise RunFinished(
+        f"the run is finished: {checkpoint} is at step {step}, {'the end' if step == end else 'past the end'} of "
+        f"{length}, so there is nothing to resume and nothing was changed (no checkpoint, results or card written); "
+        "to train on, resume with a larger --max_steps or --num_train_epochs.",
+        announce=training_args.process_index == 0,
+    )
+
+
+def _state_step(folder: Path, field: str = "global_step") -> int | None:
+    """A whole number of `folder/trainer_state.json` (its step, by default), or `None` where it has none."""
+    try:
+        value = json.loads((folder / "trainer_state.json").read_text(encoding="utf-8")).get(field)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) else None
 
 
 # The way out of `--resume_from_checkpoint true` in a folder without a checkpoint to resume from (a run killed before
@@ -212,59 +268,96 @@ def record_run_settings(trainer: Trainer, settings: Mapping[str, Any]) -> None:
 def check_resume(checkpoint: str | Path, model: PreTrainedModel, tokenizer: Any, settings: Mapping[str, Any]) -> None:
     """
     Raise `ScriptError` if this run differs from the one that wrote `checkpoint`: the model's config, the
-    vocabulary, or a recorded setting (`RUN_SETTINGS_FILE`; a checkpoint without one has only the first two checked).
+    vocabulary, or a recorded setting (`RUN_SETTINGS_FILE`, each as `RESUME_RULES` says; a checkpoint without one has
+    only the first two checked).
     """
     checkpoint = Path(checkpoint)
     check_same_model(checkpoint, model)
     check_same_vocabulary(checkpoint, tokenizer)
     settings_file = checkpoint / RUN_SETTINGS_FILE
     if not settings_file.is_file():
-        logger.warning(
-            f"{checkpoint} records no run settings (older than {RUN_SETTINGS_FILE}): only the model is checked."
-        )
+        logger.warning(f"{checkpoint} records no run settings ({RUN_SETTINGS_FILE}): only the model is checked.")
         return
     recorded = json.loads(settings_file.read_text(encoding="utf-8"))
-    changed = [name for name, value in settings.items() if name in recorded and recorded[name] != value]
-    if _same_data(recorded, settings):  # the same content at another path (moved, copied, spelled otherwise)
-        changed = [name for name in changed if name not in DATA_PATH_SETTINGS]
-    applied = (*APPLIED_SETTINGS, PRECISION_SETTING)
-    for name in sorted(changed, key=lambda name: name in applied):  # refusals before the warnings
-        old, new = _shown(recorded[name]), _shown(settings[name])
-        if name == DATA_DIGEST:
-            raise ScriptError(
-                f"cannot resume from {checkpoint}: its training data has changed since it was trained on (SHA-256 "
-                f"{old[:16]}... then, {new[:16]}... now), and a resumed run would skip its batches into other rows: "
-                f"resume with the data it was trained on, or start a new run from its weights (--model_name_or_path "
-                f"{checkpoint}, another --output_dir)."
-            )
-        if name == VALIDATION_DIGEST:
-            raise ScriptError(
-                f"cannot resume from {checkpoint}: its --validation_file has changed since it was trained (SHA-256 "
-                f"{old[:16]}... then, {new[:16]}... now), and early stopping and --load_best_model_at_end would "
-                f"compare evaluations on other rows: resume with the validation file it was trained with, or start a "
-                f"new run from its weights (--model_name_or_path {checkpoint}, another --output_dir)."
-            )
-        if name == PRECISION_SETTING:
-            logger.warning(
-                f"{checkpoint} was trained with mixed precision {old}, this run uses {new} ('no': float32; --bf16 "
-                "chooses): applied, the weights and the optimizer state stay float32 either way."
-            )
+    differences = []
+    for name, value in settings.items():
+        rule = RESUME_RULES.get(name, REFUSED_SETTING)
+        if name not in recorded or rule.parse(recorded[name]) == rule.parse(value):
             continue
-        if name not in APPLIED_SETTINGS:
-            raise ScriptError(
-                f"cannot resume from {checkpoint}: it was trained with --{name} {old}, this run gives --{name} {new}, "
-                "which a resumed run cannot apply (it continues the checkpoint's training): resume with "
-                f"--{name} {old}, or start a new run from its weights (--model_name_or_path {checkpoint}, another "
-                "--output_dir)."
-            )
-        logger.warning(
-            f"--{name} {new} differs from the {old} of {checkpoint}: applied, the run now ends (and its "
-            "learning-rate schedule with it) where this run's options say."
+        if rule.same_data_suffices and _same_data(recorded, settings):  # the same content at another path
+            continue
+        differences.append((rule, name))
+    for rule, name in sorted(differences, key=lambda difference: not difference[0].refused):  # refusals first
+        line = rule.message.format(
+            checkpoint=checkpoint, name=name, old=_shown(recorded[name]), new=_shown(settings[name])
         )
+        if rule.refused:
+            raise ScriptError(line)
+        logger.warning(line)
 
 
-# The settings that name where the training data lies; where its digest is the same, a resume reads the same rows.
-DATA_PATH_SETTINGS = ("train_file", "dataset_name")
+@dataclass(frozen=True)
+class ResumeRule:
+    """What a resume does with a recorded setting this run gives otherwise: refuse it or apply it with a warning
+    (`refused`), in words (`message`, formatted with `checkpoint`, `name`, `old` and `new`), comparing the values as
+    `parse` reads them; `same_data_suffices`: a path to data that is no change where the data's digest is the same."""
+
+    refused: bool
+    message: str
+    parse: Callable[[Any], Any] = lambda value: value
+    same_data_suffices: bool = False
+
+
+NEW_RUN_FROM_ITS_WEIGHTS = "start a new run from its weights (--model_name_or_path {checkpoint}, another --output_dir)"
+REFUSED_SETTING = ResumeRule(
+    True,
+    "cannot resume from {checkpoint}: it was trained with --{name} {old}, this run gives --{name} {new}, which a "
+    "resumed run cannot apply (it continues the checkpoint's training): resume with --{name} {old}, or "
+    f"{NEW_RUN_FROM_ITS_WEIGHTS}.",
+)
+APPLIED_SETTING = ResumeRule(
+    False,
+    "--{name} {new} differs from the {old} of {checkpoint}: applied, the run now ends (and its learning-rate schedule "
+    "with it) where this run's options say.",
+)
+
+
+def parsed_stages(value: Any) -> Any:
+    """`--stages` as the lengths, batches and steps it names (`"16:2:2, 16:2:2"` is `"16:2:2,16:2:2"`), else as
+    given."""
+    items = value.split(",") if isinstance(value, str) else value
+    try:
+        return tuple(
+            tuple(int(number) for number in (item.split(":") if isinstance(item, str) else item)) for item in items
+        )
+    except (TypeError, ValueError):
+        return value
+
+
+# The settings a resume does not refuse as `REFUSED_SETTING` does; any other recorded setting is refused so.
+RESUME_RULES = {
+    DATA_DIGEST: ResumeRule(
+        True,
+        "cannot resume from {checkpoint}: its training data has changed since it was trained on (SHA-256 {old:.16}... "
+        "then, {new:.16}... now), and a resumed run would skip its batches into other rows: resume with the data it "
+        f"was trained on, or {NEW_RUN_FROM_ITS_WEIGHTS}.",
+    ),
+    VALIDATION_DIGEST: ResumeRule(
+        True,
+        "cannot resume from {checkpoint}: its --validation_file has changed since it was trained (SHA-256 {old:.16}... "
+        "then, {new:.16}... now), and early stopping and --load_best_model_at_end would compare evaluations on other "
+        f"rows: resume with the validation file it was trained with, or {NEW_RUN_FROM_ITS_WEIGHTS}.",
+    ),
+    "train_file": ResumeRule(True, REFUSED_SETTING.message, same_data_suffices=True),
+    "dataset_name": ResumeRule(True, REFUSED_SETTING.message, same_data_suffices=True),
+    "stages": ResumeRule(True, REFUSED_SETTING.message, parse=parsed_stages),
+    **dict.fromkeys(APPLIED_SETTINGS, APPLIED_SETTING),
+    PRECISION_SETTING: ResumeRule(
+        False,
+        "{checkpoint} was trained with mixed precision {old}, this run uses {new} ('no': float32; --bf16 chooses): "
+        "applied, the weights and the optimizer state stay float32 either way.",
+    ),
+}
 
 
 def _same_data(recorded: Mapping[str, Any], settings: Mapping[str, Any]) -> bool:
@@ -323,8 +416,11 @@ def check_same_vocabulary(checkpoint: Path, tokenizer: Any) -> None:
 
 
 __all__ = [
+    "RESUME_RULES",
     "RUN_SETTINGS_FILE",
+    "RunFinished",
     "absolute_path",
+    "check_not_finished",
     "check_resume",
     "data_digest",
     "find_resume_checkpoint",

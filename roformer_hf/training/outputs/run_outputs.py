@@ -8,7 +8,6 @@ import json
 import logging
 import math
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -30,10 +29,12 @@ from .output_record import (
     open_record,
     refuse_untrusted_record,
     run_entries,
+    stale_record_line,
     user_file_clashes,
     user_files_in_run_folders,
     user_files_refusal,
 )
+from .written_files import run_folder_number
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +79,9 @@ def check_output_dir(training_args: TrainingArguments, trains: bool = True) -> N
     overwrite = getattr(training_args, "overwrite_output_dir", False)
     refuse_dangling_link(output_dir, "--output_dir")
     refuse_untrusted_record(output_dir)
+    stale = stale_record_line(output_dir)
+    if stale is not None:
+        logger.warning(stale)
     if trains and not overwrite:
         refuse_foreign_run_folders(output_dir)
     clashes = [name for name in user_file_clashes(output_dir, trains) if not _misnamed_run_folder(output_dir / name)]
@@ -102,14 +106,14 @@ def check_output_dir(training_args: TrainingArguments, trains: bool = True) -> N
 def _misnamed_run_folder(path: Path) -> bool:
     """A link or a file named as a run's checkpoint or stage folder: `refuse_foreign_run_folders` refuses it, and
     `--overwrite_output_dir` deletes the link (never what it points to) or the file."""
-    return re.fullmatch(r"(checkpoint|stage)-\d+", path.name) is not None and not _is_plain_dir(path)
+    return run_folder_number(path.name) is not None and not _is_plain_dir(path)
 
 
 def earlier_run_error(output_dir: Path, earlier: list[Path]) -> ScriptError:
     """The refusal of an earlier run's folder, offering `--resume_from_checkpoint true` only where a complete
     checkpoint makes it work (a run killed before its first checkpoint has none)."""
     names = ", ".join(path.name for path in earlier[:3]) + (", ..." if len(earlier) > 3 else "")
-    folders = [output_dir, *(path for path in output_dir.glob("stage-*") if path.is_dir())]
+    folders = [output_dir, *(path for path in output_dir.glob("stage-*") if _is_plain_dir(path))]
     if last_complete_checkpoint(*folders, announce=False) is None:
         return ScriptError(
             f"--output_dir {output_dir} holds an earlier run ({names}) without a complete checkpoint to resume from: "
@@ -147,13 +151,10 @@ def refuse_foreign_run_folders(output_dir: Path) -> None:
 
 def _run_folders(output_dir: Path) -> list[Path]:
     """The paths of output_dir named as a run's checkpoint and stage folders, and those of its stage folders."""
-    named = re.compile(r"(checkpoint|stage)-\d+")
-    top = sorted(path for path in output_dir.glob("*-*") if named.fullmatch(path.name))
-    stages = [path for path in top if path.name.startswith("stage-") and path.is_dir() and not path.is_symlink()]
-    return [
-        *top,
-        *(path for stage in stages for path in sorted(stage.glob("checkpoint-*")) if named.fullmatch(path.name)),
-    ]
+    top = sorted(path for path in output_dir.glob("*-*") if run_folder_number(path.name) is not None)
+    stages = [path for path in top if run_folder_number(path.name, "stage") is not None and _is_plain_dir(path)]
+    inside = [path for stage in stages for path in sorted(stage.glob("checkpoint-*"))]
+    return [*top, *(path for path in inside if run_folder_number(path.name, "checkpoint") is not None)]
 
 
 def prepare_output_dir(

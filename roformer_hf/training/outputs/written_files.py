@@ -23,6 +23,7 @@ A refusal never offers `--overwrite_output_dir`: it is one of the flags that wou
 """
 
 import os
+import re
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePath
 from typing import Any
@@ -52,6 +53,18 @@ WRITTEN_FILES = (
 
 # Folders of the output folder a run writes (or deletes) whole: checkpoints, stages, TensorBoard logs, staging.
 WRITTEN_FOLDERS = ("checkpoint-*", "stage-*", "runs", ".partial-model-*")
+
+# The names of a run's numbered folders: the Trainer's `checkpoint-<step>`, run_mlm.py's `stage-<n>` (digits 0-9).
+RUN_FOLDER_NAME = re.compile(r"(checkpoint|stage)-([0-9]+)")
+
+
+def run_folder_number(name: str, kind: str | None = None) -> int | None:
+    """The number in `name` when it names a run's `checkpoint-<step>` or `stage-<n>` folder (of `kind` only, when
+    given: "checkpoint" or "stage"), else `None`. The one home of those names."""
+    match = RUN_FOLDER_NAME.fullmatch(name)
+    if match is None or kind not in (None, match.group(1)):
+        return None
+    return int(match.group(2))
 
 
 # What a run that does not train writes into its output folder (and what a model folder may hold beside the model,
@@ -229,7 +242,7 @@ def overlap_refusal(option: str, path: str, output_dir: str | Path, trains: bool
 
 
 def _is_run_folder(relative: Path) -> bool:
-    return _matches(relative.parts[0], ("checkpoint-*", "stage-*"))
+    return run_folder_number(relative.parts[0]) is not None
 
 
 def _written_path_refusal(option: str, path: str, output_dir: str | Path, clash: Path) -> str:
