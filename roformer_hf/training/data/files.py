@@ -1,6 +1,8 @@
-"""Reading data files and saying what is wrong with one that cannot be read: missing, empty, not UTF-8 (GBK, UTF-16,
-a binary format), not JSON; the cache `datasets` cannot write. Also what both scripts do to the rows they read: the
-validation split and the sample limits."""
+"""Reading data files and saying what is wrong with one that cannot be read. One table, `DATA_FORMATS`, holds each
+kind of data file (suffixes, reader, schema, what empty means, what else breaks one), and one boundary, `read_data`,
+turns whatever a reader raises into one line naming the file and the fix: missing, empty, not UTF-8 (GBK, UTF-16, a
+binary format), not JSON, a dataset card or a `save_to_disk` state that does not parse, the cache `datasets` cannot
+write. Also what both scripts do to the rows they read: the validation split and the sample limits."""
 
 import codecs
 import csv
