@@ -45,6 +45,10 @@ class LabelInfo:
             return cls(REGRESSION, [])
         return cls(config.problem_type, [str(config.id2label[index]) for index in range(config.num_labels)])
 
+    def described(self) -> str:
+        """The labels in words, for messages (`describe_labels`)."""
+        return describe_labels(self.problem_type, self.label_names)
+
     def config_fields(self) -> dict[str, Any]:
         """What the classifier's config says of the task: the number of labels, the problem type, the label maps."""
         fields: dict[str, Any] = {"num_labels": self.num_labels, "problem_type": self.problem_type}
@@ -379,7 +383,7 @@ def in_checkpoint_order(label_info: LabelInfo, model_args: ModelArguments | None
     saved = build_config(model_args)
     if saved.problem_type != label_info.problem_type or saved.num_labels != label_info.num_labels:
         return label_info
-    saved_names = [str(saved.id2label[index]) for index in range(saved.num_labels)]
+    saved_names = LabelInfo.of_config(saved).label_names
     if saved_names == label_info.label_names or sorted(saved_names) != sorted(label_info.label_names):
         return label_info
     logger.info(
@@ -481,13 +485,13 @@ def check_overrides_keep_labels(model_args: ModelArguments, config: Any, label_i
     made = LabelInfo.of_config(config)
     if not overridden or (made == label_info and config.num_labels == label_info.num_labels):
         return
-    made_words = describe_labels(made.problem_type, made.label_names)
+    made_words = made.described()
     if made.problem_type == REGRESSION and config.num_labels != 1:
         made_words = f"{config.num_labels} scores (regression)"
     raise ScriptError(
         f"--config_overrides sets {', '.join(overridden)}, which makes the classifier one of {made_words}, but the "
-        f"data has {describe_labels(label_info.problem_type, label_info.label_names)}: leave {', '.join(overridden)} "
-        "out of --config_overrides; the labels come from the data (--problem_type names the task)."
+        f"data has {label_info.described()}: leave {', '.join(overridden)} out of --config_overrides; the labels come "
+        "from the data (--problem_type names the task)."
     )
 
 
@@ -500,8 +504,7 @@ def check_label_change(model_args: ModelArguments, label_info: LabelInfo) -> Non
     saved = build_config(model_args)
     if saved.problem_type is None or saved.num_labels == label_info.num_labels:
         return  # a pretrained encoder (no head yet), or a head of the right shape
-    old = describe_labels(saved.problem_type, [saved.id2label[index] for index in range(saved.num_labels)])
-    new = describe_labels(label_info.problem_type, label_info.label_names)
+    old, new = LabelInfo.of_config(saved).described(), label_info.described()
     if not model_args.ignore_mismatched_sizes:
         raise ScriptError(
             f"--model_name_or_path {model_args.model_name_or_path} is a classifier of {old}, but the data has {new}: "
