@@ -121,6 +121,10 @@ CASES: dict[str, tuple[str, Callable]] = {
             )
         ),
     ),
+    "dataset_folder_of_a_damaged_parquet": (
+        "run_classification.py",
+        named_dataset(lambda tmp: dataset_folder(tmp, {"train.parquet": b"PAR1" + b"cut short" * 4 + b"PAR1"})),
+    ),
     "num_labels_override_of_two_label_data": ("run_classification.py", three_labels_on_two_label_data),
 }
 

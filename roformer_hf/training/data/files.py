@@ -478,7 +478,10 @@ def data_file_error(
     if otherwise is not None:
         return otherwise(error)
     cause = str(error.__cause__ or error).strip().splitlines() or [type(error).__name__]
-    return ScriptError(f"cannot read {', '.join(map(str, files.values()))}: {cause[0]}")
+    return ScriptError(
+        f"cannot read {', '.join(map(str, files.values()))} ({cause[0].rstrip('.')}): give a whole file of the format "
+        "its name says (write or download it again)."
+    )
 
 
 def files_datasets_reads(folder: Path) -> list[Path]:

@@ -11,12 +11,13 @@ import logging
 import os
 import shutil
 import tempfile
+from functools import partial
 from pathlib import Path
 
 import datasets
 
 from ..errors import ScriptError
-from .files import data_file_kind, data_format, files_datasets_reads, find_utf8_error, not_utf8_error
+from .files import data_file_kind, data_format, files_datasets_reads, find_utf8_error, not_utf8_error, read_data
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +142,8 @@ def refuse_differing_class_labels(folder: Path) -> None:
     first: dict[str, tuple[str, list[str]]] = {}
     for path in files_datasets_reads(folder):
         relative = path.relative_to(folder).as_posix()
-        for column, names in declared_class_names(path).items():
+        declared = read_data(partial(declared_class_names, path), {f"--dataset_name {folder}: its file": path})
+        for column, names in declared.items():
             seen, seen_names = first.setdefault(column, (relative, names))
             if names != seen_names:
                 raise ScriptError(
