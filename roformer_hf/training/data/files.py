@@ -44,7 +44,7 @@ class DataFormat:
     suffixes: tuple[str, ...]
     builder: str
     options: dict[str, Any] = field(default_factory=dict)
-    signature: str | None = None  # a binary format: what its first bytes say it is ("a Parquet file")
+    signature: tuple[bytes, str] | None = None  # a binary format: its first bytes, and what they say it is
     schema: Callable[[Path], datasets.Features] = lambda path: datasets.Features()  # its columns, read from the file
     no_rows: Callable[[Path], str | None] = lambda path: None  # the words after the file's name for one of no rows
     broken: Callable[[Path], str | None] = lambda path: None  # what else makes it unreadable, after its name
@@ -55,6 +55,11 @@ class DataFormat:
     @property
     def binary(self) -> bool:
         return self.signature is not None
+
+    @property
+    def described(self) -> str:
+        """What a file of this format is, in words ("a Parquet file"); its name for a text format."""
+        return self.signature[1] if self.signature is not None else self.name
 
 
 def header_schema(separator: str) -> Callable[[Path], datasets.Features]:
@@ -178,9 +183,9 @@ DATA_FORMATS = (
         "json", (".json", ".jsonl", ".ndjson"), "json", schema=json_schema,
         no_rows=empty_json_array, broken=json_problem, reader_takes_any_bytes=True,
     ),
-    DataFormat("parquet", (".parquet",), "parquet", signature="a Parquet file", schema=parquet_schema,
+    DataFormat("parquet", (".parquet",), "parquet", signature=(b"PAR1", "a Parquet file"), schema=parquet_schema,
                no_rows=parquet_of_no_rows),
-    DataFormat("arrow", (".arrow",), "arrow", signature="an Arrow file", schema=arrow_schema),
+    DataFormat("arrow", (".arrow",), "arrow", signature=(b"ARROW1", "an Arrow file"), schema=arrow_schema),
     DataFormat(
         "text", (".txt",), "text", schema=lambda path: text_columns(["text"]), field_separator="\t",
         column_fix=f"a .txt is read as one text column, 'text', a line a row; {HEADERLESS_HINT}",
@@ -190,7 +195,7 @@ FORMAT_OF_SUFFIX = {suffix: data_format for data_format in DATA_FORMATS for suff
 SUFFIXES = [suffix for data_format in DATA_FORMATS for suffix in data_format.suffixes]
 FILE_KINDS = ", ".join(SUFFIXES[:-1]) + " or " + SUFFIXES[-1]  # ".csv, .tsv, ... or .txt"
 # The first bytes of the binary formats datasets reads, by what they are.
-BINARY_FORMATS = {data_format.signature: data_format for data_format in DATA_FORMATS if data_format.binary}
+BINARY_FORMATS = {data_format.described: data_format for data_format in DATA_FORMATS if data_format.binary}
 COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".lz4")
 
 
@@ -237,8 +242,7 @@ def find_utf8_error(path: str | Path, limit: int | None = None) -> tuple[int, in
 
 # The first bytes of files that are not text at all, or text that iconv -f gbk would garble.
 FILE_SIGNATURES = {
-    b"PAR1": "a Parquet file",
-    b"ARROW1": "an Arrow file",
+    **dict(data_format.signature for data_format in DATA_FORMATS if data_format.binary),
     b"\x1f\x8b": "a gzip-compressed file",
     b"PK\x03\x04": "a zip archive (or an .xlsx workbook)",
     b"\xff\xfe\x00\x00": "UTF-32 text",

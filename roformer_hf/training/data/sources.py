@@ -193,14 +193,14 @@ def load_dataset_by_name(
         for check in (refuse_mixed_formats, refuse_differing_class_labels, refuse_undecodable_files):
             check(Path(name))
         say_tab_separated_files(Path(name))
-        cache_dir = local_folder_cache(Path(name), cache_dir)
+    prepared_in = local_folder_cache(Path(name), cache_dir) if Path(name).is_dir() else cache_dir
     files = {what: name} if Path(name).is_dir() else {}
     try:
         return read_data(
-            lambda: load_by_builder(name, config_name, cache_dir, streaming),
+            lambda: load_by_builder(name, config_name, prepared_in, streaming),
             files,
             cache_dir,
-            otherwise=lambda error: named_dataset_error(name, config_name, error, cache_dir, columns),
+            otherwise=lambda error: named_dataset_error(name, config_name, error, prepared_in, columns),
         )
     except ScriptError:
         snapshot = None if Path(name).is_dir() else downloaded_snapshot(name)
