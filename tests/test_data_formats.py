@@ -93,6 +93,12 @@ def three_labels_on_two_label_data(script: str, tmp: Path, monkeypatch) -> list[
     return with_value(arguments, "--config_overrides", f"{TINY_MODEL},num_labels=3")
 
 
+def saved_without_its_arrow_file(tmp: Path) -> Path:
+    datasets.Dataset.from_list(ROWS).save_to_disk(tmp / "saved")
+    next((tmp / "saved").glob("*.arrow")).unlink()  # a copy in part
+    return tmp / "saved"
+
+
 # id -> (where, as in the table's second column; the arguments, given the script, a temporary folder and monkeypatch)
 CASES: dict[str, tuple[str, Callable]] = {
     "txt_of_label_tab_text_lines": ("run_classification.py", run_on(lambda tmp: label_tab_text(tmp / "cnews.txt"))),
@@ -113,6 +119,7 @@ CASES: dict[str, tuple[str, Callable]] = {
         ),
     ),
     "saved_dataset_of_a_cut_state_json": (BOTH, named_dataset(saved_with_a_cut_state)),
+    "saved_dataset_without_its_arrow_file": (BOTH, named_dataset(saved_without_its_arrow_file)),
     "dataset_folder_of_gbk_json_lines": (
         BOTH,
         named_dataset(

@@ -621,17 +621,23 @@ def card_problem(path: Path) -> str | None:
 
 def saved_state_problem(path: Path) -> str | None:
     """What keeps `load_from_disk` from reading a JSON file `save_to_disk` wrote (state.json, dataset_info.json,
-    dataset_dict.json): not JSON, or not a JSON object (a file cut short or edited by hand)."""
+    dataset_dict.json): not JSON, not a JSON object (a file cut short or edited by hand), a data file it lists that
+    is not there (a folder copied in part)."""
     try:
         document = json.loads(read_utf8_text(path, "the file"))
     except json.JSONDecodeError as error:
-        reason = f"not valid JSON ({error.msg}: line {error.lineno}, column {error.colno})"
+        reason = f"is not valid JSON ({error.msg}: line {error.lineno}, column {error.colno})"
     else:
-        if isinstance(document, dict):
-            return None
-        reason = f"a JSON {type(document).__name__}, not an object"
+        if not isinstance(document, dict):
+            reason = f"is a JSON {type(document).__name__}, not an object"
+        else:
+            listed = [entry.get("filename") for entry in document.get("_data_files", []) if isinstance(entry, dict)]
+            missing = [name for name in listed if name and not (path.parent / name).is_file()]
+            if not missing:
+                return None
+            reason = f"lists {missing[0]}, which the folder lacks"
     return (
-        f", which save_to_disk writes, is {reason}: the folder was cut short or edited; save the dataset again with "
+        f", which save_to_disk writes, {reason}: the folder was cut short or edited; save the dataset again with "
         "save_to_disk."
     )
 
