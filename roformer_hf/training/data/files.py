@@ -194,7 +194,7 @@ DATA_FORMATS = (
 FORMAT_OF_SUFFIX = {suffix: data_format for data_format in DATA_FORMATS for suffix in data_format.suffixes}
 SUFFIXES = [suffix for data_format in DATA_FORMATS for suffix in data_format.suffixes]
 FILE_KINDS = ", ".join(SUFFIXES[:-1]) + " or " + SUFFIXES[-1]  # ".csv, .tsv, ... or .txt"
-# The first bytes of the binary formats datasets reads, by what they are.
+# The binary formats datasets reads, by what their first bytes say a file is ("a Parquet file").
 BINARY_FORMATS = {data_format.described: data_format for data_format in DATA_FORMATS if data_format.binary}
 COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".lz4")
 
