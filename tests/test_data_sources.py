@@ -131,8 +131,18 @@ def layout_arguments(layout: str, tmp: Path, rows: dict[str, list[dict]]) -> lis
         "data_keyed_json": lambda path, part: write_json(path.with_suffix(".json"), {"version": 1, "data": part}),
         "json_array": lambda path, part: write_json(path.with_suffix(".json"), part),
         "csv": lambda path, part: write_csv(path.with_suffix(".csv"), part),
+        "tsv": lambda path, part: write_csv(path.with_suffix(".tsv"), part, sep="\t"),
+        "headerless_txt": lambda path, part: write_csv(path.with_suffix(".txt"), part, sep="\t", header=False),
     }
-    return [option for split in rows for option in (f"--{split}_file", writers[layout](tmp / split, rows[split]))]
+    if layout == "tsv_folder":  # datasets reads a folder of .tsv files by their names
+        (tmp / "tsv").mkdir()
+        for split, part in rows.items():
+            write_csv(tmp / "tsv" / f"{split}.tsv", part, sep="\t")
+        return ["--dataset_name", str(tmp / "tsv")]
+    columns = ["--columns", "id,text,label"] if layout == "headerless_txt" else []  # label<TAB>text lines, with an id
+    return columns + [
+        option for split in rows for option in (f"--{split}_file", writers[layout](tmp / split, rows[split]))
+    ]
 
 
 def write_json(path: Path, document) -> str:
@@ -140,10 +150,10 @@ def write_json(path: Path, document) -> str:
     return str(path)
 
 
-def write_csv(path: Path, rows: list[dict]) -> str:
+def write_csv(path: Path, rows: list[dict], sep: str = ",", header: bool = True) -> str:
     import pandas as pd
 
-    pd.DataFrame(rows).to_csv(path, index=False)
+    pd.DataFrame(rows).to_csv(path, index=False, sep=sep, header=header)
     return str(path)
 
 
@@ -157,6 +167,9 @@ LAYOUTS = [
     "data_keyed_json",
     "json_array",
     "csv",
+    "tsv",
+    "headerless_txt",
+    "tsv_folder",
 ]
 
 
@@ -408,7 +421,8 @@ def test_a_bad_source_gets_one_line(options, message, rows, tmp_path):
 
 
 def test_a_split_of_another_name_is_named_with_its_option(rows, tmp_path, caplog):
-    """A dataset with train/dev/test read where `validation` is looked for: one line names `dev` and the option."""
+    """A dataset with train/dev/test read where `validation` is looked for: one line names `dev` and the option, and
+    (issue 52) what the run evaluates on instead: 5% of train held out (run_mlm.py's default)."""
     folder = split_folder(
         tmp_path / "cail_dev", {"train": rows["train"], "dev": rows["validation"], "test": rows["test"]}
     )
@@ -417,8 +431,9 @@ def test_a_split_of_another_name_is_named_with_its_option(rows, tmp_path, caplog
         splits, _ = load_splits(data_args, {"train": None, "validation": None}, ["text"], str(tmp_path / "cache"))
     assert list(splits) == ["train"]
     assert [record.getMessage() for record in caplog.records] == [
-        f"--dataset_name {folder} has no split 'validation', but has 'dev', 'test': to read one as the validation "
-        "split, pass --validation_split_name dev."
+        f"--dataset_name {folder} has no split 'validation', but has 'dev', 'test': the run evaluates on 5% of the "
+        "train split, held out of training, instead; to read one as the validation split, pass --validation_split_name "
+        "dev."
     ]
     caplog.clear()
     _, data_args, _, _ = run_mlm.parse_mlm_arguments(

@@ -7,6 +7,8 @@ import pytest
 from huggingface_hub import ModelCard
 
 from roformer_hf.training.classification.labels import (
+    CLASS_NAMES,
+    KIND_CONFLICTS,
     MULTI_LABEL,
     REGRESSION,
     SINGLE_LABEL,
@@ -18,8 +20,10 @@ from roformer_hf.training.classification.labels import (
     encode_label,
     infer_problem_type,
     label_info_from_data,
+    label_kind,
     labels_as_names,
     read_csv_numbers,
+    refuse_kind_conflict,
     sorted_label_names,
 )
 from roformer_hf.training.errors import ScriptError
@@ -237,3 +241,45 @@ def test_a_classifier_fine_tuned_further_keeps_its_head_rows_by_name(tmp_path):
     )
     other_names = build_label_maps(two_classes, "label", "auto", model_args, declared_names=declared)
     assert other_names.label_names == declared  # three classes: a new head, in the data's order
+
+
+# A label of each kind `label_kind` tells: values, and the features of a column's schema.
+LABELS_OF_KIND = {
+    "names": "civil",
+    "numbers": 0.5,
+    "true/false values": True,
+    "objects": {"name": "civil"},
+    "lists": ["civil"],
+    "integers": datasets.Value("int64"),
+    CLASS_NAMES: datasets.ClassLabel(names=["civil", "criminal"]),
+}
+
+
+@pytest.mark.parametrize(
+    ("expected", "kind"),
+    [(expected, kind) for expected in (SINGLE_LABEL, MULTI_LABEL, REGRESSION, CLASS_NAMES) for kind in LABELS_OF_KIND],
+)
+def test_a_pair_of_kinds_is_refused_in_one_line_exactly_where_the_table_has_a_row(expected, kind):
+    """`refuse_kind_conflict` refuses a label of `kind` where the task (or the training data's ClassLabel) expects
+    another, in the one line of its `KIND_CONFLICTS` row, naming the column; a pair without a row passes."""
+    label = LABELS_OF_KIND[kind]
+    assert label_kind(label) == kind
+    words = {"where": "the validation data (--validation_file dev.jsonl)", "column": "label", "split": "validation"}
+    if (expected, kind) not in KIND_CONFLICTS:
+        refuse_kind_conflict(expected, [label], names="2 labels", **words)
+        return
+    with pytest.raises(ScriptError) as refusal:
+        refuse_kind_conflict(expected, [label], names="2 labels", **words)
+    message = str(refusal.value)
+    assert message.startswith(words["where"]) and "column 'label'" in message and "\n" not in message
+
+
+def test_the_labels_a_config_holds_are_read_as_the_data_labels_are():
+    """`LabelInfo.of_config` reads back what `config_fields` writes, for each problem type."""
+    from roformer_hf import RoFormerConfig
+
+    for info in (LabelInfo(SINGLE_LABEL, ["civil", "criminal"]), LabelInfo(MULTI_LABEL, ["a", "b", "c"])):
+        assert LabelInfo.of_config(RoFormerConfig(**info.config_fields())) == info
+    assert LabelInfo.of_config(RoFormerConfig(**LabelInfo(REGRESSION, []).config_fields())) == LabelInfo(
+        REGRESSION, []
+    )

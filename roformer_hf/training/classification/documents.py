@@ -9,8 +9,8 @@ import datasets
 from transformers import TrainingArguments
 
 from ..cli import ModelArguments
-from ..data.files import hold_out_validation, limit_examples
-from ..data.sources import load_splits
+from ..data.files import DataFormat, data_format, hold_out_validation, limit_examples
+from ..data.sources import headerless_columns, load_splits
 from ..errors import ScriptError
 from .labels import (
     LabelInfo,
@@ -42,7 +42,8 @@ def load_labelled_documents(
     declared_names = class_label_names(raw_datasets["train"].features.get(column)) if "train" in raw_datasets else None
     check_ids_without_schema(raw_datasets, column, declared_names, sources)
     raw_datasets = datasets.DatasetDict({split: labels_as_names(rows, column) for split, rows in raw_datasets.items()})
-    check_raw_datasets(raw_datasets, data_args, sources)  # before any shuffling: row numbers are those of the files
+    files = {split: path for split, _, path, _ in wanted if split in raw_datasets}
+    check_raw_datasets(raw_datasets, data_args, sources, files)  # before any shuffling: row numbers are the files'
     if training_args.do_eval and "validation" not in raw_datasets and "train" in raw_datasets:
         if data_args.validation_split_percentage == 0:
             raise ScriptError("--do_eval needs --validation_file or a --validation_split_percentage above 0.")
@@ -77,8 +78,10 @@ def read_splits(
     files = {split: path for split, _, path, needed in wanted if needed}
     columns = [data_args.text_column_name, data_args.text_pair_column_name, data_args.label_column_name]
     raw_datasets, sources = load_splits(data_args, files, columns, model_args.cache_dir)
+    read_by_pandas = {"csv", "tsv"} if headerless_columns(data_args.columns) is None else {"csv", "tsv", "text"}
     for split, path in files.items():
-        if path is not None and Path(path).suffix.lower() == ".csv":
+        found = data_format(path) if path is not None and not Path(path).is_dir() else None
+        if found is not None and found.name in read_by_pandas:
             raw_datasets[split] = read_csv_numbers(raw_datasets[split], data_args.label_column_name, sources[split])
     return raw_datasets, sources
 
@@ -92,9 +95,15 @@ def wanted_splits(data_args: Any, training_args: TrainingArguments) -> list[tupl
     ]
 
 
-def check_raw_datasets(raw_datasets: datasets.DatasetDict, data_args: Any, sources: dict[str, str]) -> None:
+def check_raw_datasets(
+    raw_datasets: datasets.DatasetDict,
+    data_args: Any,
+    sources: dict[str, str],
+    files: dict[str, str | None] | None = None,
+) -> None:
     """Every split has non-empty text columns of text, and (but for test) a label column without gaps; `sources`
-    says where each split came from, for messages."""
+    says where each split came from, for messages, and `files` the file of each split read from one."""
+    files = files or {}
     text_columns = [data_args.text_column_name, data_args.text_pair_column_name]
     label_column = data_args.label_column_name
     for split, dataset in raw_datasets.items():
@@ -102,20 +111,23 @@ def check_raw_datasets(raw_datasets: datasets.DatasetDict, data_args: Any, sourc
             raise ScriptError(f"the {split} data is empty.")
         for column in filter(None, text_columns):
             option = "--text_column_name" if column == data_args.text_column_name else "--text_pair_column_name"
-            require_column(dataset, column, split, option)
+            require_column(dataset, column, split, option, files.get(split))
             check_text_column(dataset, column, split)
         if split != "test" or label_column in dataset.column_names:
-            require_column(dataset, label_column, split, "--label_column_name")
+            require_column(dataset, label_column, split, "--label_column_name", files.get(split))
             check_label_column(dataset, label_column, split, sources[split])
 
 
-def require_column(dataset: datasets.Dataset, column: str, split: str, option: str) -> None:
-    """Refuse a split without `column`, naming its columns and the `option` that picks another."""
-    if column not in dataset.column_names:
-        raise ScriptError(
-            f"the {split} data has no column {column!r} (its columns: {', '.join(dataset.column_names)}): "
-            f"name the right one with {option}."
-        )
+def require_column(dataset: datasets.Dataset, column: str, split: str, option: str, path: str | None = None) -> None:
+    """Refuse a split without `column`, naming its columns and the fix: the `option` that picks another, or for a file
+    read by a layout (a .txt: one text column), the layout and the option that reads another (`DataFormat.column_fix`)."""
+    if column in dataset.column_names:
+        return
+    found = data_format(path) if path is not None and not Path(path).is_dir() else None
+    fix = (found.column_fix if found is not None else DataFormat.column_fix).format(option=option)
+    raise ScriptError(
+        f"the {split} data has no column {column!r} (its columns: {', '.join(dataset.column_names)}): {fix}."
+    )
 
 
 def check_text_column(dataset: datasets.Dataset, column: str, split: str) -> None:

@@ -44,7 +44,7 @@ from ..static_shapes import (
 from ..trainer_internals import InputOrderEvaluation
 from .classification_scores import make_compute_metrics, prediction_records, report_split, run_inference
 from .documents import HELD_OUT
-from .labels import SINGLE_LABEL, LabelInfo, check_label_change
+from .labels import SINGLE_LABEL, LabelInfo, check_label_change, check_overrides_keep_labels
 from .long_documents import encode_batch
 from .run_settings import classification_run_settings
 
@@ -78,6 +78,7 @@ def build_tokenizer_and_classifier(
     else:
         check_label_change(model_args, label_info)
     config = build_config(model_args, **label_config)
+    check_overrides_keep_labels(model_args, config, label_info)
     check_vocabulary_fits(tokenizer, config)
     return tokenizer, build_model(model_args, config, RoFormerForSequenceClassification)
 

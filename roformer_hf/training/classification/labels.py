@@ -11,7 +11,7 @@ from typing import Any
 
 import datasets
 
-from ..building import build_config
+from ..building import build_config, parse_config_overrides
 from ..cli import ModelArguments
 from ..errors import ScriptError
 
@@ -37,6 +37,17 @@ class LabelInfo:
     @property
     def label2id(self) -> dict[str, int]:
         return {name: index for index, name in enumerate(self.label_names)}
+
+    @classmethod
+    def of_config(cls, config: Any) -> "LabelInfo":
+        """The task a classifier's config holds (its problem type, and its label names but for regression)."""
+        if config.problem_type == REGRESSION:
+            return cls(REGRESSION, [])
+        return cls(config.problem_type, [str(config.id2label[index]) for index in range(config.num_labels)])
+
+    def described(self) -> str:
+        """The labels in words, for messages (`describe_labels`)."""
+        return describe_labels(self.problem_type, self.label_names)
 
     def config_fields(self) -> dict[str, Any]:
         """What the classifier's config says of the task: the number of labels, the problem type, the label maps."""
@@ -155,15 +166,66 @@ def check_label_values(labels: Sequence[Any], column: str, source: str) -> None:
         raise mixed_kinds_error(labels_of_rows, rows, column, f"{source} (inside the lists)")
 
 
-def label_kind(value: Any) -> str:
-    """What kind of label a value is, in words: a list, an object, a true/false value, a number or a name."""
-    if isinstance(value, list):
+# --- The kinds of labels, and the message for each pair of kinds that cannot meet ---
+
+# What a ClassLabel declares (`label_kind` of a feature): class names, stored as their ids.
+CLASS_NAMES = "class names"
+
+
+def label_kind(labels: Any) -> str:
+    """
+    What kind of labels something holds, in words: of a value, a list, an object, a true/false value, a number or a
+    name; of a `datasets` feature (a column's schema), class names (a `ClassLabel`), lists, integers, numbers or
+    names.
+    """
+    if isinstance(labels, (datasets.List, datasets.Sequence)):
         return "lists"
-    if isinstance(value, dict):
+    if isinstance(labels, datasets.ClassLabel):
+        return CLASS_NAMES
+    if isinstance(labels, datasets.Value):
+        if labels.dtype.startswith(("int", "uint")):
+            return "integers"
+        return "numbers" if labels.dtype.startswith("float") else "names"
+    if isinstance(labels, list):
+        return "lists"
+    if isinstance(labels, dict):
         return "objects"
-    if isinstance(value, bool):
+    if isinstance(labels, bool):
         return "true/false values"
-    return "numbers" if isinstance(value, (int, float)) else "names"
+    return "numbers" if isinstance(labels, (int, float)) else "names"
+
+
+# (what the task or the training data's schema expects, the kind found) -> the message; a pair not listed can meet.
+# Placeholders: where (the rows, with their file), column, value (the first label of that kind), split, names.
+MULTI_LABEL_GOT_ONE = (
+    "{where} holds the label {value!r} in column {column!r}, but the task is multi-label: write every label as a list "
+    "of labels (e.g. [{value!r}])."
+)
+REGRESSION_GOT_OTHER = (
+    "{where} holds {value!r} in column {column!r}, but the task is regression: give a number in every row."
+)
+KIND_CONFLICTS = {
+    **{(MULTI_LABEL, kind): MULTI_LABEL_GOT_ONE for kind in ("names", "numbers", "true/false values", "objects")},
+    (SINGLE_LABEL, "lists"): (
+        "{where} holds the list of labels {value!r} in column {column!r}, but the task is single-label: give one "
+        "label a row (or train a multi-label classifier on lists of labels)."
+    ),
+    **{(REGRESSION, kind): REGRESSION_GOT_OTHER for kind in ("names", "lists", "objects")},
+    (CLASS_NAMES, "integers"): (
+        "{where} holds integer labels in column {column!r}, but the training data's ClassLabel names its classes "
+        "({names}): write the {split} labels as those names, or save the split with the training data's ClassLabel "
+        "(cast_column)."
+    ),
+}
+
+
+def refuse_kind_conflict(expected: str, labels: Sequence[Any], **words: Any) -> None:
+    """Refuse the first of `labels` (values, or a column's feature) whose kind cannot meet `expected` (a problem type,
+    or `CLASS_NAMES`), in the words of its `KIND_CONFLICTS` row; `words` fill the row's placeholders."""
+    for value in labels:
+        message = KIND_CONFLICTS.get((expected, label_kind(value)))
+        if message is not None:
+            raise ScriptError(message.format(value=value, **words))
 
 
 def check_label_kinds(labels: Sequence[Any], column: str, split: str) -> None:
@@ -222,12 +284,9 @@ def check_ids_without_schema(
     for split, dataset in raw_datasets.items():
         feature = dataset.features.get(column) if split != "train" and dataset.features else None
         inner = feature.feature if isinstance(feature, (datasets.List, datasets.Sequence)) else feature
-        if isinstance(inner, datasets.Value) and inner.dtype.startswith(("int", "uint")):
-            raise ScriptError(
-                f"the {split} data ({sources.get(split, split)}) holds integer labels in column {column!r}, but the "
-                f"training data's ClassLabel names its classes ({shortened(declared_names)}): write the {split} "
-                "labels as those names, or save the split with the training data's ClassLabel (cast_column)."
-            )
+        where = f"the {split} data ({sources.get(split, split)})"
+        words = {"where": where, "column": column, "split": split, "names": shortened(declared_names)}
+        refuse_kind_conflict(CLASS_NAMES, [inner] if inner is not None else [], **words)
 
 
 def labels_as_names(dataset: datasets.Dataset, column: str) -> datasets.Dataset:
@@ -275,17 +334,7 @@ def labels_of(dataset: datasets.Dataset, column: str, problem_type: str, where: 
     """Every label that occurs in `column` (for multi-label: in any of its lists); a row of the other task's kind (a
     list for single-label, a name for multi-label) is refused, naming `where` the rows come from."""
     values = dataset[column]
-    wrong_kind = next((value for value in values if isinstance(value, list) != (problem_type == MULTI_LABEL)), None)
-    if wrong_kind is not None and problem_type == MULTI_LABEL:
-        raise ScriptError(
-            f"{where} holds the label {wrong_kind!r} in column {column!r}, but the task is multi-label: write every "
-            f"label as a list of labels (e.g. [{wrong_kind!r}])."
-        )
-    if wrong_kind is not None:
-        raise ScriptError(
-            f"{where} holds the list of labels {wrong_kind!r} in column {column!r}, but the task is single-label: "
-            "give one label a row (or train a multi-label classifier on lists of labels)."
-        )
+    refuse_kind_conflict(problem_type, values, where=where, column=column)
     return {label for value in values for label in value} if problem_type == MULTI_LABEL else set(values)
 
 
@@ -334,7 +383,7 @@ def in_checkpoint_order(label_info: LabelInfo, model_args: ModelArguments | None
     saved = build_config(model_args)
     if saved.problem_type != label_info.problem_type or saved.num_labels != label_info.num_labels:
         return label_info
-    saved_names = [str(saved.id2label[index]) for index in range(saved.num_labels)]
+    saved_names = LabelInfo.of_config(saved).label_names
     if saved_names == label_info.label_names or sorted(saved_names) != sorted(label_info.label_names):
         return label_info
     logger.info(
@@ -353,12 +402,7 @@ def check_known_labels(
     those of, `None` when they are those of the training data.
     """
     if label_info.problem_type == REGRESSION:
-        not_a_number = next((value for value in dataset[column] if not isinstance(value, (int, float))), None)
-        if not_a_number is not None:
-            raise ScriptError(
-                f"{where} holds {not_a_number!r} in column {column!r}, but the task is regression: give a number "
-                "in every row."
-            )
+        refuse_kind_conflict(REGRESSION, dataset[column], where=where, column=column)
         return
     labels = labels_of(dataset, column, label_info.problem_type, where)
     unseen = sorted({str(label) for label in labels} - set(label_info.label_names))
@@ -424,9 +468,31 @@ def label_info_from_checkpoint(model_args: ModelArguments) -> LabelInfo:
             f"{model_args.model_name_or_path} is not a classifier fine-tuned by this script (its config names no "
             "problem_type): add --do_train and a --train_file."
         )
-    if config.problem_type == REGRESSION:
-        return LabelInfo(REGRESSION, [])
-    return LabelInfo(config.problem_type, [config.id2label[index] for index in range(config.num_labels)])
+    return LabelInfo.of_config(config)
+
+
+# The config fields that say a classifier's task; the data says them (`LabelInfo.config_fields`).
+LABEL_FIELDS = ("num_labels", "id2label", "label2id", "problem_type")
+
+
+def check_overrides_keep_labels(model_args: ModelArguments, config: Any, label_info: LabelInfo) -> None:
+    """
+    Refuse `--config_overrides` of a label field (`num_labels=3`, `problem_type=regression`) that makes the classifier
+    another task than the data's: its head would be trained and saved with labels no row has (LABEL_2), or without
+    labels the data has. An override that repeats the data's labels is no contradiction.
+    """
+    overridden = [key for key in parse_config_overrides(model_args.config_overrides, config) if key in LABEL_FIELDS]
+    made = LabelInfo.of_config(config)
+    if not overridden or (made == label_info and config.num_labels == label_info.num_labels):
+        return
+    made_words = made.described()
+    if made.problem_type == REGRESSION and config.num_labels != 1:
+        made_words = f"{config.num_labels} scores (regression)"
+    raise ScriptError(
+        f"--config_overrides sets {', '.join(overridden)}, which makes the classifier one of {made_words}, but the "
+        f"data has {label_info.described()}: leave {', '.join(overridden)} out of --config_overrides; the labels come "
+        "from the data (--problem_type names the task)."
+    )
 
 
 def check_label_change(model_args: ModelArguments, label_info: LabelInfo) -> None:
@@ -438,8 +504,7 @@ def check_label_change(model_args: ModelArguments, label_info: LabelInfo) -> Non
     saved = build_config(model_args)
     if saved.problem_type is None or saved.num_labels == label_info.num_labels:
         return  # a pretrained encoder (no head yet), or a head of the right shape
-    old = describe_labels(saved.problem_type, [saved.id2label[index] for index in range(saved.num_labels)])
-    new = describe_labels(label_info.problem_type, label_info.label_names)
+    old, new = LabelInfo.of_config(saved).described(), label_info.described()
     if not model_args.ignore_mismatched_sizes:
         raise ScriptError(
             f"--model_name_or_path {model_args.model_name_or_path} is a classifier of {old}, but the data has {new}: "

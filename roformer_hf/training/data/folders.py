@@ -7,18 +7,19 @@ files never land in the user's folder, and the file that makes such a folder unr
 """
 
 import hashlib
+import logging
 import os
 import shutil
 import tempfile
+from functools import partial
 from pathlib import Path
 
 import datasets
-import pyarrow
-import pyarrow.ipc
-import pyarrow.parquet
 
 from ..errors import ScriptError
-from .files import FILE_BUILDERS, data_file_kind, diagnose_data_file
+from .files import data_file_kind, data_format, files_datasets_reads, find_utf8_error, not_utf8_error, read_data
+
+logger = logging.getLogger(__name__)
 
 
 def saved_view(folder: Path, cache_dir: str | None) -> Path:
@@ -79,16 +80,6 @@ def local_folder_cache(folder: Path, cache_dir: str | None) -> str:
     return str(cache / f"{folder.resolve().name}-{folder_content_key(folder)}")
 
 
-def files_datasets_reads(folder: Path) -> list[Path]:
-    """The files of `folder` that datasets may read, sorted: hidden files and folders (a .DS_Store the Finder adds, the
-    .cache of `hf download`) and those named `__...` left out, at any depth, as datasets leaves them out."""
-    return sorted(
-        path
-        for path in folder.rglob("*")
-        if path.is_file() and not any(part.startswith((".", "__")) for part in path.relative_to(folder).parts)
-    )
-
-
 def refuse_mixed_formats(folder: Path) -> None:
     """
     Refuse a dataset folder without `configs:` in its README.md whose data files are of several formats: `datasets`
@@ -108,29 +99,34 @@ def refuse_mixed_formats(folder: Path) -> None:
             f"{len(names)} {kind} ({', '.join(names[:2])}{', ...' * (len(names) > 2)})"
             for kind, names in kinds.items()
         )
-        tsv = ", a .tsv saved as .csv first (they read no .tsv)" if "tsv" in kinds else ""
         raise ScriptError(
             f"--dataset_name {folder} holds data files of several formats ({held}), of which datasets would read "
-            f"only one kind: give the files to read with --train_file (and --validation_file){tsv}, or add a "
-            "README.md whose configs: name each split's files."
+            "only one kind: give the files to read with --train_file (and --validation_file), or add a README.md "
+            "whose configs: name each split's files."
         )
 
 
+def say_tab_separated_files(folder: Path) -> None:
+    """One line where a dataset folder holds .tsv files, which datasets reads as columns named by their first line:
+    what it reads, and the option for a file whose first line is data (`label<TAB>text` lines)."""
+    tab_separated = [path for path in files_datasets_reads(folder) if data_file_kind(path) == "tsv"]
+    if not tab_separated:
+        return
+    found = data_format(tab_separated[0])
+    names = f" ({', '.join(found.schema(tab_separated[0]))} in {tab_separated[0].name})" if found else ""
+    logger.warning(
+        f"--dataset_name {folder}: reading its .tsv files as tab-separated columns named by their first line{names}; "
+        "for label<TAB>text lines without such a line, give each file as --train_file / --validation_file with "
+        "--columns label,text."
+    )
+
+
 def declared_class_names(path: Path) -> dict[str, list[str]]:
-    """The class names each `ClassLabel` column (or list of them) of a Parquet or Arrow file declares in its schema,
-    by column; empty for another kind of file."""
-    if path.suffix.lower() == ".parquet":
-        schema = pyarrow.parquet.read_schema(path)
-    elif path.suffix.lower() == ".arrow":
-        with pyarrow.memory_map(str(path)) as source:
-            try:
-                schema = pyarrow.ipc.open_stream(source).schema
-            except pyarrow.ArrowInvalid:  # the file format, not the stream format save_to_disk writes
-                schema = pyarrow.ipc.open_file(source).schema
-    else:
-        return {}
+    """The class names each `ClassLabel` column (or list of them) of a data file declares in its schema (Parquet and
+    Arrow files declare one), by column."""
+    found = data_format(path)
     names = {}
-    for column, feature in datasets.Features.from_arrow_schema(schema).items():
+    for column, feature in (found.schema(path) if found is not None else {}).items():
         inner = feature.feature if isinstance(feature, (datasets.List, datasets.Sequence)) else feature
         if isinstance(inner, datasets.ClassLabel):
             names[column] = list(inner.names)
@@ -146,7 +142,8 @@ def refuse_differing_class_labels(folder: Path) -> None:
     first: dict[str, tuple[str, list[str]]] = {}
     for path in files_datasets_reads(folder):
         relative = path.relative_to(folder).as_posix()
-        for column, names in declared_class_names(path).items():
+        declared = read_data(partial(declared_class_names, path), {f"--dataset_name {folder}: its file": path})
+        for column, names in declared.items():
             seen, seen_names = first.setdefault(column, (relative, names))
             if names != seen_names:
                 raise ScriptError(
@@ -170,15 +167,12 @@ def load_saved_folder(
     return loaded
 
 
-def damaged_data_file(folder: Path) -> ScriptError | None:
-    """What makes a data file of a local `--dataset_name` folder unreadable (a Parquet file of no rows in one split, a
-    CSV of its header only, text that is not UTF-8: `diagnose_data_file`), where datasets said only "An error occurred
-    while generating the dataset"; None for a Hub id or where every file reads."""
-    if not folder.is_dir():
-        return None
+def refuse_undecodable_files(folder: Path) -> None:
+    """Refuse a data file of the folder that is not UTF-8 in a format whose reader would load it without a word (JSON
+    lines of GBK text: a traceback from a later step, naming no file)."""
     for path in files_datasets_reads(folder):
-        if path.suffix.lower() in FILE_BUILDERS:
-            found = diagnose_data_file(str(path), f"--dataset_name {folder}: its file")
-            if found is not None:
-                return found
-    return None
+        found = data_format(path)
+        if found is not None and found.reader_takes_any_bytes:
+            place = find_utf8_error(path)
+            if place is not None:
+                raise not_utf8_error(path, f"--dataset_name {folder}: its file", *place)

@@ -24,15 +24,16 @@ import huggingface_hub
 
 from ...hub.card_metadata import is_hub_dataset_id
 from ..errors import ScriptError
-from .files import CSV_ONLY_EMPTY_CELLS_MISSING, FILE_BUILDERS, FILE_KINDS, check_data_file, data_file_error
+from .files import CSV_ONLY_EMPTY_CELLS_MISSING, FILE_KINDS, check_data_file, format_reading, read_data
 from .folders import (
-    damaged_data_file,
     is_saved_dataset,
     load_saved_folder,
     local_folder_cache,
     refuse_differing_class_labels,
     refuse_mixed_formats,
+    refuse_undecodable_files,
     saved_view,
+    say_tab_separated_files,
 )
 
 logger = logging.getLogger(__name__)
@@ -67,6 +68,14 @@ class DatasetArguments:
             "file that is one JSON object with a single list of objects is read from that list."
         },
     )
+    columns: str | None = field(
+        default=None,
+        metadata={
+            "help": "The columns of data files without a header line, in order: --columns label,text reads the "
+            "label<TAB>text lines of THUCNews, cnews and most Chinese classification corpora from a .txt or .tsv "
+            "(a .csv: label,text lines)."
+        },
+    )
 
 
 def load_splits(
@@ -91,12 +100,13 @@ def load_splits(
         `tuple`: the splits found, under the scripts' names (a split with neither a file nor a split of the dataset
         is left out), and where each came from, for messages (`{"train": "--train_file train.jsonl"}`).
     """
-    named = load_named_dataset(data_args, cache_dir, streaming) if data_args.dataset_name else {}
+    named = load_named_dataset(data_args, cache_dir, streaming, columns) if data_args.dataset_name else {}
+    headerless = headerless_columns(getattr(data_args, "columns", None))
     splits, sources = {}, {}
     for split, path in files.items():
         if path is not None:
             option = f"--{split}_file"
-            splits[split] = load_data_file(path, option, cache_dir, data_args.json_field, streaming)
+            splits[split] = load_data_file(path, option, cache_dir, data_args.json_field, streaming, headerless)
             sources[split] = f"{option} {path}"
             continue
         if not data_args.dataset_name:
@@ -128,50 +138,88 @@ def say_unused_splits(data_args: Any, split: str, named: dict, files: dict[str, 
     if unused:
         # the split whose name says the role (`testing` for test, `dev` for validation), else the first
         likely = next((name for name in unused if name.lower().startswith(SPLIT_NAMES_OF_ROLE[split])), unused[0])
+        percentage = getattr(data_args, "validation_split_percentage", 0)
+        instead = ""
+        if split == "validation":
+            instead = (
+                f" the run evaluates on {percentage}% of the {data_args.train_split_name} split, held out of training,"
+                " instead;"
+                if percentage
+                else " the run evaluates on nothing (--validation_split_percentage 0);"
+            )
         logger.warning(
-            f"--dataset_name {data_args.dataset_name} has no split {split!r}, but has {', '.join(map(repr, unused))}: "
-            f"to read one as the {split} split, pass --{split}_split_name {likely}."
+            f"--dataset_name {data_args.dataset_name} has no split {split!r}, but has {', '.join(map(repr, unused))}:"
+            f"{instead} to read one as the {split} split, pass --{split}_split_name {likely}."
         )
 
 
+def headerless_columns(columns: str | None) -> list[str] | None:
+    """`--columns label,text` as the column names of data files without a header line, each named once."""
+    if columns is None:
+        return None
+    names = [name.strip() for name in columns.split(",")]
+    if len(names) < 2 or not all(names) or len(set(names)) < len(names):
+        raise ScriptError(
+            f"--columns {columns}: name each column of the file once, in order, separated by commas (e.g. --columns "
+            "label,text for label<TAB>text lines)."
+        )
+    return names
+
+
 def load_named_dataset(
-    data_args: Any, cache_dir: str | None, streaming: bool
+    data_args: Any, cache_dir: str | None, streaming: bool, columns: Sequence[str | None] = ()
 ) -> datasets.DatasetDict | datasets.IterableDatasetDict:
     """The splits of `--dataset_name` (a saved Dataset is the `train` split), by the dataset's own split names."""
-    return load_dataset_by_name(data_args.dataset_name, data_args.dataset_config_name, cache_dir, streaming)
+    return load_dataset_by_name(data_args.dataset_name, data_args.dataset_config_name, cache_dir, streaming, columns)
 
 
 def load_dataset_by_name(
-    name: str, config_name: str | None, cache_dir: str | None, streaming: bool
+    name: str, config_name: str | None, cache_dir: str | None, streaming: bool, columns: Sequence[str | None] = ()
 ) -> datasets.DatasetDict | datasets.IterableDatasetDict:
     """The splits of the dataset `name` (a `save_to_disk` folder, a Hub-layout folder, a Hub id in the datasets cache
-    or, offline, in the Hub cache as `hf download` left it), in configuration `config_name`."""
+    or, offline, in the Hub cache as `hf download` left it), in configuration `config_name`; `columns` are those the
+    script reads, for the configuration a message proposes."""
+    what = f"--dataset_name {name}: its file"
     if Path(name).is_dir() and is_saved_dataset(Path(name)):
         if config_name is not None:
             raise ScriptError(
                 f"--dataset_name {name} is a folder written by save_to_disk, which has no configurations: leave out "
                 f"--dataset_config_name {config_name}."
             )
-        return load_saved_folder(name, streaming, cache_dir)
+        return read_data(lambda: load_saved_folder(name, streaming, cache_dir), {what: name}, cache_dir)
     if Path(name).is_file():
         raise ScriptError(f"--dataset_name {name} is a file, not a dataset: give it as --train_file {name}.")
     if Path(name).is_dir():
-        refuse_mixed_formats(Path(name))
-        refuse_differing_class_labels(Path(name))
-        cache_dir = local_folder_cache(Path(name), cache_dir)
+        for check in (refuse_mixed_formats, refuse_differing_class_labels, refuse_undecodable_files):
+            check(Path(name))
+        say_tab_separated_files(Path(name))
+    prepared_in = local_folder_cache(Path(name), cache_dir) if Path(name).is_dir() else cache_dir
+    files = {what: name} if Path(name).is_dir() else {}
     try:
-        builder = datasets.load_dataset_builder(name, config_name, cache_dir=cache_dir)
-        options = CSV_ONLY_EMPTY_CELLS_MISSING if builder.name == "csv" else {}  # a class named "NA" stays a class
-        return datasets.load_dataset(name, config_name, cache_dir=cache_dir, streaming=streaming, **options)
-    except (datasets.exceptions.DatasetGenerationError, ValueError, OSError) as error:
-        snapshot = downloaded_snapshot(name)
+        return read_data(
+            lambda: load_by_builder(name, config_name, prepared_in, streaming),
+            files,
+            cache_dir,
+            otherwise=lambda error: named_dataset_error(name, config_name, error, prepared_in, columns),
+        )
+    except ScriptError:
+        snapshot = None if Path(name).is_dir() else downloaded_snapshot(name)
         if snapshot is None:
-            raise named_dataset_error(name, config_name, error, cache_dir) from error
+            raise
     logger.warning(
         f"--dataset_name {name}: not in the datasets cache, reading the copy `hf download` fetched, {snapshot} (pass "
         "that folder as --dataset_name to read it so directly)"
     )
-    return load_dataset_by_name(str(snapshot), config_name, cache_dir, streaming)
+    return load_dataset_by_name(str(snapshot), config_name, cache_dir, streaming, columns)
+
+
+def load_by_builder(
+    name: str, config_name: str | None, cache_dir: str | None, streaming: bool
+) -> datasets.DatasetDict | datasets.IterableDatasetDict:
+    """`datasets.load_dataset` of a Hub id or Hub-layout folder, CSV cells read as `CSV_ONLY_EMPTY_CELLS_MISSING`."""
+    builder = datasets.load_dataset_builder(name, config_name, cache_dir=cache_dir)
+    options = CSV_ONLY_EMPTY_CELLS_MISSING if builder.name == "csv" else {}  # a class named "NA" stays a class
+    return datasets.load_dataset(name, config_name, cache_dir=cache_dir, streaming=streaming, **options)
 
 
 def downloaded_snapshot(name: str) -> Path | None:
@@ -185,7 +233,9 @@ def downloaded_snapshot(name: str) -> Path | None:
         return None
 
 
-def named_dataset_error(name: str, config_name: str | None, error: Exception, cache_dir: str | None) -> ScriptError:
+def named_dataset_error(
+    name: str, config_name: str | None, error: Exception, cache_dir: str | None, columns: Sequence[str | None] = ()
+) -> ScriptError:
     """The one line for a `--dataset_name` that `datasets` could not load: not found, another config, no data."""
     if isinstance(error, datasets.data_files.EmptyDatasetError):
         return ScriptError(
@@ -203,41 +253,59 @@ def named_dataset_error(name: str, config_name: str | None, error: Exception, ca
     several = re.search(r"multiple '.*' configurations in the cache: (.+)", first_line)
     if several is not None:
         configurations = sorted(several.group(1).split(", "))
+        needed = [column.split(".")[0] for column in columns if column]
+        fitting = [config for config in configurations if set(needed) <= cached_columns(name, config, cache_dir)]
+        example = f"{fitting[0]}, which has the columns {', '.join(needed)}" if fitting else configurations[0]
         return ScriptError(
             f"--dataset_name {name} has several configurations in the datasets cache ({', '.join(configurations)}): "
-            f"name the one to read with --dataset_config_name (e.g. --dataset_config_name {configurations[0]})."
+            f"name the one to read with --dataset_config_name (e.g. --dataset_config_name {example})."
         )
     if config_name is not None and config_name in first_line:
         return ScriptError(
             f"--dataset_name {name} has no configuration {config_name!r} ({first_line}): name one of its "
             "configurations with --dataset_config_name."
         )
-    return damaged_data_file(Path(name)) or ScriptError(f"cannot read --dataset_name {name}: {first_line}")
+    return ScriptError(f"cannot read --dataset_name {name}: {first_line}")
+
+
+def cached_columns(name: str, config_name: str, cache_dir: str | None) -> set[str]:
+    """The columns the datasets cache records for configuration `config_name` of the Hub dataset `name`."""
+    cache = Path(cache_dir or datasets.config.HF_DATASETS_CACHE) / name.replace("/", "___") / config_name
+    for info in sorted(cache.glob("*/*/dataset_info.json")):
+        try:
+            return set(json.loads(info.read_text(encoding="utf-8")).get("features") or {})
+        except (OSError, ValueError):
+            continue
+    return set()
 
 
 def load_data_file(
-    path: str, option: str, cache_dir: str | None, json_field: str | None = None, streaming: bool = False
+    path: str,
+    option: str,
+    cache_dir: str | None,
+    json_field: str | None = None,
+    streaming: bool = False,
+    headerless: Sequence[str] | None = None,
 ) -> datasets.Dataset | datasets.IterableDataset:
     """
-    One split from a data file (any suffix of `FILE_BUILDERS`) or a folder a Dataset was saved to with
-    `save_to_disk`; `option` names the argument that gave it, for messages.
+    One split from a data file (a format of `files.DATA_FORMATS`) or a folder a Dataset was saved to with
+    `save_to_disk`; `option` names the argument that gave it, for messages; `headerless` (`--columns`) names the
+    columns of a file without a header line.
     """
     if Path(path).is_dir():
         return load_saved_split(path, option, streaming, cache_dir)
-    builder = FILE_BUILDERS.get(Path(path).suffix.lower())
-    if builder is None:
-        raise ScriptError(f"{option} {path}: use a {FILE_KINDS} file, or a folder written by save_to_disk.")
-    check_data_file(path, option)
-    options = CSV_ONLY_EMPTY_CELLS_MISSING if builder == "csv" else {}  # a text or a class named "NA" stays
+    found = check_data_file(path, option, headerless)
+    builder, options = format_reading(found, path, headerless)
     if builder == "json":
         rows_key = json_rows_key(path, option, json_field)
         options = {"field": rows_key} if rows_key is not None else {}
-    try:
-        return datasets.load_dataset(
+    return read_data(
+        lambda: datasets.load_dataset(
             builder, data_files=str(path), split="train", cache_dir=cache_dir, streaming=streaming, **options
-        )
-    except (datasets.exceptions.DatasetGenerationError, ValueError, OSError) as error:
-        raise data_file_error({option: path}, error, cache_dir=cache_dir) from error
+        ),
+        {option: path},
+        cache_dir,
+    )
 
 
 def load_saved_split(
@@ -249,7 +317,10 @@ def load_saved_split(
             f"{option} {folder} is a folder, not a data file: give a {FILE_KINDS} file, a folder written by "
             f"save_to_disk, or a dataset folder in the Hub's layout as --dataset_name {folder}."
         )
-    loaded = datasets.load_from_disk(str(saved_view(Path(folder), cache_dir)))
+    loaded = read_data(
+        lambda: datasets.load_from_disk(str(saved_view(Path(folder), cache_dir))),
+        {f"{option} {folder}: its file": folder},
+    )
     if isinstance(loaded, datasets.DatasetDict):
         raise ScriptError(
             f"{option} {folder} holds a DatasetDict (splits: {', '.join(loaded)}), not one split: give it as "

@@ -165,6 +165,7 @@ SAMPLING_SETTINGS = (
     "label_column_name",
     "line_by_line",
     "json_field",
+    "columns",
 )
 # The setting that records the content of the training data (`data_digest`), compared on resume.
 DATA_DIGEST = "train_data_digest"
