@@ -41,7 +41,7 @@ from roformer_hf.training.data.sources import FILE_KINDS, DatasetArguments
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.machine.cpu_precision import settle_cpu_precision
 from roformer_hf.training.mlm.pretraining import build_tokenizer_and_masked_lm, pretrain
-from roformer_hf.training.mlm.results import report, save_outputs
+from roformer_hf.training.mlm.results import fill_mask_probes, report, save_outputs
 from roformer_hf.training.mlm.stages import main_stage, parse_stages, plan_stages
 from roformer_hf.training.mlm.text_corpus import load_corpus, tokenize_corpus
 from roformer_hf.training.outputs.run_outputs import prepare_output_dir
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         trainer = pretrain(model, tokenizer, tokenize_to_length, stages, data_args, masking_args, training_args)
         table = save_outputs(trainer, stages, model_args, data_args, masking_args, training_args, argv, held_out)
     if trainer.is_world_process_zero():
-        report(table, model, tokenizer, training_args.output_dir)
+        report(table, model, tokenizer, training_args.output_dir, fill_mask_probes(raw_datasets, tokenizer))
     return table
 
 

@@ -75,6 +75,9 @@ class TrainingSummary:
             The input lengths (tokens) the run trained at, in order, e.g. `[512, 1536]` for two stages.
         trained_steps (`int`, *optional*):
             The optimizer steps the run took.
+        published_step (`int`, *optional*):
+            The optimizer step whose weights the run saved where it is not the last: under `--load_best_model_at_end`,
+            the step of the best evaluation (by `metric_for_best_model`).
         results (`dict[str, float]`, *optional*):
             Final metrics of the validation (`eval_`) and test (`test_`) splits, e.g. `{"eval_accuracy": 0.93}`: in
             the card's text, and those of the task (accuracy, F1, ...) in its model-index.
@@ -104,6 +107,7 @@ class TrainingSummary:
     command: str | None = None
     trained_lengths: list[int] = field(default_factory=list)
     trained_steps: int | None = None
+    published_step: int | None = None
     dataset_name: str | None = None
     precision: str | None = None
     dataset_config: str | None = None
@@ -135,8 +139,13 @@ class TrainingSummary:
         }
         if args.device.type == "cpu":
             hyperparameters["cpu_threads"] = torch.get_num_threads()
+        best_step = trainer.state.best_global_step if args.load_best_model_at_end else None
+        if best_step is not None:
+            hyperparameters["metric_for_best_model"] = args.metric_for_best_model
         hyperparameters.update(kwargs.pop("hyperparameters", {}))
         kwargs.setdefault("trained_steps", trainer.state.global_step)
+        if best_step != kwargs["trained_steps"]:
+            kwargs.setdefault("published_step", best_step)
         return cls(script=script, task=task, datasets=datasets, hyperparameters=hyperparameters, **kwargs)
 
 
@@ -435,6 +444,12 @@ def _training_section(
     if summary.trained_steps is not None and summary.trained_lengths:
         lengths = _lengths_text(summary.trained_lengths)
         lines += ["", f"{summary.trained_steps:,} optimizer steps on inputs of {lengths} tokens."]
+    if summary.published_step is not None:
+        lines += [
+            "",
+            f"The weights are those of step {summary.published_step:,}, the best evaluation by `metric_for_best_model` "
+            "(`--load_best_model_at_end`), not the last step's.",
+        ]
     lines += ["", "Data:", "", *(f"- {without_local_path(dataset)}" for dataset in summary.datasets)]
     if summary.hyperparameters:
         lines += ["", "| hyperparameter | value |", "| --- | --- |"]

@@ -38,6 +38,9 @@ PEOPLES_DAILY_SAMPLE = REPO_ROOT / "data" / "peoples_daily_sample.txt"
 CAIL_SAMPLE = REPO_ROOT / "data" / "cail_sample.jsonl"
 PEOPLES_DAILY = DATA_DIR / "pretrain" / "peoples_daily_199801.txt"
 CLS_DIR = DATA_DIR / "cls"
+# Seconds after which a test takes a subprocess or a wait for hung: a guard far above any need on a busy machine, never
+# a measure (a test asserts on what a run did, not on how long it took).
+HANG_GUARD_S = 3600
 # The device of the tests that take the `device` fixture (marked `device`): the CPU unless this names another, as
 # `benchmarks/gpu_check.py` does (`ROFORMER_HF_TEST_DEVICE=cuda python -m pytest -m device`).
 TEST_DEVICE = os.environ.get("ROFORMER_HF_TEST_DEVICE", "cpu")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import PEOPLES_DAILY_SAMPLE
+from conftest import HANG_GUARD_S, PEOPLES_DAILY_SAMPLE
 from distributed_worker import files_sha256, record_run
 from safetensors.torch import load_file
 from transformers import TrainingArguments
@@ -47,7 +47,7 @@ ACCELERATE = [
 
 def launch(launcher: list[str], arguments: list[str], cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [*launcher, *arguments], capture_output=True, text=True, timeout=300, env=ENVIRONMENT, cwd=cwd
+        [*launcher, *arguments], capture_output=True, text=True, timeout=HANG_GUARD_S, env=ENVIRONMENT, cwd=cwd
     )
 
 
@@ -230,7 +230,7 @@ def run_as_written(command: str, cwd: Path, environment: dict[str, str]) -> subp
     words = shlex.split(command)
     launcher = Path(sys.executable).parent / words[0]
     return subprocess.run(
-        [str(launcher), *words[1:]], capture_output=True, text=True, timeout=300, env=environment, cwd=cwd
+        [str(launcher), *words[1:]], capture_output=True, text=True, timeout=HANG_GUARD_S, env=environment, cwd=cwd
     )
 
 
@@ -252,7 +252,11 @@ def test_sigterm_under_torchrun_stops_both_processes_at_one_step_and_resumes(tmp
     environment = {**ENVIRONMENT, "KILL_AT": "signal:stage-1:1:SIGTERM", "SIGNAL_RANK": "1"}
     command = [*TORCHRUN, str(WORKER), str(record_dir), str(REPO_ROOT / "run_mlm.py"), *arguments(output_dir)]
     result = subprocess.run(
-        command, capture_output=True, text=True, timeout=300, env={**environment, "SNAPSHOT_DIR": str(output_dir)}
+        command,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+        env={**environment, "SNAPSHOT_DIR": str(output_dir)},
     )
     # torchrun reports its workers' exit status 143 (128 + SIGTERM) as a failure: its own exit status is 1
     assert result.returncode == 1, result.stderr[-3000:]

@@ -2,13 +2,17 @@
 installed release (the newest and the oldest pass of .ci/run both run this file's checks through the scripts' tests;
 here each is checked on its own, tiny model, no data files)."""
 
+import logging
+
+import pytest
 import torch
 from conftest import TINY
+from safetensors.torch import load_file, save_file
 from torch.utils.data import Dataset
 from transformers import Trainer, TrainingArguments
 
-from roformer_hf import RoFormerConfig, RoFormerForSequenceClassification
-from roformer_hf.training.trainer_internals import InputOrderEvaluation, around_checkpoint_weights
+from roformer_hf import RoFormerConfig, RoFormerForMaskedLM, RoFormerForSequenceClassification
+from roformer_hf.training.trainer_internals import InputOrderEvaluation, TiedWeightsOnLoad, around_checkpoint_weights
 
 
 class Documents(Dataset):
@@ -65,3 +69,40 @@ def test_a_checkpoint_s_weights_are_its_first_file_and_pass_through_save_model(t
     assert seen == [("before", "checkpoint-1", []), ("after", "checkpoint-1", ["model.safetensors"])]
     assert (tmp_path / "run" / "checkpoint-1" / "optimizer.pt").is_file()
     assert (tmp_path / "final" / "model.safetensors").is_file()
+
+
+class TiedWeightsTrainer(TiedWeightsOnLoad, Trainer):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("trainer_class", "without_embeddings", "warned"),
+    [(Trainer, False, True), (TiedWeightsTrainer, False, False), (TiedWeightsTrainer, True, True)],
+)
+def test_a_checkpoint_loads_without_calling_the_tied_decoder_missing(
+    tmp_path, caplog, trainer_class, without_embeddings, warned
+):
+    """A resume of run_mlm.py said "missing keys in the checkpoint model loaded: cls.predictions.decoder.weight, ...",
+    the decoder that save_pretrained leaves out as the word embeddings' second name; a checkpoint that lacks the
+    embeddings as well is still named (transformers' line, what the mixin passes through)."""
+    model = RoFormerForMaskedLM(RoFormerConfig(**TINY))
+    model.save_pretrained(tmp_path / "checkpoint")
+    if without_embeddings:
+        weights = load_file(tmp_path / "checkpoint" / "model.safetensors")
+        del weights["roformer.embeddings.word_embeddings.weight"]
+        save_file(weights, tmp_path / "checkpoint" / "model.safetensors", metadata={"format": "pt"})
+    args = TrainingArguments(tmp_path / "run", report_to="none", use_cpu=True)
+    trainer = trainer_class(model=RoFormerForMaskedLM(RoFormerConfig(**TINY)), args=args)
+    transformers_logger = logging.getLogger("transformers")  # it does not propagate to caplog's root handler
+    transformers_logger.addHandler(caplog.handler)
+    try:
+        trainer._load_from_checkpoint(str(tmp_path / "checkpoint"))
+    finally:
+        transformers_logger.removeHandler(caplog.handler)
+    missing = [record.getMessage() for record in caplog.records if "missing keys" in record.getMessage()]
+    assert bool(missing) == warned, missing
+    if without_embeddings:
+        assert "roformer.embeddings.word_embeddings.weight" in missing[0]
+    torch.testing.assert_close(
+        trainer.model.cls.predictions.decoder.weight, trainer.model.get_input_embeddings().weight
+    )
