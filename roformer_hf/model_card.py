@@ -185,6 +185,7 @@ def model_card(
     tags: list[str] | None = None,
     license: str | None = None,
     model_name: str | None = None,
+    revision: str | None = None,
 ) -> ModelCard:
     """Builds the model card of a RoFormer checkpoint.
 
@@ -206,6 +207,9 @@ def model_card(
             The license's Hub id (`"apache-2.0"`, `"mit"`, ...); by default the one of `base_model`'s card.
         model_name (`str`, *optional*):
             The model's name in the title and model-index; by default the name of `repo_id`, else "RoFormer".
+        revision (`str`, *optional*):
+            The branch of `repo_id` the checkpoint is uploaded to, where it is not the default one (`--hub_revision`):
+            the loading examples name it.
 
     Returns:
         A `huggingface_hub.ModelCard`; `card.save(path)` writes it.
@@ -228,7 +232,7 @@ def model_card(
     sections = [
         _title_section(config, architecture, description, name),
         _architecture_section(config, architecture, summary),
-        _loading_section(architecture, pipeline_tag, repo_id or "path/to/checkpoint"),
+        _loading_section(architecture, pipeline_tag, repo_id or "path/to/checkpoint", revision),
         _training_section(summary, base_model, converted_from, left_out),
     ]
     return ModelCard(f"---\n{card_data.to_yaml()}\n---\n\n" + "\n\n".join(sections) + "\n")
@@ -364,8 +368,9 @@ def _length_row(config: PreTrainedConfig, training_summary: TrainingSummary | No
     return "max_position_embeddings", f"{config.max_position_embeddings} (a hint for truncation, not a cap)"
 
 
-def _loading_section(architecture: str, pipeline_tag: str | None, location: str) -> str:
+def _loading_section(architecture: str, pipeline_tag: str | None, location: str, revision: str | None = None) -> str:
     # transformers' naming: RoFormerModel -> AutoModel, RoFormerForMaskedLM -> AutoModelForMaskedLM, ...
+    source = f'"{location}", revision="{revision}"' if revision else f'"{location}"'
     head = architecture.removeprefix("RoFormer")
     auto_class = "AutoModel" + head if head.startswith("For") else "AutoModel"
     text = (
@@ -375,14 +380,14 @@ def _loading_section(architecture: str, pipeline_tag: str | None, location: str)
         "the classes and `trust_remote_code` is not needed.\n\n"
         "```python\n"
         f"from transformers import AutoTokenizer, {auto_class}\n\n"
-        f'tokenizer = AutoTokenizer.from_pretrained("{location}", trust_remote_code=True)\n'
-        f'model = {auto_class}.from_pretrained("{location}", trust_remote_code=True)\n'
+        f"tokenizer = AutoTokenizer.from_pretrained({source}, trust_remote_code=True)\n"
+        f"model = {auto_class}.from_pretrained({source}, trust_remote_code=True)\n"
         "```"
     )
     if pipeline_tag in PIPELINE_EXAMPLES:
         text += (
             "\n\nWith a pipeline:\n\n```python\nfrom transformers import pipeline\n\n"
-            f'pipe = pipeline("{pipeline_tag}", model="{location}", trust_remote_code=True)\n'
+            f'pipe = pipeline("{pipeline_tag}", model={source}, trust_remote_code=True)\n'
             f"pipe({PIPELINE_EXAMPLES[pipeline_tag]})\n```"
         )
     elif pipeline_tag == "question-answering":
