@@ -68,6 +68,7 @@ from roformer_hf.training.cli import (
 from roformer_hf.training.data.sources import FILE_KINDS, DatasetArguments
 from roformer_hf.training.data.vocabulary_coverage import tokenizer_source, warn_if_many_unknown
 from roformer_hf.training.machine.cpu_precision import settle_cpu_precision
+from roformer_hf.training.machine.launch import choose_unused_parameter_search
 from roformer_hf.training.publishing import publish_run
 from roformer_hf.training.script_runner import run_script, script_run
 
@@ -243,6 +244,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
             warn_if_many_unknown(tokenizer, train_rows, text_column, source, checkpoint)
         data_args = resolve_input_settings(data_args, model, model_args.model_name_or_path, training_args.do_train)
         settle_cpu_precision(training_args, model, data_args.max_seq_length)
+        choose_unused_parameter_search(training_args, model)
         if training_args.do_train:  # the saved tokenizer's truncation=True cuts to the length fine-tuned with
             tokenizer.model_max_length = data_args.max_seq_length
         tokenized = encode_documents(raw_datasets, tokenizer, label_info, data_args, training_args)

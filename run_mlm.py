@@ -41,8 +41,9 @@ from roformer_hf.training.data.sources import FILE_KINDS, DatasetArguments
 from roformer_hf.training.data.vocabulary_coverage import tokenizer_source, warn_if_many_unknown
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.machine.cpu_precision import settle_cpu_precision
+from roformer_hf.training.machine.launch import choose_unused_parameter_search
 from roformer_hf.training.mlm.pretraining import build_tokenizer_and_masked_lm, pretrain
-from roformer_hf.training.mlm.results import report, save_outputs
+from roformer_hf.training.mlm.results import fill_mask_probes, report, save_outputs
 from roformer_hf.training.mlm.stages import main_stage, parse_stages, plan_stages
 from roformer_hf.training.mlm.text_corpus import load_corpus, tokenize_corpus
 from roformer_hf.training.outputs.run_outputs import prepare_output_dir
@@ -190,6 +191,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             source, checkpoint = tokenizer_source(model_args), model_args.model_name_or_path
             warn_if_many_unknown(tokenizer, raw_datasets["train"], "text", source, checkpoint)
         settle_cpu_precision(training_args, model, main_stage(stages).max_seq_length)
+        choose_unused_parameter_search(training_args, model)
         # each stage tokenizes the text to its own length when it starts
         tokenize_to_length = partial(
             tokenize_corpus, raw_datasets, tokenizer, data_args=data_args, training_args=training_args
@@ -198,7 +200,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         trainer = pretrain(model, tokenizer, tokenize_to_length, stages, data_args, masking_args, training_args)
         table = save_outputs(trainer, stages, model_args, data_args, masking_args, training_args, argv, held_out)
     if trainer.is_world_process_zero():
-        report(table, model, tokenizer, training_args.output_dir)
+        report(table, model, tokenizer, training_args.output_dir, fill_mask_probes(raw_datasets, tokenizer))
     return table
 
 

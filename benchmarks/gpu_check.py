@@ -1,7 +1,8 @@
 """GPU correctness and GPU figures in one command, for a machine lent for a few minutes.
 
 Five parts, each in a subprocess with its share of a time budget, each written to `<out>/gpu_check.md` as soon as it
-ends (a part that fails or runs out of time is recorded and the next one runs):
+ends (a part that fails or runs out of time is recorded and the next one runs; a `--tiny` dry run has no budget:
+it shows that each part runs, however busy the machine):
 
 1. versions: torch, CUDA, cuDNN, transformers and the other libraries, the GPU and its driver;
 2. the model tests that honour `ROFORMER_HF_TEST_DEVICE` (`pytest -m device`, see tests/conftest.py) on the device:
@@ -61,7 +62,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--out", type=Path, required=True, help="Folder of the report and the logs.")
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu for a dry run.")
     parser.add_argument("--tiny", action="store_true", help="Tiny sizes everywhere: the dry run of the command.")
-    parser.add_argument("--budget_s", type=float, default=540, help="Seconds for all parts together (default 540).")
+    parser.add_argument(
+        "--budget_s", type=float, default=540, help="Seconds for all parts together (default 540; none with --tiny)."
+    )
     parser.add_argument("--mlm_steps", type=int, default=300, help="Optimizer steps of the run_mlm.py part.")
     parser.add_argument(
         "--mlm_workers",
@@ -87,7 +90,8 @@ def parse_args() -> argparse.Namespace:
 
 
 class Report:
-    """The markdown report, appended and flushed part by part, and the deadline the parts share."""
+    """The markdown report, appended and flushed part by part, and the deadline the parts share (none where not
+    `capped`: a dry run shows that each part runs, however busy the machine)."""
 
     def __init__(self, out: Path, budget_s: float, capped: bool = True):
         self.out, self.deadline, self.capped = out, time.monotonic() + budget_s, capped
@@ -100,9 +104,12 @@ class Report:
         with self.path.open("a", encoding="utf-8") as report:
             report.write(text + "\n")
 
-    def seconds_left(self, cap: float) -> float:
-        """Seconds a part may run: its cap (sized for the GPU; none in a dry run), within the budget left."""
-        return max(1.0, min(cap if self.capped else float("inf"), self.deadline - time.monotonic()))
+    def seconds_left(self, cap: float) -> float | None:
+        """Seconds a part may run: its cap (sized for the GPU), within the budget left; `None` (no limit) in a dry
+        run."""
+        if not self.capped:
+            return None
+        return max(1.0, min(cap, self.deadline - time.monotonic()))
 
 
 def child_environment(device: str) -> dict[str, str]:
@@ -118,7 +125,7 @@ def child_environment(device: str) -> dict[str, str]:
     }
 
 
-def run_logged(command: list[str], log: Path, timeout: float, device: str) -> tuple[int | str, float]:
+def run_logged(command: list[str], log: Path, timeout: float | None, device: str) -> tuple[int | str, float]:
     """Runs `command` from the repository root with stdout and stderr into `log`; returns (exit status or
     "timed out after N s", seconds)."""
     started = time.monotonic()

@@ -14,6 +14,7 @@ and here the tokenizer itself: transformers' `PreTrainedTokenizer` API over them
 import os
 from typing import Any, ClassVar
 
+from tokenizers import normalizers
 from transformers import BatchEncoding, PreTrainedTokenizer
 from transformers.tokenization_utils_base import PaddingStrategy, TensorType, TruncationStrategy
 from transformers.utils import logging
@@ -174,6 +175,15 @@ class RoFormerJiebaTokenizer(JiebaRuleMixin, PreTrainedTokenizer):
         pipeline guesses from spaces, and in Chinese text every token after the first would continue one word.
         """
         return WORDPIECE_SCHEME
+
+    @property
+    def backend_tokenizer(self) -> "LowerCasingNormalizer":
+        """
+        What sentence-transformers' `models.Transformer(path, do_lower_case=True)` reads of a fast tokenizer's backend
+        to add lower-casing (`backend_tokenizer.normalizer`): this tokenizer's own lower-casing, `do_lower_case`. It
+        raised "has no attribute backend_tokenizer", which named nothing the user could change.
+        """
+        return LowerCasingNormalizer(self)
 
     def get_vocab(self) -> dict[str, int]:
         return {**self.vocab, **self.added_tokens_encoder}
@@ -398,6 +408,28 @@ class RoFormerJiebaTokenizer(JiebaRuleMixin, PreTrainedTokenizer):
                 filling = [filler] * difference
                 padded[key] = list(padded[key]) + filling if side == "right" else filling + list(padded[key])
         return padded
+
+
+class LowerCasingNormalizer:
+    """The `normalizer` of a `tokenizers` backend as far as `RoFormerJiebaTokenizer` has one: `Lowercase()` while it
+    lower-cases (`do_lower_case`: lower-cased, accents stripped); setting one that only lower-cases turns it on."""
+
+    def __init__(self, tokenizer: RoFormerJiebaTokenizer):
+        self.tokenizer = tokenizer
+
+    @property
+    def normalizer(self) -> "normalizers.Normalizer | None":
+        return normalizers.Lowercase() if self.tokenizer.do_lower_case else None
+
+    @normalizer.setter
+    def normalizer(self, normalizer: "normalizers.Normalizer") -> None:
+        steps = list(normalizer) if isinstance(normalizer, normalizers.Sequence) else [normalizer]
+        if not steps or not all(isinstance(step, normalizers.Lowercase) for step in steps):
+            raise ValueError(
+                f"{type(self.tokenizer).__name__} normalizes text only by lower-casing it (do_lower_case=True, its "
+                f"default), not with {normalizer!r}: set do_lower_case instead."
+            )
+        self.tokenizer.do_lower_case = True
 
 
 __all__ = ["RoFormerJiebaTokenizer"]

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,6 +21,10 @@ from data.build_full_data import FILES as FULL_DATA_FILES
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Code loaded with trust_remote_code goes to a throwaway folder, not the user's ~/.cache.
 os.environ.setdefault("HF_MODULES_CACHE", tempfile.mkdtemp(prefix="roformer_hf_modules_"))
+# A suite started as a background job of a shell script inherits SIGINT ignored (shells ignore it there), and
+# `kill -INT` went unheard: SIGINT stops the suite with pytest's summary, whatever started it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = Path(os.environ.get("ROFORMER_HF_DATA", REPO_ROOT.parent / "shared" / "data"))
@@ -33,6 +38,9 @@ PEOPLES_DAILY_SAMPLE = REPO_ROOT / "data" / "peoples_daily_sample.txt"
 CAIL_SAMPLE = REPO_ROOT / "data" / "cail_sample.jsonl"
 PEOPLES_DAILY = DATA_DIR / "pretrain" / "peoples_daily_199801.txt"
 CLS_DIR = DATA_DIR / "cls"
+# Seconds after which a test takes a subprocess or a wait for hung: a guard far above any need on a busy machine, never
+# a measure (a test asserts on what a run did, not on how long it took).
+HANG_GUARD_S = 3600
 # The device of the tests that take the `device` fixture (marked `device`): the CPU unless this names another, as
 # `benchmarks/gpu_check.py` does (`ROFORMER_HF_TEST_DEVICE=cuda python -m pytest -m device`).
 TEST_DEVICE = os.environ.get("ROFORMER_HF_TEST_DEVICE", "cpu")

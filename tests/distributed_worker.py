@@ -74,6 +74,7 @@ class Recorder(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         self.stage = {"output_dir": args.output_dir, "steps": {}}
         self.stage["wrapped"] = type(self.trainer.model_wrapped).__name__
+        self.stage["find_unused_parameters"] = getattr(self.trainer.model_wrapped, "find_unused_parameters", None)
         self.record["stages"].append(self.stage)
 
     def on_step_end(self, args, state, control, **kwargs):

@@ -22,7 +22,7 @@ import datasets
 import huggingface_hub
 import pytest
 import torch
-from conftest import fail_final_saves_on_a_full_disk
+from conftest import HANG_GUARD_S, fail_final_saves_on_a_full_disk
 from distributed_worker import trainer_builder
 from safetensors.torch import load_file
 from transformers import TrainerCallback
@@ -737,7 +737,7 @@ def test_bad_input_exits_1_with_one_line_on_stderr(case, script, tmp_path):
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG_GUARD_S,
         check=False,
     )
     assert completed.returncode == 1

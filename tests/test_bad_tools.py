@@ -21,7 +21,7 @@ import datasets
 import pytest
 import torch
 import transformers
-from conftest import REPO_ROOT, bad_input_rows, check_table_names_the_cases
+from conftest import HANG_GUARD_S, REPO_ROOT, bad_input_rows, check_table_names_the_cases
 from safetensors.torch import load_file, save_file
 from test_bad_inputs import template_pattern
 from test_build_full_data import file_of, kept_cail_download, stopped_build
@@ -242,7 +242,7 @@ def remote_code_lines() -> dict[str, str]:
             cwd=folder,
             capture_output=True,
             text=True,
-            timeout=600,
+            timeout=HANG_GUARD_S,
             check=False,
         )
     finally:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import CAIL_SAMPLE, DATA_DIR, REPO_ROOT, full_data_present
+from conftest import CAIL_SAMPLE, DATA_DIR, HANG_GUARD_S, REPO_ROOT, full_data_present
 
 SCRIPT = REPO_ROOT / "benchmarks" / "bench_serving.py"
 # ChnSentiCorp where the full data is present, else the shipped court texts (JSON lines with a `text` field too)
@@ -44,7 +44,7 @@ def tiny_run(tmp_path_factory):
         text=True,
         check=False,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
-        timeout=300,
+        timeout=HANG_GUARD_S,
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
     return completed.stdout, json.loads(output.read_text())

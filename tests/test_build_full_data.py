@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import PEOPLES_DAILY_SAMPLE, REPO_ROOT, full_data_problems
+from conftest import HANG_GUARD_S, PEOPLES_DAILY_SAMPLE, REPO_ROOT, full_data_problems
 
 from data import build_full_data, full_data_conversions
 from data.build_full_data import BuildError, DataFile, Downloads, build, main
@@ -166,7 +166,12 @@ SCRIPT = REPO_ROOT / "data" / "build_full_data.py"
 
 def run_script(*arguments: str, cwd) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(SCRIPT), *arguments], cwd=cwd, capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, str(SCRIPT), *arguments],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+        check=False,
     )
 
 
@@ -300,7 +305,7 @@ build_full_data.PIP_DOWNLOAD = [
     sys.executable, "-c",
     "import os, sys, tempfile, time; unpacked = tempfile.mkdtemp(prefix='pip-unpack-'); "
     "open(os.path.join(unpacked, 'sdist.tar.gz'), 'w').write('x' * 1000); "
-    "open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(120)",
+    "open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(3600)",
     sys.argv[1],
 ]
 build_full_data.FILES = [f for f in build_full_data.FILES if f.path.startswith("pretrain/")]
@@ -323,12 +328,11 @@ def stopped_build(tmp_path: Path, stop: signal.Signals, sigint_ignored: bool = F
         text=True,
         preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None,
     )
-    deadline = time.monotonic() + 30
-    while not (pid_file.is_file() and pid_file.read_text()) and time.monotonic() < deadline:
+    while not (pid_file.is_file() and pid_file.read_text()) and build_process.poll() is None:
         time.sleep(0.05)
     child = int(pid_file.read_text())
     build_process.send_signal(stop)
-    _, stderr = build_process.communicate(timeout=30)
+    _, stderr = build_process.communicate(timeout=HANG_GUARD_S)
     assert build_process.returncode == 128 + stop
     with pytest.raises(ProcessLookupError):
         os.kill(child, 0)  # the child is gone (killed and reaped)

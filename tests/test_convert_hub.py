@@ -17,7 +17,7 @@ import huggingface_hub
 import pytest
 import torch
 import transformers
-from conftest import BERT_VOCAB, short_texts
+from conftest import BERT_VOCAB, HANG_GUARD_S, short_texts
 from safetensors.torch import load_file
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer, BertTokenizer, pipeline
 
@@ -214,7 +214,9 @@ def test_converted_checkpoints_load_with_remote_code_where_roformer_hf_is_missin
     environment = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"}
     environment |= {"HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HOME": str(tmp_path / "hf_home")}
     command = [sys.executable, "child.py", str(output), str(sim_output), *SIM_TEXTS, "result.pt"]
-    process = subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300)
+    process = subprocess.run(
+        command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=HANG_GUARD_S
+    )
     assert process.returncode == 0, process.stderr[-3000:]
     result = torch.load(tmp_path / "result.pt", weights_only=False)
     assert result["tokenizer"] == "BertTokenizer"
@@ -264,7 +266,9 @@ def test_command_line_converts_a_hub_id_from_the_cache_offline(tmp_path):
     add_snapshot(tmp_path / "hub", "junnyu/roformer_v2_chinese_char_base", "v2")
     environment = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
     command = [sys.executable, "-m", "roformer_hf.conversion.convert", "junnyu/roformer_v2_chinese_char_base", "out"]
-    process = subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300)
+    process = subprocess.run(
+        command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=HANG_GUARD_S
+    )
     assert process.returncode == 0, process.stderr[-3000:]
     assert process.stdout.startswith("Wrote the roformer_hf checkpoint")
     model = AutoModelForMaskedLM.from_pretrained(tmp_path / "out").eval()

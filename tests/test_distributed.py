@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import PEOPLES_DAILY_SAMPLE
+from conftest import HANG_GUARD_S, PEOPLES_DAILY_SAMPLE
 from distributed_worker import files_sha256, record_run
 from safetensors.torch import load_file
 from transformers import TrainingArguments
@@ -47,7 +47,7 @@ ACCELERATE = [
 
 def launch(launcher: list[str], arguments: list[str], cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [*launcher, *arguments], capture_output=True, text=True, timeout=300, env=ENVIRONMENT, cwd=cwd
+        [*launcher, *arguments], capture_output=True, text=True, timeout=HANG_GUARD_S, env=ENVIRONMENT, cwd=cwd
     )
 
 
@@ -118,6 +118,8 @@ def test_run_mlm_under_torchrun_trains_one_model(tmp_path):
     single = run_one_process(run_mlm, single_arguments, tmp_path / "single-record")
 
     assert_one_model_trained(ranks, single, tmp_path / "ddp-record", tmp_path / "single-record", batches=[8, 4])
+    # no search for unused parameters (transformers' default: a warning on every rank, and an extra pass)
+    assert {stage["find_unused_parameters"] for rank in ranks for stage in rank["stages"]} == {False}
     initial = [
         json.loads((tmp_path / run / "stage-1" / "initial_results.json").read_text()) for run in ("ddp", "single")
     ]
@@ -230,7 +232,7 @@ def run_as_written(command: str, cwd: Path, environment: dict[str, str]) -> subp
     words = shlex.split(command)
     launcher = Path(sys.executable).parent / words[0]
     return subprocess.run(
-        [str(launcher), *words[1:]], capture_output=True, text=True, timeout=300, env=environment, cwd=cwd
+        [str(launcher), *words[1:]], capture_output=True, text=True, timeout=HANG_GUARD_S, env=environment, cwd=cwd
     )
 
 
@@ -252,7 +254,11 @@ def test_sigterm_under_torchrun_stops_both_processes_at_one_step_and_resumes(tmp
     environment = {**ENVIRONMENT, "KILL_AT": "signal:stage-1:1:SIGTERM", "SIGNAL_RANK": "1"}
     command = [*TORCHRUN, str(WORKER), str(record_dir), str(REPO_ROOT / "run_mlm.py"), *arguments(output_dir)]
     result = subprocess.run(
-        command, capture_output=True, text=True, timeout=300, env={**environment, "SNAPSHOT_DIR": str(output_dir)}
+        command,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+        env={**environment, "SNAPSHOT_DIR": str(output_dir)},
     )
     # torchrun reports its workers' exit status 143 (128 + SIGTERM) as a failure: its own exit status is 1
     assert result.returncode == 1, result.stderr[-3000:]
@@ -295,3 +301,22 @@ def test_the_resume_command_launches_as_many_processes(monkeypatch):
         "torchrun --nnodes 2 --nproc_per_node 4 --rdzv_endpoint <host:port> run_mlm.py args.yaml after setting "
         "resume_from_checkpoint: true in args.yaml"
     )
+
+
+def test_only_a_pooler_that_no_head_reads_is_unused_in_training():
+    """What keeps DDP's search for parameters without a gradient on (`choose_unused_parameter_search`)."""
+    from roformer_hf import RoFormerConfig, RoFormerForMaskedLM, RoFormerForSequenceClassification, RoFormerModel
+    from roformer_hf.training.machine.launch import unused_in_training
+
+    tiny = {
+        "vocab_size": 99,
+        "hidden_size": 8,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "intermediate_size": 8,
+    }
+    assert unused_in_training(RoFormerForMaskedLM(RoFormerConfig(**tiny))) == []
+    assert unused_in_training(RoFormerForSequenceClassification(RoFormerConfig(**tiny))) == []
+    assert unused_in_training(RoFormerModel(RoFormerConfig(**tiny, add_pooling_layer=True))) == []  # its output
+    pooled = RoFormerForSequenceClassification(RoFormerConfig(**tiny, add_pooling_layer=True))
+    assert unused_in_training(pooled) == ["roformer.pooler.dense.weight", "roformer.pooler.dense.bias"]

@@ -2,6 +2,7 @@
 and nvidia-smi's output right, and it runs every test that can run on a GPU."""
 
 import importlib.util
+import re
 import subprocess
 import sys
 
@@ -93,12 +94,13 @@ def test_the_cpu_dry_run_writes_its_report(tmp_path):
 def test_the_cpu_dry_run_of_the_prepared_command_runs_every_new_part(tmp_path):
     """The issue-45 parts of the prepared GPU command, tiny on the CPU (compiled with aot_eager): the step table of
     both libraries and three variants, run_mlm.py eager and compiled (in-process: its step times and graphs) and the
-    long-document experiment with its table (a few minutes on 2 busy cores). The device tests part is the pytest run
-    test_the_device_test_files_hold_every_device_test collects."""
+    long-document experiment with its table (a few minutes on 2 busy cores). A dry run has no time caps: the test holds
+    however busy the machine. The device tests part is the pytest run test_the_device_test_files_hold_every_device_test
+    collects."""
     out = tmp_path / "dry_run"
     completed = subprocess.run(
         [
-            *(sys.executable, str(SCRIPT), "--tiny", "--device", "cpu", "--out", str(out), "--budget_s", "3000"),
+            *(sys.executable, str(SCRIPT), "--tiny", "--device", "cpu", "--out", str(out)),
             *("--parts", "versions,steps,mlm_graphs,longdoc"),
         ],
         cwd=REPO_ROOT,
@@ -108,7 +110,8 @@ def test_the_cpu_dry_run_of_the_prepared_command_runs_every_new_part(tmp_path):
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
     report = (out / "gpu_check.md").read_text()
-    assert "failed" not in report and "timed out" not in report, report
+    exits = re.findall(r"exit (.+?), \d+ s", report)
+    assert "failed" not in report and exits and set(exits) == {"0"}, report
     for library in ("transformers", "ours"):
         for variant in ("eager", "compile", "cudagraphs"):
             assert f"| {library} | {variant} | 1 x 128 |" in report and f"| {library} | {variant} | 2 x 64 |" in report

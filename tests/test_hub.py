@@ -12,7 +12,7 @@ import huggingface_hub
 import pytest
 import torch
 import transformers
-from conftest import REPO_ROOT, TINY_WORD_VOCAB, fake_upload_folder
+from conftest import HANG_GUARD_S, REPO_ROOT, TINY_WORD_VOCAB, fake_upload_folder
 
 import roformer_hf
 from roformer_hf.configuration import AUTO_MAP
@@ -240,7 +240,9 @@ def test_a_checkpoint_carrying_the_earlier_code_loads_to_the_same_logits(tmp_pat
     environment = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"}
     environment["HF_MODULES_CACHE"] = str(tmp_path / "modules")
     command = [sys.executable, "child.py", str(folder), "ids.pt", "out.pt"]
-    process = subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300)
+    process = subprocess.run(
+        command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=HANG_GUARD_S
+    )
     assert process.returncode == 0, process.stderr[-3000:]
     remote = torch.load(tmp_path / "out.pt")
     assert remote["module"].startswith("transformers_modules.")
@@ -273,7 +275,9 @@ def remote_code_results(checkpoints, tmp_path_factory):
     }
     texts = json.dumps(TEXTS, ensure_ascii=False)
     command = [sys.executable, "child.py", json.dumps(folders), texts, "results.pt", json.dumps(MLM_LOADS)]
-    process = subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300)
+    process = subprocess.run(
+        command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=HANG_GUARD_S
+    )
     assert process.returncode == 0, process.stderr[-3000:]
     return torch.load(result_file, weights_only=False)
 

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import huggingface_hub
 import pytest
 import torch
-from conftest import TINY_WORD_VOCAB, fake_upload_folder
+from conftest import HANG_GUARD_S, TINY_WORD_VOCAB, fake_upload_folder
 from huggingface_hub import ModelCard
 from huggingface_hub.repocard_data import model_index_to_eval_results
 from test_run_classification import tiny_run, write_jsonl
@@ -301,7 +301,9 @@ def test_the_upload_loads_elsewhere_to_the_same_logits(pushed_run, tmp_path):
     }
     texts = json.dumps(TEXTS, ensure_ascii=False)
     command = [sys.executable, "-c", CHILD, str(pushed_run.captured), texts]
-    process = subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300)
+    process = subprocess.run(
+        command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=HANG_GUARD_S
+    )
     assert process.returncode == 0, process.stderr[-3000:]
     loaded = json.loads(process.stdout.splitlines()[-1])
     assert loaded["module"].startswith("transformers_modules.")

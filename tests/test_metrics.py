@@ -8,6 +8,7 @@ from pathlib import Path
 import evaluate
 import numpy as np
 import pytest
+from conftest import HANG_GUARD_S
 from sklearn.metrics import accuracy_score, f1_score, mean_absolute_error, mean_squared_error
 from transformers import EvalPrediction
 
@@ -119,7 +120,7 @@ def test_metrics_load_offline_in_a_fresh_cache_from_two_processes(tmp_path):
         subprocess.Popen([sys.executable, "-c", code], env=environment, stdout=subprocess.PIPE, text=True)
         for _ in range(2)
     ]
-    outputs = [process.communicate(timeout=300)[0] for process in processes]
+    outputs = [process.communicate(timeout=HANG_GUARD_S)[0] for process in processes]
     assert [process.returncode for process in processes] == [0, 0]
     assert [output.strip().splitlines()[-1] for output in outputs] == ["0.5", "0.5"]
     assert (tmp_path / "hf_home" / "modules" / "evaluate_modules" / "metrics").is_dir()

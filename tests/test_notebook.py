@@ -9,6 +9,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import HANG_GUARD_S
 from nbclient import NotebookClient
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "examples" / "quickstart.ipynb"
@@ -39,7 +40,7 @@ def test_quickstart_notebook_runs(tmp_path, monkeypatch, roformer_vocab):
     stored = nbformat.read(NOTEBOOK, as_version=4)
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     client = NotebookClient(
-        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": NOTEBOOK.parent}}
+        notebook, timeout=HANG_GUARD_S, kernel_name="python3", resources={"metadata": {"path": NOTEBOOK.parent}}
     )
     client.execute()
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import CAIL_SAMPLE, PEOPLES_DAILY_SAMPLE, fail_final_saves_on_a_full_disk
+from conftest import CAIL_SAMPLE, HANG_GUARD_S, PEOPLES_DAILY_SAMPLE, fail_final_saves_on_a_full_disk
 from distributed_worker import files_sha256
 from safetensors.torch import load_file
 from test_bad_inputs import RunsCode, with_value
@@ -211,7 +211,7 @@ def killed_run(script: str, arguments: list[str], kill_at: str, cwd: Path) -> No
     environment = {**os.environ, "KILL_AT": kill_at, "OMP_NUM_THREADS": threads, "PYTHONPATH": str(REPO_ROOT)}
     (cwd / "record").mkdir(exist_ok=True)
     command = [sys.executable, str(WORKER), str(cwd / "record"), str(REPO_ROOT / script), *arguments]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=environment, cwd=cwd)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=HANG_GUARD_S, env=environment, cwd=cwd)
     assert result.returncode == -9, result.stderr[-3000:]
 
 
@@ -305,7 +305,7 @@ def test_a_second_run_into_a_folder_in_use_is_refused_and_the_first_finishes_int
             assert folder_bytes(output_dir) == before  # nothing written, nothing deleted
     finally:
         gate.touch()
-        first.wait(timeout=300)
+        first.wait(timeout=HANG_GUARD_S)
     assert first.returncode == 0, first.stderr[-3000:] if isinstance(first.stderr, str) else ""
     assert_same_weights(straight, output_dir)
     assert not (output_dir / LOCK_FILE_NAME).exists()
@@ -364,7 +364,9 @@ def test_a_signal_stops_at_a_step_boundary_and_resumes_to_the_same_weights(
     output_dir = tmp_path / "out"
     environment = worker_environment(KILL_AT=f"signal:{at}:{signals}", SNAPSHOT_DIR=str(output_dir))
     command = worker_command("run_mlm.py", mlm_arguments(news_file, output_dir), tmp_path / "record")
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=environment, check=False)
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=HANG_GUARD_S, env=environment, check=False
+    )
     assert result.returncode == status, result.stderr[-3000:]
     line = result.stderr.strip().splitlines()[-1]
     assert "Traceback" not in result.stderr

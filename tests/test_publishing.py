@@ -30,7 +30,7 @@ def finished_run(output_dir, main_process=True, **arguments):
     args = SimpleNamespace(
         output_dir=str(output_dir), push_to_hub=False, hub_model_id=None, hub_token=None, hub_private_repo=None
     )
-    vars(args).update({"license": None, "hub_include_run_files": False} | arguments)
+    vars(args).update({"license": None, "hub_include_run_files": False, "hub_revision": None} | arguments)
     model = SimpleNamespace(config=RoFormerConfig(hidden_size=32, num_attention_heads=2, num_hidden_layers=1))
     return SimpleNamespace(args=args, model=model, is_world_process_zero=lambda: main_process)
 
@@ -181,6 +181,11 @@ def push_hub_strategy_checkpoints(monkeypatch, tmp) -> list[str]:
     return ["--push_to_hub", "--hub_strategy", "all_checkpoints"]
 
 
+def push_hub_strategy_every_save(monkeypatch, tmp) -> list[str]:
+    hub_in_reach(monkeypatch)
+    return ["--push_to_hub", "--hub_strategy", "every_save"]
+
+
 def dataset_test_split_of_another_name(monkeypatch, tmp) -> list[str]:
     from test_data_sources import split_folder
 
@@ -233,6 +238,7 @@ PUSH_CASES = {
     "validation_ids_beside_class_label": ("run_classification.py", validation_ids_beside_class_label),
     "dataset_test_split_of_another_name": ("run_classification.py", dataset_test_split_of_another_name),
     "push_hub_strategy_checkpoints": ("both scripts", push_hub_strategy_checkpoints),
+    "push_hub_strategy_every_save": ("both scripts", push_hub_strategy_every_save),
 }
 
 
@@ -297,3 +303,45 @@ def test_a_push_or_license_that_would_fail_is_refused_before_training(case, scri
         assert (output_dir / "model.safetensors").is_file() and (output_dir / "README.md").is_file()
     else:  # refused before any step: nothing trained or saved
         assert not (output_dir / "model.safetensors").exists() and not list(output_dir.glob("checkpoint-*"))
+
+
+@pytest.mark.parametrize(("load_best_model_at_end", "best_step"), [(True, 3), (True, 6), (False, 3)])
+def test_the_card_names_the_step_whose_weights_it_publishes(tmp_path, load_best_model_at_end, best_step):
+    """Under --load_best_model_at_end the card said "6 optimizer steps" while the weights were step 3's."""
+    from transformers import TrainerState, TrainingArguments
+
+    from roformer_hf.model_card import model_card
+
+    args = TrainingArguments(
+        tmp_path, max_steps=6, eval_strategy="steps", eval_steps=3, save_steps=3, report_to="none", use_cpu=True,
+        load_best_model_at_end=load_best_model_at_end,
+    )  # fmt: skip
+    trainer = SimpleNamespace(args=args, state=TrainerState(global_step=6, best_global_step=best_step))
+    summary = TrainingSummary.from_trainer(trainer, script="run_classification.py", task="text classification",
+                                           datasets=["cail.jsonl"], trained_lengths=[64])  # fmt: skip
+    card = str(model_card(RoFormerConfig(hidden_size=32, num_attention_heads=2), training_summary=summary))
+    assert "6 optimizer steps on inputs of 64 tokens." in card
+    published = "The weights are those of step 3, the best evaluation by `metric_for_best_model`"
+    assert (published in card) == (load_best_model_at_end and best_step == 3)
+    assert ("| metric_for_best_model | loss |" in card) == load_best_model_at_end
+
+
+def test_hub_revision_is_the_branch_uploaded_to_and_named_in_the_card(tmp_path, fake_hub, monkeypatch):
+    """`--hub_revision dev` was accepted and the model went to `main`."""
+    branches = []
+    monkeypatch.setattr(
+        huggingface_hub.HfApi, "create_branch", lambda api, repo_id, **kwargs: branches.append((repo_id, kwargs))
+    )
+    output_dir = tmp_path / "my-classifier"
+    output_dir.mkdir()
+    for name in ("model.safetensors", "config.json"):
+        (output_dir / name).write_text("{}")
+    run = finished_run(output_dir, push_to_hub=True, hub_revision="dev")
+    repo_id = publish_run(run, run.args, SUMMARY, None)
+    assert branches == [(repo_id, {"branch": "dev", "exist_ok": True})]
+    [upload] = fake_hub["uploads"]
+    assert upload.options["revision"] == "dev"
+    assert (
+        f'from_pretrained("{repo_id}", revision="dev", trust_remote_code=True)'
+        in (output_dir / "README.md").read_text()
+    )

@@ -12,7 +12,7 @@ from pathlib import Path
 import datasets
 import pytest
 import torch
-from conftest import PEOPLES_DAILY_SAMPLE, skip_unless_bf16_pays
+from conftest import HANG_GUARD_S, PEOPLES_DAILY_SAMPLE, skip_unless_bf16_pays
 from safetensors.torch import load_file
 from transformers import (
     AutoModelForMaskedLM,
@@ -30,7 +30,7 @@ from roformer_hf.training.building import build_config, parse_config_overrides
 from roformer_hf.training.cli import ModelArguments
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.mlm import pretraining, text_corpus
-from roformer_hf.training.mlm.results import fill_mask_expectation
+from roformer_hf.training.mlm.results import PROBE_COUNT, fill_mask_expectation, fill_mask_probes
 from roformer_hf.training.mlm.text_corpus import pack_into_blocks, split_long_text
 from roformer_hf.training.mlm.whole_word_masking import WholeWordMaskCollator, predicted_token_ids
 from roformer_hf.training.outputs.resume import RUN_SETTINGS_FILE
@@ -367,7 +367,10 @@ def test_vocab_without_mask_token(tmp_path, news_file):
 def test_command_line_error_is_one_line(tmp_path, news_file):
     arguments = run_arguments(news_file, tmp_path / "out", "--stages", "128:x:1")
     result = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "run_mlm.py"), *arguments], capture_output=True, text=True, timeout=300
+        [sys.executable, str(REPO_ROOT / "run_mlm.py"), *arguments],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
     )
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
@@ -659,6 +662,31 @@ def test_fill_mask_guesses_of_a_briefly_trained_model_come_with_what_to_expect()
     line = fill_mask_expectation(0.0837)
     assert line.startswith("(masked-token accuracy 0.084: a model this briefly trained guesses the text's most")
     assert fill_mask_expectation(0.3) is None and fill_mask_expectation(None) is None
+
+
+CAR_REVIEWS = [
+    "油耗",  # too short to read a context in: passed over
+    "这款车的油耗比较低，市区开起来也很省心。后排空间一般。",
+    "刹车有点软，高速上超车的时候动力明显不够。",
+    "内饰做工不错，但是中控屏幕反应太慢了，导航经常卡顿。",
+    "隔音效果很好，高速行驶时车内依然安静。",
+]
+
+
+@pytest.mark.parametrize("with_validation", [True, False])
+def test_fill_mask_probes_are_sentences_of_the_runs_own_text(tokenizer, news_lines, with_validation):
+    """The closing fill-mask guesses read the run's validation text (its training text where it has none), not
+    People's Daily whatever the corpus: the first sentence of a text, its middle word masked."""
+    corpus = {"train": datasets.Dataset.from_dict({"text": news_lines[:5] if with_validation else CAR_REVIEWS})}
+    if with_validation:
+        corpus["validation"] = datasets.Dataset.from_dict({"text": CAR_REVIEWS})
+    probes = fill_mask_probes(datasets.DatasetDict(corpus), tokenizer)
+    assert len(probes) == PROBE_COUNT
+    assert probes[0] == "这款车的油耗比较[MASK]，市区开起来也很省心。"  # the first sentence, its middle word masked
+    for probe, review in zip(probes, CAR_REVIEWS[1:], strict=False):
+        assert probe.count(tokenizer.mask_token) == 1
+        before, after = probe.split(tokenizer.mask_token)
+        assert review.startswith(before) and after in review and len(before) > 0 and len(after) > 0
 
 
 def test_what_varies_from_batch_to_batch_is_said_for_torch_compile():

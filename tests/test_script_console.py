@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from conftest import HANG_GUARD_S
 from safetensors.torch import load_file
 from transformers import TrainingArguments
 
@@ -28,7 +29,7 @@ from roformer_hf.training.cli import COMMON_TRAINING_OPTIONS, ModelArguments, Sc
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.machine import cpu_precision
 from roformer_hf.training.machine.cpu_arithmetic import CpuBf16
-from roformer_hf.training.mlm.results import FILL_MASK_EXAMPLES
+from roformer_hf.training.mlm.results import PROBE_COUNT
 from roformer_hf.training.outputs.run_outputs import check_output_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -68,7 +69,7 @@ def run_script(script: str, arguments: list[str], cwd: Path, environment: dict |
         [sys.executable, str(REPO_ROOT / script), *arguments],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG_GUARD_S,
         env={**ENVIRONMENT, **(environment or {})},
         cwd=cwd,
     )
@@ -255,7 +256,7 @@ def test_mlm_run_is_quiet_prints_results_and_how_to_load_the_model(tmp_path):
     stdout, output = run_script("run_mlm.py", [*MLM_ARGUMENTS, "--output_dir", "out"], tmp_path)
     assert " - INFO - " not in output and "[INFO|" not in output
     assert "pin_memory" not in output and "Do not forget to share" not in output
-    assert "| before training |" in output and output.count("fill-mask: ") == len(FILL_MASK_EXAMPLES)
+    assert "| before training |" in output and output.count("fill-mask: ") == PROBE_COUNT
     assert stdout.rstrip().splitlines()[-5] == "model saved to out; load it with:"
     os.chdir(tmp_path)  # the printed path is relative to the folder the script ran in
     try:

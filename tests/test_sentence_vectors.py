@@ -77,3 +77,26 @@ def test_a_sentence_transformers_pipeline_of_the_user_survives_its_save(pooled_c
         hidden_states = roformer_hf.RoFormerModel.from_pretrained(folder)(**batch).last_hidden_state
     mask = batch["attention_mask"][..., None]
     assert (vectors - (hidden_states * mask).sum(1) / mask.sum(1)).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize("lower_cased_by_the_tokenizer", [True, False])
+def test_do_lower_case_of_sentence_transformers_is_the_tokenizer_s_own(
+    tmp_path, roformer_vocab, lower_cased_by_the_tokenizer
+):
+    """`Transformer(path, do_lower_case=True)` raised "RoFormerJiebaTokenizer has no attribute backend_tokenizer"
+    (the tokenizer says `is_fast`): it keeps or turns on the tokenizer's own lower-casing, `do_lower_case`."""
+    from sentence_transformers.sentence_transformer.modules import Transformer
+
+    roformer_hf.RoFormerModel(tiny_config(add_pooling_layer=True)).save_pretrained(tmp_path)
+    tokenizer = roformer_hf.RoFormerJiebaTokenizer(str(roformer_vocab), do_lower_case=lower_cased_by_the_tokenizer)
+    tokenizer.save_pretrained(tmp_path)
+    transformer = Transformer(str(tmp_path), do_lower_case=True)
+    assert transformer.tokenizer.do_lower_case
+    assert transformer.tokenizer.tokenize("BERT模型") == transformer.tokenizer.tokenize("bert模型")
+
+
+def test_a_normalizer_other_than_lower_casing_is_refused_in_one_line(tokenizer):
+    from tokenizers import normalizers
+
+    with pytest.raises(ValueError, match=r"^RoFormerJiebaTokenizer normalizes text only by lower-casing it"):
+        tokenizer.backend_tokenizer.normalizer = normalizers.NFKC()

@@ -8,14 +8,16 @@ import pytest
 import torch
 import transformers.trainer
 from conftest import TINY
+from safetensors.torch import load_file, save_file
 from torch.utils.data import Dataset
 from transformers import Trainer, TrainingArguments
 
-from roformer_hf import RoFormerConfig, RoFormerForSequenceClassification
+from roformer_hf import RoFormerConfig, RoFormerForMaskedLM, RoFormerForSequenceClassification
 from roformer_hf.training.trainer_internals import (
     END_OF_TRAINING_MESSAGE,
     TRAINER_LOGGER,
     InputOrderEvaluation,
+    TiedWeightsOnLoad,
     around_checkpoint_weights,
     update_mixed_precision,
 )
@@ -121,3 +123,40 @@ def test_the_trainer_says_its_end_of_training_on_its_logger(tmp_path, caplog):
     finally:
         logger.removeHandler(caplog.handler)
     assert any(END_OF_TRAINING_MESSAGE in record.getMessage() for record in caplog.records)
+
+
+class TiedWeightsTrainer(TiedWeightsOnLoad, Trainer):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("trainer_class", "without_embeddings", "warned"),
+    [(Trainer, False, True), (TiedWeightsTrainer, False, False), (TiedWeightsTrainer, True, True)],
+)
+def test_a_checkpoint_loads_without_calling_the_tied_decoder_missing(
+    tmp_path, caplog, trainer_class, without_embeddings, warned
+):
+    """A resume of run_mlm.py said "missing keys in the checkpoint model loaded: cls.predictions.decoder.weight, ...",
+    the decoder that save_pretrained leaves out as the word embeddings' second name; a checkpoint that lacks the
+    embeddings as well is still named (transformers' line, what the mixin passes through)."""
+    model = RoFormerForMaskedLM(RoFormerConfig(**TINY))
+    model.save_pretrained(tmp_path / "checkpoint")
+    if without_embeddings:
+        weights = load_file(tmp_path / "checkpoint" / "model.safetensors")
+        del weights["roformer.embeddings.word_embeddings.weight"]
+        save_file(weights, tmp_path / "checkpoint" / "model.safetensors", metadata={"format": "pt"})
+    args = TrainingArguments(tmp_path / "run", report_to="none", use_cpu=True)
+    trainer = trainer_class(model=RoFormerForMaskedLM(RoFormerConfig(**TINY)), args=args)
+    transformers_logger = logging.getLogger("transformers")  # it does not propagate to caplog's root handler
+    transformers_logger.addHandler(caplog.handler)
+    try:
+        trainer._load_from_checkpoint(str(tmp_path / "checkpoint"))
+    finally:
+        transformers_logger.removeHandler(caplog.handler)
+    missing = [record.getMessage() for record in caplog.records if "missing keys" in record.getMessage()]
+    assert bool(missing) == warned, missing
+    if without_embeddings:
+        assert "roformer.embeddings.word_embeddings.weight" in missing[0]
+    torch.testing.assert_close(
+        trainer.model.cls.predictions.decoder.weight, trainer.model.get_input_embeddings().weight
+    )

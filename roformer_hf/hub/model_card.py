@@ -76,6 +76,9 @@ class TrainingSummary:
             The input lengths (tokens) the run trained at, in order, e.g. `[512, 1536]` for two stages.
         trained_steps (`int`, *optional*):
             The optimizer steps the run took.
+        published_step (`int`, *optional*):
+            The optimizer step whose weights the run saved where it is not the last: under `--load_best_model_at_end`,
+            the step of the best evaluation (by `metric_for_best_model`).
         results (`dict[str, float]`, *optional*):
             Final metrics of the validation (`eval_`) and test (`test_`) splits, e.g. `{"eval_accuracy": 0.93}`: in
             the card's text, and those of the task (accuracy, F1, ...) in its model-index.
@@ -105,6 +108,7 @@ class TrainingSummary:
     command: str | None = None
     trained_lengths: list[int] = field(default_factory=list)
     trained_steps: int | None = None
+    published_step: int | None = None
     dataset_name: str | None = None
     precision: str | None = None
     dataset_config: str | None = None
@@ -136,8 +140,13 @@ class TrainingSummary:
         }
         if args.device.type == "cpu":
             hyperparameters["cpu_threads"] = torch.get_num_threads()
+        best_step = trainer.state.best_global_step if args.load_best_model_at_end else None
+        if best_step is not None:
+            hyperparameters["metric_for_best_model"] = args.metric_for_best_model
         hyperparameters.update(kwargs.pop("hyperparameters", {}))
         kwargs.setdefault("trained_steps", trainer.state.global_step)
+        if best_step != kwargs["trained_steps"]:
+            kwargs.setdefault("published_step", best_step)
         return cls(script=script, task=task, datasets=datasets, hyperparameters=hyperparameters, **kwargs)
 
 
@@ -171,6 +180,7 @@ def model_card(
     tags: list[str] | None = None,
     license: str | None = None,
     model_name: str | None = None,
+    revision: str | None = None,
 ) -> ModelCard:
     """Builds the model card of a RoFormer checkpoint.
 
@@ -192,6 +202,9 @@ def model_card(
             The license's Hub id (`"apache-2.0"`, `"mit"`, ...); by default the one of `base_model`'s card.
         model_name (`str`, *optional*):
             The model's name in the title and model-index; by default the name of `repo_id`, else "RoFormer".
+        revision (`str`, *optional*):
+            The branch of `repo_id` the checkpoint is uploaded to, where it is not the default one (`--hub_revision`):
+            the loading examples name it.
 
     Returns:
         A `huggingface_hub.ModelCard`; `card.save(path)` writes it.
@@ -214,7 +227,7 @@ def model_card(
     sections = [
         _title_section(config, architecture, description, name),
         _architecture_section(config, architecture, summary),
-        _loading_section(architecture, pipeline_tag, repo_id or "path/to/checkpoint"),
+        _loading_section(architecture, pipeline_tag, repo_id or "path/to/checkpoint", revision),
         _training_section(summary, base_model, converted_from, left_out),
     ]
     return ModelCard(f"---\n{card_data.to_yaml()}\n---\n\n" + "\n\n".join(sections) + "\n")
@@ -350,8 +363,9 @@ def _length_row(config: PreTrainedConfig, training_summary: TrainingSummary | No
     return "max_position_embeddings", f"{config.max_position_embeddings} (a hint for truncation, not a cap)"
 
 
-def _loading_section(architecture: str, pipeline_tag: str | None, location: str) -> str:
+def _loading_section(architecture: str, pipeline_tag: str | None, location: str, revision: str | None = None) -> str:
     # transformers' naming: RoFormerModel -> AutoModel, RoFormerForMaskedLM -> AutoModelForMaskedLM, ...
+    source = f'"{location}", revision="{revision}"' if revision else f'"{location}"'
     head = architecture.removeprefix("RoFormer")
     auto_class = "AutoModel" + head if head.startswith("For") else "AutoModel"
     text = (
@@ -361,14 +375,14 @@ def _loading_section(architecture: str, pipeline_tag: str | None, location: str)
         "the classes and `trust_remote_code` is not needed.\n\n"
         "```python\n"
         f"from transformers import AutoTokenizer, {auto_class}\n\n"
-        f'tokenizer = AutoTokenizer.from_pretrained("{location}", trust_remote_code=True)\n'
-        f'model = {auto_class}.from_pretrained("{location}", trust_remote_code=True)\n'
+        f"tokenizer = AutoTokenizer.from_pretrained({source}, trust_remote_code=True)\n"
+        f"model = {auto_class}.from_pretrained({source}, trust_remote_code=True)\n"
         "```"
     )
     if pipeline_tag in PIPELINE_EXAMPLES:
         text += (
             "\n\nWith a pipeline:\n\n```python\nfrom transformers import pipeline\n\n"
-            f'pipe = pipeline("{pipeline_tag}", model="{location}", trust_remote_code=True)\n'
+            f'pipe = pipeline("{pipeline_tag}", model={source}, trust_remote_code=True)\n'
             f"pipe({PIPELINE_EXAMPLES[pipeline_tag]})\n```"
         )
     elif pipeline_tag == "question-answering":
@@ -431,6 +445,12 @@ def _training_section(
     if summary.trained_steps is not None and summary.trained_lengths:
         lengths = _lengths_text(summary.trained_lengths)
         lines += ["", f"{summary.trained_steps:,} optimizer steps on inputs of {lengths} tokens."]
+    if summary.published_step is not None:
+        lines += [
+            "",
+            f"The weights are those of step {summary.published_step:,}, the best evaluation by `metric_for_best_model` "
+            "(`--load_best_model_at_end`), not the last step's.",
+        ]
     lines += ["", "Data:", "", *(f"- {without_local_path(dataset)}" for dataset in summary.datasets)]
     if summary.hyperparameters:
         lines += ["", "| hyperparameter | value |", "| --- | --- |"]

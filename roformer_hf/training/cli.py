@@ -307,6 +307,13 @@ class ScriptTrainingArguments(TrainingArguments):
             "default the license of the checkpoint the run starts from, as its card says."
         },
     )
+    hub_strategy: str = field(
+        default="end",
+        metadata={
+            "help": "With --push_to_hub the scripts upload the final model once, at the end of the run ('end'); the "
+            "Trainer's pushes at each save or checkpoint (every_save, checkpoint, all_checkpoints) are refused."
+        },
+    )
     hub_include_run_files: bool = field(
         default=False,
         metadata={

@@ -71,16 +71,17 @@ def check_publishing(args: TrainingArguments) -> None:
 
 def check_hub_strategy(hub_strategy: str) -> None:
     """
-    Refuse `--hub_strategy checkpoint` or `all_checkpoints`: the scripts upload the model once, at the end
-    (`trainer_arguments` turns the Trainer's pushes off, which would send every file of the output folder, a user's
-    notes and logs too), so the checkpoints asked for would silently never go up.
+    Refuse a `--hub_strategy` other than `end` (the scripts' default, `cli.ScriptTrainingArguments`): the scripts
+    upload the model once, at the end (`trainer_arguments` turns the Trainer's pushes off, which would send every file
+    of the output folder, a user's notes and logs too), so the pushes at each save or checkpoint asked for would
+    silently never happen.
     """
     strategy = str(getattr(hub_strategy, "value", hub_strategy))  # a HubStrategy, or its value
-    if strategy in ("checkpoint", "all_checkpoints"):
+    if strategy != "end":
         raise ScriptError(
             f"--hub_strategy {strategy}: the scripts upload the final model once, "
-            "at the end of the run, and no checkpoint (the Trainer's own pushes would send every file of the output "
-            "folder): leave out --hub_strategy, and upload a checkpoint folder yourself with "
+            "at the end of the run, and nothing at a save or checkpoint (the Trainer's own pushes would send every "
+            "file of the output folder): leave out --hub_strategy, and upload a checkpoint folder yourself with "
             "roformer_hf.hub.hub_upload.push_folder_to_hub(<output_dir>/checkpoint-<step>, <repo>, revision=<branch>)."
         )
 
@@ -156,7 +157,8 @@ def publish_run(
     """
     On the main process: write output_dir/README.md, the model card, and with `--push_to_hub` upload output_dir's
     model, code, tokenizer, card and results (`hub_upload.files_to_upload`) to `--hub_model_id` (default: the
-    folder's name), the card then showing how to load the model from there.
+    folder's name), on the branch `--hub_revision` where given (created where missing), the card then showing how to
+    load the model from there.
 
     Args:
         trainer (`Trainer`): the trainer that trained the model (the last stage's for run_mlm.py).
@@ -177,9 +179,12 @@ def publish_run(
     if args.push_to_hub:
         try:
             repo_id = api.create_repo(repo_name, private=args.hub_private_repo, exist_ok=True).repo_id
+            if args.hub_revision:
+                api.create_branch(repo_id, branch=args.hub_revision, exist_ok=True)
         except Exception as error:  # whatever stops the upload, the card is written first (below)
             failure = error
     card_options = {"training_summary": summary, "base_model": base_model, "repo_id": repo_id, "license": args.license}
+    card_options["revision"] = args.hub_revision if repo_id is not None else None
     model_name = repo_name.split("/")[-1]
     card = write_model_card(args.output_dir, config=trainer.model.config, model_name=model_name, **card_options)
     if repo_id is not None:
@@ -190,6 +195,7 @@ def publish_run(
                 args.output_dir,
                 include_run_files=args.hub_include_run_files,
                 commit_message="End of training",
+                revision=args.hub_revision,
             )
         except Exception as error:  # the model and its card stay saved: said in one line below
             failure = error

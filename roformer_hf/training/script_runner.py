@@ -64,12 +64,12 @@ def run_script(main: Callable[[], object]) -> None:
             _exit_with_message(str(error))
         except USER_ERRORS as error:
             _exit_with_message(f"{error.strerror or error}: {error.filename}" if error.filename else str(error))
-        except KeyboardInterrupt as error:  # Ctrl-C outside training, or a second one: stopped at once
-            _exit_with_message(stopped_at_once_message(error), getattr(error, "exit_status", 130))
         except TrainingInterrupted as error:
             if not error.announce:
-                sys.exit(error.exit_status)
-            _exit_with_message(str(error), error.exit_status)
+                raise StoppedExit(error.exit_status) from None
+            _exit_with_message(str(error), error.exit_status, StoppedExit)
+        except KeyboardInterrupt as error:  # Ctrl-C outside training, or a second one: stopped at once
+            _exit_with_message(stopped_at_once_message(error), getattr(error, "exit_status", 130), StoppedExit)
         except RunFinished as finished:  # nothing to do, and nothing done: exit status 0
             if finished.announce:
                 print(finished, file=sys.stderr)
@@ -84,9 +84,14 @@ def _leave_process_group() -> None:
         torch.distributed.destroy_process_group()
 
 
-def _exit_with_message(message: str, status: int = 1) -> None:
+class StoppedExit(SystemExit, KeyboardInterrupt):
+    """The exit of a run stopped by a signal: the process ends with its status, and a caller of `run_script` in the
+    same process (pytest, a notebook) stops too, as it would on the Ctrl-C itself."""
+
+
+def _exit_with_message(message: str, status: int = 1, exit_type: type[SystemExit] = SystemExit) -> None:
     print(f"error: {message}", file=sys.stderr)
-    sys.exit(status)
+    raise exit_type(status) from None
 
 
 REFUSED_PICKLE_FIX = (
@@ -128,6 +133,8 @@ def guard_run(training_args: TrainingArguments, script: str, argv: Sequence[str]
         with handle_stop_signals(training_args.output_dir, resume_command(script, argv)):
             try:
                 yield
+            except TrainingInterrupted:
+                raise
             except KeyboardInterrupt as error:  # stopped at once: say what is left while the run's folder is known
                 status = getattr(error, "exit_status", 128 + signal.SIGINT)
                 raise TrainingInterrupted(stopped_at_once_message(error), status - 128) from error

@@ -1,5 +1,5 @@
 """What roformer_hf relies on in transformers' `Trainer` and `TrainingArguments` beyond their documented API, in one
-place: a private method the scripts override, the order of the Trainer's own calls while it writes a checkpoint, the
+place: the private methods the scripts override, the order of the Trainer's own calls while it writes a checkpoint, the
 precision the Trainer's accelerator is built with, and the logger and message of its end of training. Each holds from
 transformers 5.10.1 (the oldest release setup.cfg allows) through 5.25; `tests/test_trainer_internals.py` fails where a
 release changes one. What differs between releases in the model's own code, and the other transformers internals, are
@@ -15,6 +15,7 @@ from torch.utils.data import Dataset, Sampler, SequentialSampler
 from .machine.precisions import mixed_precision
 
 if TYPE_CHECKING:
+    import torch
     from transformers import Trainer, TrainingArguments
 
 # The logger the Trainer logs on (its module's), and what it logs at the end of every `train()`: once per stage of a
@@ -39,6 +40,32 @@ class InputOrderEvaluation:
         if eval_dataset is None or self.args.world_size > 1:
             return super()._get_eval_sampler(eval_dataset)
         return SequentialSampler(eval_dataset)
+
+
+class TiedWeightsOnLoad:
+    """
+    A `Trainer` mixin (put it before the Trainer class): loading a checkpoint (on resume, or the best model at the
+    end) no longer calls the tied decoder of a masked LM "missing keys". `save_pretrained` leaves out a parameter's
+    second name (the decoder is the word embeddings), and transformers' `_issue_warnings_after_load(load_result)`,
+    which `_load_from_checkpoint` and `_load_best_model` call with `load_state_dict`'s result, warned of it, which
+    reads like a broken checkpoint. A key stays named where no other name of its parameter was loaded.
+    """
+
+    def _issue_warnings_after_load(self, load_result):
+        missing = set(load_result.missing_keys)
+        loaded_through_another_name = {
+            name for names in shared_parameter_names(self.model) if not set(names) <= missing for name in names
+        }
+        kept = [key for key in load_result.missing_keys if key not in loaded_through_another_name]
+        return super()._issue_warnings_after_load(load_result._replace(missing_keys=kept))
+
+
+def shared_parameter_names(model: "torch.nn.Module") -> list[list[str]]:
+    """The names of each parameter that has more than one (tied weights), e.g. a decoder and the word embeddings."""
+    names_of: dict[int, list[str]] = {}
+    for name, parameter in model.named_parameters(remove_duplicate=False):
+        names_of.setdefault(id(parameter), []).append(name)
+    return [names for names in names_of.values() if len(names) > 1]
 
 
 def around_checkpoint_weights(
@@ -81,6 +108,8 @@ __all__ = [
     "END_OF_TRAINING_MESSAGE",
     "TRAINER_LOGGER",
     "InputOrderEvaluation",
+    "TiedWeightsOnLoad",
     "around_checkpoint_weights",
+    "shared_parameter_names",
     "update_mixed_precision",
 ]

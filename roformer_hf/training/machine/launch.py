@@ -60,6 +60,34 @@ def check_distributed_launch(training_args: TrainingArguments) -> None:
         )
 
 
+def choose_unused_parameter_search(training_args: TrainingArguments, model: torch.nn.Module) -> None:
+    """
+    Turn off DDP's search for parameters without a gradient where the model has none (`unused_in_training`) and the
+    user left `--ddp_find_unused_parameters` unset: transformers searches then at every step of a distributed run (an
+    extra pass over the graph, and a warning from every process that it found none). A model with such parameters
+    keeps transformers' choice.
+    """
+    if training_args.ddp_find_unused_parameters is not None or training_args.parallel_mode != ParallelMode.DISTRIBUTED:
+        return
+    unused = unused_in_training(model)
+    if not unused:
+        training_args.ddp_find_unused_parameters = False
+    if training_args.process_index == 0:
+        found = f"{', '.join(unused)} get none: searched at every step" if unused else "none: not searched"
+        logger.info(f"distributed training, parameters without a gradient: {found}")
+
+
+def unused_in_training(model: torch.nn.Module) -> list[str]:
+    """The trainable parameters a head model's training never reaches: those of the encoder's pooler (a checkpoint's,
+    such as RoFormer-Sim's), whose output no head of the scripts reads."""
+    base_model = getattr(model, "base_model", model)
+    pooler = getattr(base_model, "pooler", None)
+    if base_model is model or pooler is None:
+        return []
+    prefix = f"{model.base_model_prefix}.pooler."
+    return [prefix + name for name, parameter in pooler.named_parameters() if parameter.requires_grad]
+
+
 def trains_on_cpu(use_cpu: bool) -> bool:
     """Whether training runs on the CPU: `--use_cpu`, or no accelerator (GPU, XPU, MPS...) and no TPU."""
     from transformers.utils import is_torch_xla_available

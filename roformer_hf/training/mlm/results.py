@@ -7,6 +7,9 @@ the stage table, the loss curve, the model card and its training summary, `save_
 `DatasetArguments`, and `MaskingArguments`).
 """
 
+import itertools
+import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +25,13 @@ from ..publishing import evaluation_origins, publish_run
 from .stages import Stage, StagedTrainer, format_stage_table, plot_loss_curve, read_stage_results
 
 SCRIPT = "run_mlm.py"
-FILL_MASK_EXAMPLES = [
-    "新华社北京一月一日[MASK]",
-    "中国人民[MASK]继承邓小平同志的遗志。",
-    "国民经济保持了良好的发展[MASK]。",
-]
+# The closing fill-mask guesses: this many sentences of the run's own validation text (its training text where it has
+# none), each the first sentence of a text, cut to PROBE_CHARACTERS, with its middle word masked.
+PROBE_COUNT = 3
+PROBE_CHARACTERS = 48
+PROBE_WORDS = 4  # a sentence of fewer words gives no context to read
+PROBE_TEXTS_READ = 1000  # texts looked at for sentences long enough, at most
+SENTENCE_END = re.compile(r"(?<=[。！？!?；;])")
 # Below this masked-token accuracy a model has learned how frequent tokens are, hardly yet what their context says.
 FREQUENT_TOKENS_ACCURACY = 0.15
 
@@ -82,10 +87,15 @@ def mlm_training_summary(
     split_names, evaluation_data = evaluation_origins(data_args, held_out)
     masking = "whole-word masking over jieba words" if masking_args.whole_word_mask else "token masking"
     hyperparameters = {"seed": trainer.args.seed - (len(stages) - 1), "max_seq_length": data_args.max_seq_length}
+    steps = {}
     if masking_args.stages:  # batch size, accumulation and steps vary by stage
         stage_steps = sum(stage.steps for stage in stages)
         hyperparameters = {"stages": masking_args.stages, "max_steps": stage_steps, "seed": hyperparameters["seed"]}
         hyperparameters.update(train_batch_size="per stage", gradient_accumulation_steps="per stage")
+        best_in_last_stage = trainer.state.best_global_step if trainer.args.load_best_model_at_end else None
+        steps = {"trained_steps": stage_steps, "published_step": None}  # each stage counts its steps from 0
+        if best_in_last_stage not in (None, stages[-1].steps):
+            steps["published_step"] = stage_steps - stages[-1].steps + best_in_last_stage
     return TrainingSummary.from_trainer(
         trainer,
         script=SCRIPT,
@@ -99,17 +109,46 @@ def mlm_training_summary(
         hyperparameters=hyperparameters,
         results={key: results[key] for key in ("eval_loss", "perplexity", "eval_accuracy") if key in results},
         trained_lengths=[stage.max_seq_length for stage in stages],
-        trained_steps=sum(stage.steps for stage in stages) if masking_args.stages else trainer.state.global_step,
         command=command_line(SCRIPT, argv),
+        **steps,
     )
 
 
-def show_fill_mask_examples(model: RoFormerForMaskedLM, tokenizer: PreTrainedTokenizerBase) -> None:
-    """Print the model's top guesses for a few masked sentences."""
+def fill_mask_probes(raw_datasets: Any, tokenizer: PreTrainedTokenizerBase) -> list[str]:
+    """
+    `PROBE_COUNT` sentences of the run's validation text (of its training text where it has none), each with its
+    middle word masked: the closing guesses read the run's own kind of text, whatever the corpus.
+
+    Args:
+        raw_datasets (`DatasetDict` or `IterableDatasetDict`): the corpus of `text_corpus.load_corpus` (a `text`
+            column).
+        tokenizer (`PreTrainedTokenizerBase`): the run's tokenizer (its words and mask token).
+    """
+    texts = raw_datasets["validation"] if "validation" in raw_datasets else raw_datasets["train"]
+    probes = (masked_sentence(row["text"], tokenizer) for row in itertools.islice(texts, PROBE_TEXTS_READ))
+    return list(itertools.islice(filter(None, probes), PROBE_COUNT))
+
+
+def masked_sentence(text: str, tokenizer: PreTrainedTokenizerBase) -> str | None:
+    """The first sentence of `text` (at most `PROBE_CHARACTERS`) with its middle word masked, or None where it has
+    fewer than `PROBE_WORDS` words."""
+    sentence = SENTENCE_END.split(text.strip(), maxsplit=1)[0][:PROBE_CHARACTERS]
+    offsets = tokenizer(sentence, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    words = [(start, end) for start, end in offsets if any(character.isalnum() for character in sentence[start:end])]
+    if len(words) < PROBE_WORDS:
+        return None
+    start, end = words[len(words) // 2]
+    return sentence[:start] + tokenizer.mask_token + sentence[end:]
+
+
+def show_fill_mask_examples(
+    model: RoFormerForMaskedLM, tokenizer: PreTrainedTokenizerBase, probes: Iterable[str]
+) -> None:
+    """Print the model's top guesses for a few masked sentences (`fill_mask_probes`)."""
     from transformers import pipeline
 
     fill_mask = pipeline("fill-mask", model=model, tokenizer=tokenizer, device=model.device, top_k=3)
-    for text in FILL_MASK_EXAMPLES:
+    for text in probes:
         guesses = ", ".join(f"{guess['token_str']} ({guess['score']:.2f})" for guess in fill_mask(text))
         print(f"fill-mask: {text} -> {guesses}")
 
@@ -130,11 +169,12 @@ def report(
     model: RoFormerForMaskedLM,
     tokenizer: PreTrainedTokenizerBase,
     output_dir: str | Path,
+    probes: Iterable[str],
 ) -> None:
-    """Print the stages' results and a few fill-mask guesses, with what to expect of them, then how to load the
-    model saved in `output_dir`."""
+    """Print the stages' results and the fill-mask guesses of `probes` (`fill_mask_probes`), with what to expect of
+    them, then how to load the model saved in `output_dir`."""
     print(format_stage_table(table))
-    show_fill_mask_examples(model, tokenizer)
+    show_fill_mask_examples(model, tokenizer, probes)
     expectation = fill_mask_expectation(table[-1].get("eval_accuracy"))
     if expectation:
         print(expectation)
@@ -142,8 +182,10 @@ def report(
 
 
 __all__ = [
-    "FILL_MASK_EXAMPLES",
+    "PROBE_COUNT",
     "fill_mask_expectation",
+    "fill_mask_probes",
+    "masked_sentence",
     "mlm_training_summary",
     "report",
     "save_outputs",

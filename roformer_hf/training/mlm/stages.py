@@ -28,6 +28,7 @@ from ..outputs.resume import RESTART_ADVICE, check_not_finished, find_resume_che
 from ..outputs.run_outputs import save_metrics, save_model_atomically, save_state
 from ..outputs.written_files import run_folder_number
 from ..static_shapes import StaticShapeTrainer
+from ..trainer_internals import TiedWeightsOnLoad
 
 logger = logging.getLogger(__name__)
 
@@ -135,11 +136,12 @@ def stage_dir(training_args: TrainingArguments, stages: list[Stage], index: int)
     return Path(training_args.output_dir) / f"stage-{index + 1}"
 
 
-class StagedTrainer(StaticShapeTrainer):
+class StagedTrainer(TiedWeightsOnLoad, StaticShapeTrainer):
     """
     A Trainer whose learning-rate schedule spans every stage of the run, and which can start from the optimizer and
     scheduler state the previous stage ended with (`create_optimizer` / `create_scheduler` are the overriding points
-    transformers documents).
+    transformers documents) Its checkpoints load without a word about the tied decoder
+    (`TiedWeightsOnLoad`).
 
     Args:
         schedule_steps (`int`, *optional*): length of the whole schedule; `None` uses the Trainer's own.

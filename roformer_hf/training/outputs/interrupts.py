@@ -36,8 +36,9 @@ logger = logging.getLogger(__name__)
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-class TrainingInterrupted(Exception):
-    """Training stopped at a step boundary after a signal; the message says what was saved and how to resume."""
+class TrainingInterrupted(KeyboardInterrupt):
+    """Training stopped at a step boundary after a signal; the message says what was saved and how to resume. A
+    `KeyboardInterrupt`, so that a caller of a script's `main()` (pytest, a notebook) stops as well."""
 
     def __init__(self, message: str, signal_number: int, announce: bool = True):
         super().__init__(message)
