@@ -310,7 +310,7 @@ def test_the_card_names_the_step_whose_weights_it_publishes(tmp_path, load_best_
     """Under --load_best_model_at_end the card said "6 optimizer steps" while the weights were step 3's."""
     from transformers import TrainerState, TrainingArguments
 
-    from roformer_hf.model_card import model_card
+    from roformer_hf.hub.model_card import model_card
 
     args = TrainingArguments(
         tmp_path, max_steps=6, eval_strategy="steps", eval_steps=3, save_steps=3, report_to="none", use_cpu=True,
