@@ -18,7 +18,7 @@ from transformers import GenerationMixin
 
 from .configuration import RoFormerConfig, check_config_object
 from .fengshen_layout import fengshen_settings, fengshen_state_dict_to_roformer_hf, is_fengshen_layout
-from .pretrained import HUB_ARGUMENTS, WEIGHT_FILES, checkpoint_file
+from .modeling import HUB_ARGUMENTS, WEIGHT_FILES, checkpoint_file
 
 
 def published_layout_inputs(
