@@ -63,7 +63,8 @@ logger = logging.get_logger(__name__)
 
 
 # --- The key/value cache's name across transformers releases ---------------------------------------------------------
-
+# transformers 5.24 renamed `past_key_values` to `cache` (and still reads the old name, with a warning): the model
+# takes either and hands it on under the installed release's name, so no release warns and none misses the cache.
 
 # "cache" from transformers 5.24 on, "past_key_values" before.
 CACHE_NAME = "cache" if "cache" in {field.name for field in fields(CausalLMOutputWithPast)} else "past_key_values"
@@ -97,7 +98,9 @@ def given_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | N
 
 
 # --- Dropout ---------------------------------------------------------------------------------------------------------
-
+# torch's CPU dropout draws its masks one float at a time on one thread; these take 16 random bits per element from
+# numpy's PCG64, seeded from torch's generator (so `torch.manual_seed` and gradient checkpointing replay them).
+# Design and timings: docs/benchmarks.md ("The hidden dropout's masks").
 
 RANDOM_BITS = 16  # per element: the drop probability is a multiple of 1 / 2**16
 
@@ -145,9 +148,8 @@ class _MaskedScale(torch.autograd.Function):
 
 
 class RoFormerDropout(nn.Dropout):
-    """`nn.Dropout` (same arguments, no weights) whose masks are drawn as this module describes, when training on the
-    CPU. Elsewhere (a GPU, under `torch.compile`, which cannot trace numpy's generator, or `inplace=True`) it is
-    `nn.Dropout`."""
+    """`nn.Dropout` (same arguments, no weights) whose masks come from `draw_keep_mask` when training on the CPU.
+    Elsewhere (a GPU, under `torch.compile`, which cannot trace numpy's generator, or `inplace=True`) `nn.Dropout`."""
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         cheap = self.training and self.p > 0 and not self.inplace and hidden_states.device.type == "cpu"
@@ -157,6 +159,9 @@ class RoFormerDropout(nn.Dropout):
 
 
 # --- Norms -----------------------------------------------------------------------------------------------------------
+# Which norm (`norm_type`: LayerNorm, or RoFormer-V2's RMS norm without weights) and where (`norm_position`: BERT's
+# post-norm, or Megatron's pre-norm with a norm after the last layer, Zhouwenwang's). A norm the config leaves out is
+# an `nn.Identity`, so a checkpoint holds exactly the norms its config uses.
 
 
 class RoFormerRMSNorm(nn.Module):
@@ -225,7 +230,9 @@ class RoFormerEmbeddings(nn.Module):
 
 
 # --- Rotary position embedding ---------------------------------------------------------------------------------------
-
+# The pair (2i, 2i + 1) of a query or key at position m turns by m * theta_i, theta_i = base ** (-2i / head_dim): the
+# original checkpoints' interleaved layout, not LLaMA's "rotate half". As in Llama, `RoFormerRotaryEmbedding` makes
+# `(cos, sin)` once per forward and `rotate` applies them; the scaled types and 2-D positions: docs/rope_research.md.
 
 # The types whose frequencies depend on the current length; the others never read it (no device sync for them).
 LENGTH_DEPENDENT_ROPE_TYPES = ("dynamic", "longrope")
@@ -309,12 +316,9 @@ def check_position_ids(position_ids: torch.Tensor, head_dim: int) -> torch.Tenso
 
 
 class RoFormerRotaryEmbedding(nn.Module):
-    """Computes the cosines and sines of RoPE from 1-D or 2-D position ids, for the RoPE type of the config.
-
-    Called as transformers' rotary modules are, `rotary_emb(x, position_ids)`; `inv_freq` holds the frequencies of
-    1-D positions. Both are derived from `config.rope_parameters` when used, so there is no buffer to save or move
-    and a changed config takes effect at once.
-    """
+    """The cosines and sines of RoPE from 1-D or 2-D position ids, called as transformers' rotary modules are
+    (`rotary_emb(x, position_ids)`). Derived from `config.rope_parameters` in every forward: no buffer to save or
+    move, and a changed config takes effect at once."""
 
     def __init__(self, config: RoFormerConfig):
         super().__init__()
@@ -380,10 +384,8 @@ def apply_rotary(hidden_states: torch.Tensor, cos: torch.Tensor, sin: torch.Tens
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (B, 1, T, D)
         rotated = hidden_states.to(compute_dtype) * cos + rotate_pairs(hidden_states.to(compute_dtype)) * sin
         return rotated.to(hidden_states.dtype)
-    # Read every pair (x_2i, x_2i+1) as the complex number x_2i + i x_2i+1: the rotation is then one complex product,
-    # a single pass over the tensor instead of five (the same numbers as x * cos + rotate_pairs(x) * sin). bf16 inputs
-    # (autocast) are widened for it, there being no complex bf16: still cheaper than the real form computed in bf16,
-    # and the result is rounded once (benchmarks/bench_attention.py, rows rope).
+    # Each pair (x_2i, x_2i+1) as the complex number x_2i + i x_2i+1: one product, one pass (bf16 widened, there is no
+    # complex bf16; still cheaper than the real form: docs/rope_research.md).
     rotation = torch.complex(cos[..., 0::2], sin[..., 0::2]).unsqueeze(1)  # (B, 1, T, D/2): each angle once
     pairs = torch.view_as_complex(_pair_layout(hidden_states.to(compute_dtype)).unflatten(-1, (-1, 2)))
     return torch.view_as_real(pairs * rotation.to(pairs.dtype)).flatten(-2).to(hidden_states.dtype)
@@ -409,12 +411,8 @@ def rotation_at(
 
 def rotate(hidden_states: torch.Tensor, rotation: torch.Tensor | tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
     """Rotates the interleaved pairs of `hidden_states`, laid out `(batch_size, seq_len, ..., head_dim)`: queries
-    and keys stacked as `(batch_size, seq_len, 2, num_heads, head_dim)` turn together, in one product.
-
-    Each pair (x_2i, x_2i+1) is read as the complex number x_2i + i x_2i+1, so the rotation is one complex product, a
-    single pass instead of five (the same numbers as x * cos + rotate_pairs(x) * sin), computed in float32 at least
-    (bf16 widened: there is no complex bf16) and rounded once to the input's dtype. Under `torch.compile` the real
-    form, which the compiler fuses into one kernel (complex views would break its graph).
+    and keys stacked as `(batch_size, seq_len, 2, num_heads, head_dim)` turn together, in one complex product computed
+    in float32 at least and rounded once; under `torch.compile` the real form, which the compiler fuses.
 
     Args:
         hidden_states (`torch.Tensor` of shape `(batch_size, seq_len, ..., head_dim)`): What to rotate.
@@ -443,6 +441,8 @@ def _pair_layout(hidden_states: torch.Tensor) -> torch.Tensor:
 
 
 # --- Attention masks -------------------------------------------------------------------------------------------------
+# Bidirectional for the encoder, causal for a decoder, and UniLM's sequence-to-sequence mask over token types for
+# RoFormer-Sim (`decoder_mask="unilm"`) and every head of Zhouwenwang (`encoder_mask="unilm"` too).
 
 
 def layer_attention_mask(
@@ -539,12 +539,9 @@ def unilm_attention_mask(
 
 
 def check_unilm_continuation(token_type_ids: torch.Tensor | None) -> None:
-    """Raises a ValueError unless tokens fed after a cache start a new segment (type 1 first, as generated text).
-
-    Under the UniLM mask, a cached token of segment s would have seen a later token of the same segment; the cache
-    holds its keys and values computed without it, so such a continuation cannot match the whole text read at once.
-    The types are read outside `torch.compile` only (a graph break).
-    """
+    """Raises a ValueError unless tokens fed after a cache start a new segment (type 1 first, as generated text): a
+    cached token would otherwise have seen them, which its cached keys and values did not (read outside
+    `torch.compile` only)."""
     missing = token_type_ids is None
     if missing or (not torch.compiler.is_compiling() and bool((token_type_ids[:, 0] == 0).any())):
         raise ValueError(
@@ -554,6 +551,11 @@ def check_unilm_continuation(token_type_ids: torch.Tensor | None) -> None:
 
 
 # --- Attention: the eager reference, blockwise attention, linear attention -------------------------------------------
+# RoFormer's two attention functions beside transformers' backends, chosen by name in one place
+# (`RoFormerSelfAttention.attention_function`): "roformer_blockwise", softmax attention a block of scores at a time
+# (FlashAttention's recipe), which "sdpa" hands CPU training with dropout and bf16 where the CPU pays; and
+# "roformer_linear", linear attention with RoPE (the RoFormer paper's section 3.3). How and why: docs/benchmarks.md
+# ("Blockwise attention") and docs/rope_research.md (section 2).
 
 
 def eager_attention_forward(
@@ -587,25 +589,14 @@ def eager_attention_forward(
     return attention_output, weights
 
 
-# Elements of one block of scores, (heads, rows, keys): 16 MiB of float32, the fastest size measured (smaller blocks
-# make smaller matrix products, larger ones more cache misses; docs/benchmarks.md).
+# Elements of one block of scores, (heads, rows, keys): 16 MiB of float32, the fastest size measured.
 BLOCK_ELEMENTS = 2**22
 
 
 def prefers_blockwise_attention(config: RoFormerConfig, query: torch.Tensor, dropout: float) -> bool:
-    """Whether the SDPA backend should hand this call to `blockwise_attention_forward`. Only on the CPU, in two cases:
-
-    - with attention dropout (training), where torch's SDPA has no fused kernel and its fallback is slower than eager
-      attention. Blockwise attention is then faster than eager at every length measured (its dropout masks cost a
-      fraction of `F.dropout`'s, and its buffers are reused; docs/benchmarks.md), and its memory is linear in the
-      length;
-    - with bf16 queries on a CPU that multiplies bf16 natively (`cpu_multiplies_bf16`): SDPA's fused CPU kernel
-      computes in float32 whatever the inputs, so bf16 gains nothing there, while the matrix products of blockwise
-      attention run in bf16 (docs/benchmarks.md).
-
-    Not under `torch.compile`: numpy's generator cannot be traced, so `fullgraph=True` would fail; the compiled
-    graph keeps SDPA, whose dropout the compiler traces like any other operation.
-    """
+    """Whether the SDPA backend should hand this call to `blockwise_attention_forward`: on the CPU, with attention
+    dropout (SDPA has no fused CPU kernel with dropout) or with bf16 queries on a CPU that multiplies bf16 (SDPA's
+    fused CPU kernel computes in float32). Not under `torch.compile`, which cannot trace numpy's generator."""
     if torch.compiler.is_compiling() or config._attn_implementation != "sdpa" or query.device.type != "cpu":
         return False
     return dropout > 0 or (query.dtype == torch.bfloat16 and cpu_multiplies_bf16())
@@ -614,9 +605,8 @@ def prefers_blockwise_attention(config: RoFormerConfig, query: torch.Tensor, dro
 @functools.cache
 def cpu_multiplies_bf16() -> bool:
     """Whether this CPU has instructions that multiply bf16 numbers (AVX-512 BF16, AMX, Arm's BF16), as torch reads
-    them. Whether bf16 is worth choosing is the caller's question (the scripts:
-    `roformer_hf.training.machine.cpu_arithmetic`); this only asks, for bf16 inputs already chosen, which attention
-    computes them in bf16."""
+    them: for bf16 inputs already chosen, which attention computes them in bf16 (whether bf16 pays is the scripts'
+    question, `roformer_hf.training.machine.cpu_arithmetic`)."""
     get_capabilities = getattr(torch.cpu, "get_capabilities", None)  # recent torch only; older ones keep SDPA
     capabilities = get_capabilities() if get_capabilities is not None else {}
     return any(capabilities.get(flag) for flag in ("avx512_bf16", "amx_bf16", "bf16"))
@@ -643,7 +633,7 @@ def blockwise_attention_forward(
             Rotated keys and values; key_len >= query_len (the queries are the last positions).
         attention_mask (`torch.Tensor` of shape `(batch_size, 1, query_len or 1, key_len)`, *optional*):
             Boolean (True where a query may look, as transformers builds for SDPA) or additive float. A boolean mask
-            with one row for every query (`roformer_hf.masks` gives padding so) lets each sequence skip the keys
+            with one row for every query (`layer_attention_mask` gives padding so) lets each sequence skip the keys
             after its last visible one.
         scaling (`float`):
             Multiplies the scores, usually head_dim ** -0.5.
@@ -662,12 +652,8 @@ def blockwise_attention_forward(
 
 
 class _BlockBuffers:
-    """One buffer per role (scores, gradients of scores, random bits, ...), reused by every block of a call.
-
-    A fresh block of scores is tens of MB: glibc serves it with mmap, and every 4 KiB page then costs a page fault
-    and zeroing on first touch, which for one block takes as long as the matrix product that fills it. Reusing the
-    buffers pays that once per call instead of once per block and tensor.
-    """
+    """One buffer per role (scores, gradients of scores, random bits, ...), reused by every block of a call: a fresh
+    block of scores costs page faults that take as long as the matrix product that fills it."""
 
     def __init__(self, device: torch.device):
         self.device = device
@@ -694,11 +680,8 @@ class _Block(NamedTuple):
 
 class _Masking:
     """The mask of one call as the blocks apply it: how many keys each sequence reads, and each block's additive mask.
-
-    A boolean mask with one row for all queries, (batch_size, 1, 1, key_len), hides keys only (padding): a sequence
-    then reads its keys up to its last visible one, and needs no mask at all when those are all visible (a
-    right-padded batch). Any other mask is added to the scores of each block, rows by rows.
-    """
+    A padding mask, (batch_size, 1, 1, key_len), lets a sequence stop at its last visible key (and a right-padded one
+    needs no mask); any other mask is added to the scores of each block."""
 
     def __init__(
         self, attention_mask: torch.Tensor | None, is_causal: bool, batch_size: int, query_len: int, key_len: int
@@ -756,10 +739,8 @@ def _blocks(num_heads: int, query_len: int, key_lens: list[int]) -> list[_Block]
 def _block_probabilities(
     scaled_query: torch.Tensor, key: torch.Tensor, masking: _Masking, block: _Block, buffers: _BlockBuffers
 ) -> torch.Tensor:
-    """softmax(q k^T * scaling + mask) of the block (queries come scaled), in the reused "scores" buffer.
-
-    Shapes: `scaled_query` (B * nh, Tq, hs), `key` (B * nh, Tk, hs); returns (heads, rows, key_len).
-    """
+    """softmax(q k^T * scaling + mask) of the block (queries come scaled), in the reused "scores" buffer:
+    `scaled_query` (B * nh, Tq, hs), `key` (B * nh, Tk, hs) -> (heads, rows, key_len)."""
     block_query, block_key = scaled_query[block.heads, block.rows], key[block.heads, : block.key_len]
     scores = buffers.get("scores", (block_query.shape[0], block_query.shape[1], block.key_len), scaled_query.dtype)
     torch.bmm(block_query, block_key.transpose(1, 2), out=scores)
@@ -773,10 +754,7 @@ def _keep_mask(
     buffers: _BlockBuffers, shape: torch.Size, dropout: float, seed: int, block_index: int, dtype: torch.dtype
 ) -> torch.Tensor:
     """A 0/1 tensor of `shape` and `dtype`, 0 with probability `dropout`; the same for the same (seed, block_index).
-
-    The byte mask is drawn into a reused buffer and widened by torch into the reused buffer of `dtype`: two passes, no
-    allocation of the block's size but numpy's random words.
-    """
+    Drawn as bytes into a reused buffer, widened into the reused buffer of `dtype`."""
     numel = math.prod(shape)
     kept = draw_keep_mask(numel, dropout, seed + block_index, out=buffers.get("kept", (numel,), torch.uint8))
     return buffers.get("keep", shape, dtype).copy_(kept.view(shape))
@@ -842,6 +820,9 @@ class _BlockwiseAttention(torch.autograd.Function):
         shapes = (query_shape, (*query_shape[:2], key_len, query_shape[3]), (*query_shape[:2], key_len, -1))
         return *(grad.view(shape) for grad, shape in zip(grads, shapes, strict=True)), None, None, None, None, None
 
+
+# Linear attention with RoPE: o_i = sum_j [R_i phi(q_i)]^T [R_j phi(k_j)] v_j / sum_j phi(q_i)^T phi(k_j), O(n d^2)
+# with one (d x d) key-value summary; RoPE turns the numerator only (a rotated dot product may be negative).
 
 # Keeps 0 / 0 (a query that sees no key, e.g. causal left padding) at 0 instead of NaN.
 DENOMINATOR_EPSILON = 1e-6
@@ -935,12 +916,9 @@ def _causal_sums(
     sin: torch.Tensor,
     chunk_size: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Numerator and denominator of causal linear attention, block by block.
-
-    The queries are aligned with the last keys. A block of queries sees the running summary of all earlier keys plus
-    a lower-triangular slice of its own block: the prefix sum, without a (seq_len, head_dim, head_dim) cumulative
-    tensor, and with only one block rotated at a time.
-    """
+    """Numerator and denominator of causal linear attention, block by block (the queries are the last keys): a block
+    of queries reads the running summary of all earlier keys plus a lower-triangular slice of its own block, so no
+    (seq_len, head_dim, head_dim) prefix sum is built and one block is rotated at a time."""
     query_len, key_len = query_features.shape[2], key_features.shape[2]
     offset = key_len - query_len  # keys before the first query
     rotated_earlier_keys = apply_rotary(key_features[:, :, :offset], cos[:, :offset], sin[:, :offset])
@@ -974,7 +952,7 @@ def linear_attention_function(
 ) -> tuple[torch.Tensor, None]:
     """`linear_attention_forward` behind transformers' attention-function call: unrotated queries and keys (it
     rotates their features itself), the `(cos, sin)` of every key, and `attention_mask` in the form linear attention
-    takes, `(batch_size, seq_len)` (`masks.layer_attention_mask`); a decoder's `module.is_causal`."""
+    takes, `(batch_size, seq_len)` (`layer_attention_mask`); a decoder's `module.is_causal`."""
     cos, sin = position_embeddings
     return linear_attention_forward(query, key, value, cos, sin, attention_mask, module.is_causal), None
 
@@ -984,8 +962,8 @@ def linear_attention_function(
 
 class RoFormerAttentionFunctions(AttentionInterface):
     """transformers' attention functions by name (`config._attn_implementation`: "sdpa", "flash_attention_2", ...)
-    and RoFormer's two (`attention_kernels.py`): "roformer_blockwise" and "roformer_linear", read from this module
-    when asked for, so that replacing `blockwise_attention_forward` here replaces what runs."""
+    and RoFormer's two, "roformer_blockwise" and "roformer_linear", read from this module when asked for, so that
+    replacing `blockwise_attention_forward` here replaces what runs."""
 
     def __getitem__(self, key: str) -> Callable:
         own = {"roformer_blockwise": blockwise_attention_forward, "roformer_linear": linear_attention_function}
@@ -997,10 +975,9 @@ LOGGED_ATTENTION_CHOICES: set[str] = set()  # `attention_function` logs each cho
 
 
 class RoFormerSelfAttention(nn.Module):
-    """Multi-head self-attention with RoPE on queries and keys (and values if `config.rotary_value`), through one
-    attention function that `attention_function` chooses: transformers' backends (`config._attn_implementation`), or
-    RoFormer's own (`attention_kernels.py`): blockwise attention, which "sdpa" hands CPU training with dropout and bf16
-    on a CPU that has bf16 instructions (`prefers_blockwise_attention`; docs/benchmarks.md), and linear attention."""
+    """Multi-head self-attention with RoPE on queries and keys (and values if `config.rotary_value`), through the one
+    attention function `attention_function` chooses: transformers' backend (`config._attn_implementation`), or
+    RoFormer's blockwise (`prefers_blockwise_attention`) or linear attention."""
 
     def __init__(self, config: RoFormerConfig, layer_idx: int):
         super().__init__()
@@ -1029,7 +1006,7 @@ class RoFormerSelfAttention(nn.Module):
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """`position_embeddings`: `(cos, sin)` of every token, and `rotation` made of them once per forward
-        (`rope.rotation_of`; made here when not given). `query_positions` (the encoder's last layer): the outputs to
+        (`rotation_of`; made here when not given). `query_positions` (the encoder's last layer): the outputs to
         compute, `attention_mask` already cut to them; keys and values cover every token."""
         rotation = rotation_of(*position_embeddings) if rotation is None else rotation
         query, key, value = self.projections(hidden_states, rotation, query_positions)  # (B, nh, T, hs) each
@@ -1194,10 +1171,15 @@ class RoFormerPooler(nn.Module):
 
 
 # --- PreTrainedModel and its loading checks --------------------------------------------------------------------------
+# transformers initialises a weight a checkpoint lacks at random and logs it: for the encoder that means a config that
+# does not describe the checkpoint (RoFormer-V2 read as V1), so `from_pretrained` refuses it in one line. The published
+# layouts and the publishing writers are imported by name when used, where roformer_hf is installed
+# (`roformer_hf_module`): a checkpoint carries none of them. More: docs/development.md ("The model file").
 
 
 class RoFormerPreTrainedModel(PreTrainedModel):
-    """Weights and capabilities shared by every RoFormer class; loading, saving and upload: `RoFormerPretrainedMixin`."""
+    """Weights and capabilities shared by every RoFormer class, and what RoFormer adds to `from_pretrained`,
+    `save_pretrained` and `push_to_hub` (each with the arguments of the transformers method it extends)."""
 
     config: RoFormerConfig
     base_model_prefix = "roformer"
@@ -1213,31 +1195,25 @@ class RoFormerPreTrainedModel(PreTrainedModel):
     # transformers' RoFormer stores a fixed sinusoid table; RoPE here is computed from position ids instead.
     _keys_to_ignore_on_load_unexpected = [r"embed_positions"]  # noqa: RUF012
 
-    @torch.no_grad()
-    def _init_weights(self, module: nn.Module) -> None:
-        super()._init_weights(module)
-        if isinstance(module, RoFormerLMPredictionHead) and module.bias is not None:
-            init.zeros_(module.bias)
-
     def __init__(self, config: RoFormerConfig, *inputs, **kwargs):
         """As `PreTrainedModel.__init__`, once the config's heads fit its hidden size (`check_attention_heads`): where
         transformers' models check it, so that the config itself accepts any sizes, as transformers' configs do."""
         config.check_attention_heads()
         super().__init__(config, *inputs, **kwargs)
 
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        super()._init_weights(module)
+        if isinstance(module, RoFormerLMPredictionHead) and module.bias is not None:
+            init.zeros_(module.bias)
+
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
-        """As transformers' `from_pretrained` (same arguments), but encoder weights (everything under `roformer.`
-        except the pooler) that the checkpoint lacks, or holds in another shape, raise a ValueError naming the likely
-        cause instead of being initialised at random: a config that does not describe the checkpoint. New task heads
-        and a new pooler are initialised as usual; `ignore_mismatched_sizes=True` initialises weights of another
-        shape anew, as in transformers (with a warning naming those of the encoder). One exception: a
-        caller who asks for the report (`output_loading_info=True`) of a file holding no weight of the model at all
-        gets the model, every weight listed in `missing_keys`, and a warning (see `holds_no_weight_of`).
-
-        A RoFormer-Sim checkpoint in the published layout (model_type "roformer") loads as a UniLM with its pooler,
-        and IDEA's Zhouwenwang in fengshen's layout as a pre-norm UniLM, its weights renamed, unless the arguments or
-        a `config` say otherwise (`published_layouts.py`, where roformer_hf is installed)."""
+        """As transformers' `from_pretrained`, but encoder weights (under `roformer.`, pooler excepted) that the
+        checkpoint lacks or holds in another shape raise a ValueError naming the likely cause
+        (`check_encoder_weights_loaded`); new heads and a new pooler initialise as usual, and
+        `ignore_mismatched_sizes=True` as in transformers, with a warning. Where roformer_hf is installed, a published
+        RoFormer-Sim or Zhouwenwang checkpoint loads in roformer_hf's layout (`published_layouts`)."""
         source, layouts = pretrained_model_name_or_path, roformer_hf_module("published_layouts")
         if layouts is not None and kwargs.get("config") is None and isinstance(source, (str, os.PathLike)):
             pretrained_model_name_or_path, kwargs = layouts.published_layout_inputs(source, kwargs, cls)
@@ -1551,7 +1527,9 @@ def abbreviated(names: list[str], shown: int = 4) -> str:
 
 
 # --- Input checks ----------------------------------------------------------------------------------------------------
-
+# A mistake in what a user passes raises a ValueError naming it and the fix, where torch would raise an IndexError from
+# inside an embedding or a device-side assert. Shape checks always run; checks of values read the tensor, so only on
+# the CPU and outside compilation (`reads_values`).
 
 # What `check_labels` tells to do, per kind of head.
 TOKEN_LABELS_FIX = "labels are token ids of this model's vocabulary, from the same tokenizer as input_ids."
@@ -1713,7 +1691,7 @@ def check_multiple_choice_input(choices: object) -> None:
         )
 
 
-# --- The encoder -----------------------------------------------------------------------------------------------------
+# --- The model: embeddings, rotary, encoder, pooler ------------------------------------------------------------------
 
 
 class RoFormerModel(RoFormerPreTrainedModel):
@@ -2140,6 +2118,8 @@ class RoFormerForCausalLM(RoFormerLMHeadMixin, RoFormerHeadModel, GenerationMixi
 
 
 # --- Classification, tagging, question answering, multiple choice ----------------------------------------------------
+# Each head's loss beside it, after the label checks; no loss reads a value back to the host, so under `torch.compile`
+# a training forward with its loss is one graph.
 
 
 def check_multi_hot_labels(labels: torch.Tensor, logits: torch.Tensor) -> None:
@@ -2153,13 +2133,10 @@ def check_multi_hot_labels(labels: torch.Tensor, logits: torch.Tensor) -> None:
 
 
 def sequence_classification_loss(config: RoFormerConfig, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """The loss of `config.problem_type`, inferred as transformers does when unset (and then stored in the config,
-    once the labels gave a loss: labels refused by a first call leave the config as it was; not under
-    `torch.compile`, where each call infers it again rather than change what the graph was compiled for).
-
-    "regression" (one label: mean squared error), "single_label_classification" (integer labels: cross-entropy) or
-    "multi_label_classification" (float multi-hot labels: binary cross-entropy with logits).
-    """
+    """The loss of `config.problem_type`: "regression" (mean squared error), "single_label_classification"
+    (cross-entropy) or "multi_label_classification" (binary cross-entropy with logits). Unset, it is inferred as
+    transformers does and stored in the config once the labels gave a loss (not under `torch.compile`, whose graph
+    would be recompiled for the changed config)."""
     num_labels = logits.shape[-1]
     problem_type = config.problem_type
     if problem_type is None:

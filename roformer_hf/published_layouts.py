@@ -1,7 +1,7 @@
 """The published RoFormers in their authors' layouts, read by `from_pretrained` as what they are: RoFormer-Sim as
 JunnYu published it (`published_sim_settings`), IDEA's Zhouwenwang as fengshen saved it (`fengshen_checkpoint_inputs`).
 
-`pretrained.py` imports this module by name where roformer_hf is installed (`roformer_hf_module`), so checkpoints do
+`modeling.py` imports this module by name where roformer_hf is installed (`roformer_hf_module`), so checkpoints do
 not carry it: a roformer_hf checkpoint is in roformer_hf's own layout, and its code loaded with
 `trust_remote_code=True` reads that layout only.
 """

@@ -325,7 +325,7 @@ def padding_visibility(padding: str) -> torch.Tensor:
 @pytest.mark.parametrize("padding", ["right", "left", "nothing visible"])
 @pytest.mark.parametrize("query_len", [37, 1])
 def test_blockwise_attention_reads_a_padding_mask_of_one_row(monkeypatch, padding, query_len):
-    """The encoder's SDPA mask is one row per sequence, (B, 1, 1, Tk) (masks.py): each sequence then reads its keys
+    """The encoder's SDPA mask is one row per sequence, (B, 1, 1, Tk) (`layer_attention_mask`): each sequence then reads its keys
     up to its last visible one. Outputs and gradients are those of the same mask spelled out for every query."""
     monkeypatch.setattr("roformer_hf.modeling.BLOCK_ELEMENTS", 2 * 37 * 37)  # 2 heads, or rows of one
     torch.manual_seed(0)

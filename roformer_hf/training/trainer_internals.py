@@ -1,7 +1,8 @@
 """What roformer_hf relies on in transformers' `Trainer` beyond its documented API, in one place: a private method
 the scripts override, and the order of the Trainer's own calls while it writes a checkpoint. Both hold from
 transformers 5.10.1 (the oldest release setup.cfg allows) through 5.24; `tests/test_trainer_internals.py` fails where a
-release changes either. What differs between releases in the model's own code is in `compat.py`.
+release changes either. What differs between releases in the model's own code is in `modeling.py` (the key/value
+cache's name).
 """
 
 from collections.abc import Callable
