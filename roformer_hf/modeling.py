@@ -10,9 +10,10 @@ stack (`norm_position="pre"`, `final_layer_norm`, no embedding norm) that attend
 (`encoder_mask="unilm"`). Parameter names are those of transformers' RoFormer (its sinusoid table, `embed_positions`,
 is left out).
 
-One file, what a checkpoint carries beside `configuration.py`, in data-flow order: dropout and norms, embeddings,
-rotary, masks, attention, layer, encoder, the pretrained base with its loading checks, the input checks, the encoder
-model, the heads with their losses. Derivations and measurements: docs/rope_research.md, docs/benchmarks.md.
+One file, what a checkpoint carries beside `configuration.py`, in data-flow order: the cache's name across releases,
+dropout and norms, embeddings, rotary, masks, attention, layer and encoder, the pretrained base with its loading
+checks, the input checks, the bare model, the heads with their losses. Derivations and measurements:
+docs/rope_research.md, docs/benchmarks.md, docs/development.md ("The model file").
 """
 
 import copy
@@ -1691,7 +1692,7 @@ def check_multiple_choice_input(choices: object) -> None:
         )
 
 
-# --- The model: embeddings, rotary, encoder, pooler ------------------------------------------------------------------
+# --- The bare model --------------------------------------------------------------------------------------------------
 
 
 class RoFormerModel(RoFormerPreTrainedModel):
