@@ -1,14 +1,14 @@
 """The attention of one layer (12 heads of 64, the base model's), our kernels against torch's, in float32 and bf16.
 
-What `roformer_hf.attention_kernels.prefers_blockwise_attention` decides from, measured on this machine:
+What `roformer_hf.modeling.prefers_blockwise_attention` decides from, measured on this machine:
 
 - train: forward and backward with attention dropout 0.1, on a padded 4 x 512 batch (512, 384, 256 and 128 real
-  tokens, the mask one row per sequence as `roformer_hf.masks` gives it) and on 1 x 2,048. Kernels: `blockwise`
-  (ours), `eager` (our readable reference: softmax in float32, `F.dropout`), `sdpa` (torch's, whose CPU kernel with
-  dropout is its "math" fallback).
+  tokens, the mask one row per sequence as `roformer_hf.modeling.layer_attention_mask` gives it) and on 1 x 2,048.
+  Kernels: `blockwise` (ours), `eager` (our readable reference: softmax in float32, `F.dropout`), `sdpa` (torch's,
+  whose CPU kernel with dropout is its "math" fallback).
 - infer: forward without dropout under `torch.inference_mode`, 1 x 4,096. Kernels: `sdpa` (torch's fused CPU kernel)
   and `blockwise`.
-- rope: `roformer_hf.rope.apply_rotary` on the queries and keys of 4 x 512, forward and backward (`apply_rotary`:
+- rope: `roformer_hf.modeling.apply_rotary` on the queries and keys of 4 x 512, forward and backward (`apply_rotary`:
   float32 angles, bf16 inputs widened to float32 for one complex product) against the real form computed in the
   inputs' dtype (`rope-real`: x * cos + rotate_pairs(x) * sin, cos and sin rounded to that dtype), the alternative
   for bf16.
@@ -29,9 +29,7 @@ import torch
 from bench_model import machine_lines, real_lengths  # the same machine header as the model benchmark
 from torch.nn import functional as F
 
-from roformer_hf.attention_kernels import blockwise_attention_forward
-from roformer_hf.modeling import eager_attention_forward
-from roformer_hf.rope import apply_rotary, rotate_pairs
+from roformer_hf.modeling import apply_rotary, blockwise_attention_forward, eager_attention_forward, rotate_pairs
 from roformer_hf.training.machine.cpu_arithmetic import cpu_bf16
 
 NUM_HEADS, HEAD_DIM, DROPOUT = 12, 64, 0.1

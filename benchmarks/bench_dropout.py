@@ -1,4 +1,4 @@
-"""torch's `nn.Dropout` against `roformer_hf.dropout.RoFormerDropout` in one training step, taking turns step by step in
+"""torch's `nn.Dropout` against `roformer_hf.modeling.RoFormerDropout` in one training step, taking turns step by step in
 one process (so that a change of load hits both alike), and the share of the step each one's masks take.
 
 The model is a random `RoFormerForSequenceClassification` (task `train`) or `RoFormerForMaskedLM` (`mlm`) of the given
@@ -21,7 +21,7 @@ import torch
 from bench_model import machine_lines, make_batch  # beside us
 
 from roformer_hf import RoFormerConfig, RoFormerForMaskedLM, RoFormerForSequenceClassification
-from roformer_hf.dropout import RoFormerDropout
+from roformer_hf.modeling import RoFormerDropout
 
 DROPOUTS = {"torch nn.Dropout": torch.nn.Dropout.forward, "RoFormerDropout": RoFormerDropout.forward}
 MASK_EVENTS = ("aten::bernoulli_", "_MaskedScale", "_MaskedScaleBackward")

@@ -23,8 +23,7 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from roformer_hf.attention_kernels import linear_attention_forward
-from roformer_hf.rope import apply_rotary
+from roformer_hf.modeling import apply_rotary, linear_attention_forward
 
 KINDS = ("softmax", "linear")
 

@@ -21,7 +21,7 @@ The tasks of a row (`task:BATCHxTOKENS`, or `task:TOKENS` for batch 1):
 A batch of more than one sequence is padded, as a tokenizer pads a real batch: sequence i of B holds
 TOKENS * (B - i) / B real tokens (4 x 512: 512, 384, 256 and 128), the rest padding; every input comes with its
 `attention_mask`, as a tokenizer's does. transformers' RoFormer has only eager attention; ours runs its default (SDPA,
-plus `roformer_hf.attention_kernels` for CPU training with dropout). `--variants` adds our eager attention
+plus `roformer_hf.modeling`'s blockwise attention for CPU training with dropout). `--variants` adds our eager attention
 (`roformer_hf-eager`) and, for train, our classifier computing every position of its last layer
 (`roformer_hf-sdpa-full-last-layer`).
 

@@ -35,7 +35,7 @@ from bench_model import BASE_SIZE  # the benchmarks' base size, beside this scri
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import roformer_hf
-from roformer_hf import attention_kernels, modeling
+from roformer_hf import modeling
 
 # Made by `empty`-like calls: memory, not work.
 ALLOCATIONS = ("aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty", "aten::new_empty_strided")
@@ -59,17 +59,14 @@ class DispatchCounter(TorchDispatchMode):
 @contextlib.contextmanager
 def gpu_path():
     """roformer_hf's CPU-only kernels switched off: SDPA attention and `nn.Dropout`, as on a GPU."""
-    modules = [module for module in (attention_kernels, modeling) if hasattr(module, "prefers_blockwise_attention")]
-    saved = [module.prefers_blockwise_attention for module in modules]
+    prefers_blockwise_attention = modeling.prefers_blockwise_attention
     dropout_forward = modeling.RoFormerDropout.forward
-    for module in modules:
-        module.prefers_blockwise_attention = lambda *args, **kwargs: False
+    modeling.prefers_blockwise_attention = lambda *args, **kwargs: False
     modeling.RoFormerDropout.forward = torch.nn.Dropout.forward
     try:
         yield
     finally:
-        for module, function in zip(modules, saved, strict=True):
-            module.prefers_blockwise_attention = function
+        modeling.prefers_blockwise_attention = prefers_blockwise_attention
         modeling.RoFormerDropout.forward = dropout_forward
 
 

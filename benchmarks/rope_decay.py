@@ -6,7 +6,7 @@ The RoFormer paper (section 3.4.3) bounds the rotated score of a query and a key
 
 and plots the relative upper bound (1 / (d/2)) sum_j |S_j| against m: it decays as m grows. This script draws that
 curve for d = 128 and m up to 256, for plain RoPE and for the frequencies of the `"ntk"` and `"dynamic"` RoPE types
-(computed by `roformer_hf.rope.inverse_frequencies`, the code the model runs), assuming a model trained on
+(computed by `roformer_hf.modeling.inverse_frequencies`, the code the model runs), assuming a model trained on
 `--trained_length` tokens and read at m up to 256. Lower frequencies decay more slowly: the scaled types keep
 distant tokens "closer", which is what lets them extrapolate.
 
@@ -20,7 +20,7 @@ import torch
 from matplotlib.figure import Figure
 
 from roformer_hf import RoFormerConfig
-from roformer_hf.rope import inverse_frequencies
+from roformer_hf.modeling import inverse_frequencies
 
 HEAD_DIM = 128
 

@@ -10,7 +10,7 @@ from transformers import PreTrainedConfig
 from transformers.activations import ACT2FN
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-# "default" and "ntk" are computed by roformer_hf.rope; every other type by transformers' own functions.
+# "default" and "ntk" are computed by roformer_hf.modeling; every other type by transformers' own functions.
 ROPE_TYPES = ("default", "ntk", *sorted(ROPE_INIT_FUNCTIONS))
 ROPE_TYPES_WITH_FACTOR = ("ntk", "linear", "dynamic", "yarn", "llama3")
 ATTENTION_TYPES = ("softmax", "linear")

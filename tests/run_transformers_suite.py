@@ -48,7 +48,7 @@ class Expected:
 
 # Tests allowed to fail, by "Class::test" or "::test" (in any class; a parametrized name adds "_<number>...").
 EXPECTED_FAILURES = {
-    # roformer_hf rotates the query and key in `rope.py` and keeps no sinusoid-table module or static rotation helper,
+    # roformer_hf rotates the query and key in `modeling.py` and keeps no sinusoid-table module or static rotation helper,
     # so these tests of transformers' internals have nothing of ours to test (the rotation itself is tested against
     # the reference in tests/test_rope.py). With the file at transformers' commit 158e70c they also fail for
     # transformers' own RoFormer 5.23.0.

@@ -13,7 +13,7 @@ from packaging.version import Version
 from transformers import DynamicCache
 
 from roformer_hf import RoFormerConfig, RoFormerForCausalLM, RoFormerForMaskedLM, RoFormerModel
-from roformer_hf.compat import CACHE_NAME, cache_of
+from roformer_hf.modeling import CACHE_NAME, cache_of
 
 CONFIGS = {
     "causal": {"is_decoder": True},

@@ -17,7 +17,7 @@ from roformer_hf import (
     RoFormerForTokenClassification,
     RoFormerModel,
 )
-from roformer_hf.compat import cache_of
+from roformer_hf.modeling import cache_of
 
 ATOL = 1e-5
 

@@ -9,7 +9,7 @@ import torch
 from conftest import enable_activation_checkpointing
 
 from roformer_hf import RoFormerConfig, RoFormerForSequenceClassification
-from roformer_hf.dropout import RoFormerDropout, draw_keep_mask, rounded_probability
+from roformer_hf.modeling import RoFormerDropout, draw_keep_mask, rounded_probability
 
 
 def binomial_bound(count: int, probability: float) -> float:

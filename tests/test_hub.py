@@ -31,6 +31,15 @@ AUTO_CLASSES = {
 # The Auto classes a pretrained MLM checkpoint is loaded with, and the settings each needs.
 MLM_LOADS = {auto_class: {} for auto_class in AUTO_MAP if auto_class != "AutoConfig"}
 MLM_LOADS["AutoModelForCausalLM"] = {"is_decoder": True}  # a causal LM from a bidirectional MLM: the user says so
+# The variants saved beside the heads: name -> (class, Auto class, settings of the tiny config).
+VARIANTS = {
+    "RoFormer-V2": (
+        "RoFormerForMaskedLM",
+        "AutoModelForMaskedLM",
+        {"norm_type": "rms_norm", "use_bias": False, "hidden_act": "relu", "embedding_size": 32},  # V2's tied head
+    ),
+    "RoFormer-Sim": ("RoFormerForCausalLM", "AutoModelForCausalLM", {"is_decoder": True, "decoder_mask": "unilm"}),
+}
 
 # Runs in a fresh interpreter in which `import roformer_hf` (and `import rjieba`) fails: loads every checkpoint with
 # the Auto classes and trust_remote_code=True, and saves the ids, the outputs and the module of every class it got.
@@ -105,27 +114,28 @@ def model_inputs(architecture: str, batch) -> dict:
     return dict(batch)
 
 
-def tiny_config(architecture: str) -> roformer_hf.RoFormerConfig:
-    return roformer_hf.RoFormerConfig(
-        **TINY_WORD_VOCAB, is_decoder=architecture == "RoFormerForCausalLM", id2label={0: "civil", 1: "criminal"}
-    )
+def tiny_config(architecture: str, **settings) -> roformer_hf.RoFormerConfig:
+    settings = {**TINY_WORD_VOCAB, "is_decoder": architecture == "RoFormerForCausalLM", **settings}
+    return roformer_hf.RoFormerConfig(id2label={0: "civil", 1: "criminal"}, **settings)
 
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory, tokenizer):
-    """Every head saved with the tokenizer, and its output on TEXTS."""
+    """Every head and every variant of `VARIANTS` saved with the tokenizer, and its output on TEXTS."""
     root = tmp_path_factory.mktemp("checkpoints")
     saved = {}
-    for architecture in AUTO_CLASSES:
+    builds = {architecture: (architecture, {}) for architecture in AUTO_CLASSES}
+    builds |= {name: (architecture, settings) for name, (architecture, _, settings) in VARIANTS.items()}
+    for name, (architecture, settings) in builds.items():
         torch.manual_seed(0)
-        model = getattr(roformer_hf, architecture)(tiny_config(architecture)).eval()
-        folder = root / architecture
+        model = getattr(roformer_hf, architecture)(tiny_config(architecture, **settings)).eval()
+        folder = root / name
         model.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
         batch = tokenizer(TEXTS, padding=True, return_tensors="pt")
         with torch.no_grad():
             output = model(**model_inputs(architecture, batch))[0]
-        saved[architecture] = (folder, batch["input_ids"], output)
+        saved[name] = (folder, batch["input_ids"], output)
     return saved
 
 
@@ -154,33 +164,29 @@ def test_save_pretrained_writes_auto_map_and_code(checkpoints, architecture):
     assert {f"{name}.py" for name in needed} <= {path.name for path in folder.glob("*.py")}
 
 
-# What a checkpoint's code is: the model's modules, nothing about the machine, another project's layout or publishing.
-MODEL_CODE_FILES = {
-    "attention_kernels.py",
-    "compat.py",
-    "configuration.py",
-    "dropout.py",
-    "input_checks.py",
-    "losses.py",
-    "masks.py",
-    "modeling.py",
-    "norms.py",
-    "pretrained.py",
-    "rope.py",
-}
+# What a checkpoint's model code is: the model's two modules, as on the Hub (issue 50); nothing about the machine,
+# another project's layout or publishing.
+MODEL_CODE_FILES = {"configuration.py", "modeling.py"}
 
 
 # The tokenizer's code, which the fixture's folders carry too (a tokenizer is saved beside each model).
 TOKENIZER_CODE_FILES = {"tokenization.py", "text_rules.py", "jieba_rule.py", "batch_rows.py", "encodings.py"}
 
 
-def test_a_checkpoint_carries_the_model_code_only(checkpoints):
-    folder = checkpoints["RoFormerForMaskedLM"][0]
-    assert {path.name for path in folder.glob("*.py")} == MODEL_CODE_FILES | TOKENIZER_CODE_FILES
+@pytest.mark.parametrize("saved", ["RoFormerForMaskedLM", "RoFormerForSequenceClassification", *VARIANTS])
+def test_a_checkpoint_carries_the_model_code_only(checkpoints, saved):
+    """The model side of a saved folder is `configuration.py` and `modeling.py`, nothing else (the rest is the
+    tokenizer's), and modeling.py imports no module of the package but the configuration."""
+    folder = checkpoints[saved][0]
+    code_files = {path.name for path in folder.glob("*.py")}
+    assert code_files - TOKENIZER_CODE_FILES == MODEL_CODE_FILES
+    package = Path(roformer_hf.__file__).parent
+    assert relative_imports(package / "modeling.py") == {"configuration"}
 
 
 # Earlier layouts of the model's code, each the last commit before it changed, and the code files its checkpoints
-# carry: 68c410c's ten, f2676ad's nine (before dropout.py and losses.py).
+# carry: f5f3415's eleven (before modeling.py took in the rest), 68c410c's ten, f2676ad's nine (before dropout.py and
+# losses.py).
 F2676AD_MODEL_CODE_FILES = (
     "attention_kernels.py",
     "compat.py",
@@ -193,6 +199,7 @@ F2676AD_MODEL_CODE_FILES = (
     "rope.py",
 )
 EARLIER_LAYOUTS = {
+    "f5f3415": (*F2676AD_MODEL_CODE_FILES, "dropout.py", "losses.py"),
     "68c410c": (*sorted(set(F2676AD_MODEL_CODE_FILES) - {"norms.py"}), "cpu_arithmetic.py", "losses.py"),
     "f2676ad": F2676AD_MODEL_CODE_FILES,
 }
@@ -213,8 +220,8 @@ torch.save({"module": type(model).__module__, "logits": logits}, sys.argv[3])
 
 @pytest.mark.parametrize("commit", sorted(EARLIER_LAYOUTS))
 def test_a_checkpoint_carrying_the_earlier_code_loads_to_the_same_logits(tmp_path, commit):
-    """A checkpoint saved before the code files changed (it carries the 10 files of 68c410c, or the 9 of f2676ad)
-    loads, with its own code where roformer_hf is missing and with roformer_hf's classes where it is installed, to the
+    """A checkpoint saved before the code files changed (it carries the 11 model files of f5f3415, the 10 of 68c410c,
+    or the 9 of f2676ad) loads, with its own code where roformer_hf is missing and with roformer_hf's classes where it is installed, to the
     same logits."""
     sources = {}
     for name in EARLIER_LAYOUTS[commit]:
@@ -264,7 +271,8 @@ def remote_code_results(checkpoints, tmp_path_factory):
     """What the child process loaded (see CHILD) with roformer_hf missing."""
     tmp_path = tmp_path_factory.mktemp("child")
     (tmp_path / "child.py").write_text(CHILD)
-    folders = {name: (str(folder), AUTO_CLASSES[name]) for name, (folder, _, _) in checkpoints.items()}
+    auto_classes = AUTO_CLASSES | {name: auto_class for name, (_, auto_class, _) in VARIANTS.items()}
+    folders = {name: (str(folder), auto_classes[name]) for name, (folder, _, _) in checkpoints.items()}
     result_file = tmp_path / "results.pt"
     environment = {
         "PATH": "/usr/bin:/bin",
@@ -290,6 +298,19 @@ def test_checkpoints_load_with_remote_code_where_roformer_hf_is_missing(checkpoi
             assert result[kind].startswith("transformers_modules."), (architecture, kind, result[kind])
         assert torch.equal(result["input_ids"], input_ids), architecture
         torch.testing.assert_close(result["output"], output, rtol=1e-5, atol=1e-5, msg=architecture)
+
+
+@pytest.mark.parametrize("saved", ["RoFormerForSequenceClassification", *VARIANTS])
+def test_checkpoints_load_with_roformer_hf_s_classes_where_it_is_installed(checkpoints, tokenizer, saved):
+    """The other way: with roformer_hf imported, the Auto class (no trust_remote_code) gives roformer_hf's own class,
+    with the saved model's output."""
+    folder, _, output = checkpoints[saved]
+    auto_class = (AUTO_CLASSES | {name: auto_class for name, (_, auto_class, _) in VARIANTS.items()})[saved]
+    model = getattr(transformers, auto_class).from_pretrained(folder).eval()
+    assert type(model).__module__ == "roformer_hf.modeling"
+    with torch.no_grad():
+        loaded_output = model(**tokenizer(TEXTS, padding=True, return_tensors="pt"))[0]
+    torch.testing.assert_close(loaded_output, output, rtol=1e-5, atol=1e-5)
 
 
 def mlm_encoded(checkpoints, tokenizer, **settings) -> tuple[torch.Tensor, torch.Tensor]:

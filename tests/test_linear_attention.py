@@ -5,9 +5,15 @@ import torch
 from transformers import DynamicCache
 
 from roformer_hf import RoFormerConfig
-from roformer_hf.attention_kernels import feature_map, linear_attention_forward
-from roformer_hf.modeling import RoFormerForCausalLM, RoFormerForMaskedLM, RoFormerModel
-from roformer_hf.rope import RoFormerRotaryEmbedding, apply_rotary
+from roformer_hf.modeling import (
+    RoFormerForCausalLM,
+    RoFormerForMaskedLM,
+    RoFormerModel,
+    RoFormerRotaryEmbedding,
+    apply_rotary,
+    feature_map,
+    linear_attention_forward,
+)
 
 BATCH, HEADS, HEAD_DIM = 2, 3, 16
 

@@ -19,8 +19,7 @@ from roformer_hf import (
     RoFormerForSequenceClassification,
     RoFormerModel,
 )
-from roformer_hf.attention_kernels import blockwise_attention_forward
-from roformer_hf.norms import RoFormerRMSNorm
+from roformer_hf.modeling import RoFormerRMSNorm, blockwise_attention_forward
 from roformer_hf.training.building import build_model
 from roformer_hf.training.cli import ModelArguments
 from roformer_hf.training.errors import ScriptError
@@ -126,7 +125,7 @@ def test_v2_padding_changes_nothing(attention_type):
 
 
 def test_v2_blockwise_training_path_gives_the_gradients_of_eager(monkeypatch):
-    monkeypatch.setattr("roformer_hf.attention_kernels.BLOCK_ELEMENTS", 4 * 4 * 13)  # several blocks of queries
+    monkeypatch.setattr("roformer_hf.modeling.BLOCK_ELEMENTS", 4 * 4 * 13)  # several blocks of queries
     calls = []
 
     def recording(*args, **kwargs):

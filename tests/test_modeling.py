@@ -23,10 +23,7 @@ from transformers import (
 
 import roformer_hf
 from roformer_hf import RoFormerConfig, RoFormerForCausalLM, RoFormerForMaskedLM, RoFormerModel
-from roformer_hf.attention_kernels import blockwise_attention_forward
-from roformer_hf.compat import cache_of
-from roformer_hf.masks import layer_attention_mask
-from roformer_hf.modeling import eager_attention_forward
+from roformer_hf.modeling import blockwise_attention_forward, cache_of, eager_attention_forward, layer_attention_mask
 
 TOLERANCE = {"eager": 1e-5, "sdpa": 1e-4}
 HEADS = [
@@ -267,7 +264,7 @@ class _Attention(torch.nn.Module):
 )
 def test_blockwise_attention_matches_eager(monkeypatch, is_causal, with_padding, query_len):
     """Also with fewer queries than keys: the last layer of a classifier, or cached decoding (the last positions)."""
-    monkeypatch.setattr("roformer_hf.attention_kernels.BLOCK_ELEMENTS", 2 * 3 * 8 * 37)  # several blocks
+    monkeypatch.setattr("roformer_hf.modeling.BLOCK_ELEMENTS", 2 * 3 * 8 * 37)  # several blocks
     torch.manual_seed(0)
     query = torch.randn(2, 3, query_len, 8, requires_grad=True)
     key, value = (torch.randn(2, 3, 37, 8, requires_grad=True) for _ in range(2))
@@ -294,7 +291,7 @@ def test_bf16_inference_runs_blockwise_attention_where_bf16_pays(monkeypatch, pa
     """SDPA's fused CPU kernel computes in float32 whatever its inputs: bf16 goes to blockwise attention on a CPU
     where bf16 pays (mocked here), and stays with SDPA elsewhere, as float32 does. Both agree with float32 within
     bf16's rounding."""
-    monkeypatch.setattr("roformer_hf.attention_kernels.cpu_multiplies_bf16", lambda: pays)
+    monkeypatch.setattr("roformer_hf.modeling.cpu_multiplies_bf16", lambda: pays)
     calls = []
 
     def recording(*args, **kwargs):
@@ -328,9 +325,9 @@ def padding_visibility(padding: str) -> torch.Tensor:
 @pytest.mark.parametrize("padding", ["right", "left", "nothing visible"])
 @pytest.mark.parametrize("query_len", [37, 1])
 def test_blockwise_attention_reads_a_padding_mask_of_one_row(monkeypatch, padding, query_len):
-    """The encoder's SDPA mask is one row per sequence, (B, 1, 1, Tk) (masks.py): each sequence then reads its keys
+    """The encoder's SDPA mask is one row per sequence, (B, 1, 1, Tk) (`layer_attention_mask`): each sequence then reads its keys
     up to its last visible one. Outputs and gradients are those of the same mask spelled out for every query."""
-    monkeypatch.setattr("roformer_hf.attention_kernels.BLOCK_ELEMENTS", 2 * 37 * 37)  # 2 heads, or rows of one
+    monkeypatch.setattr("roformer_hf.modeling.BLOCK_ELEMENTS", 2 * 37 * 37)  # 2 heads, or rows of one
     torch.manual_seed(0)
     query = torch.randn(3, 4, query_len, 8, requires_grad=True)
     key, value = (torch.randn(3, 4, 37, 8, requires_grad=True) for _ in range(2))
@@ -353,7 +350,7 @@ def test_blockwise_attention_in_bf16_rounds_no_worse_than_eager_attention(monkey
     """Under bf16 autocast the kernel gets bf16 queries, keys and values. Against float32 attention of the same
     (rounded) inputs, its output and gradients are as close as eager attention's in bf16 (softmax in float32, its
     probabilities then rounded to bf16): within 2x of eager's error."""
-    monkeypatch.setattr("roformer_hf.attention_kernels.BLOCK_ELEMENTS", 2 * 37 * 37)
+    monkeypatch.setattr("roformer_hf.modeling.BLOCK_ELEMENTS", 2 * 37 * 37)
     torch.manual_seed(0)
     query, key, value = (torch.randn(3, 4, 37, 16).bfloat16().requires_grad_() for _ in range(3))
     visible = padding_visibility("right")[:, None, None, :]
@@ -384,7 +381,7 @@ def test_blockwise_attention_in_bf16_rounds_no_worse_than_eager_attention(monkey
 
 def test_blockwise_attention_dropout_gradients(monkeypatch):
     """With dropout, the backward pass redraws the forward's masks: checked against finite differences."""
-    monkeypatch.setattr("roformer_hf.attention_kernels.BLOCK_ELEMENTS", 2 * 9 * 4)
+    monkeypatch.setattr("roformer_hf.modeling.BLOCK_ELEMENTS", 2 * 9 * 4)
     query, key, value = (torch.randn(1, 2, 9, 4, dtype=torch.float64, requires_grad=True) for _ in range(3))
     module = _Attention(is_causal=False)
 
@@ -398,7 +395,7 @@ def test_blockwise_attention_dropout_gradients(monkeypatch):
 
 
 def test_blockwise_attention_dropout_is_unbiased_and_differs_between_blocks(monkeypatch):
-    monkeypatch.setattr("roformer_hf.attention_kernels.BLOCK_ELEMENTS", 4 * 16 * 64)  # 4 blocks of 16 queries
+    monkeypatch.setattr("roformer_hf.modeling.BLOCK_ELEMENTS", 4 * 16 * 64)  # 4 blocks of 16 queries
     query = key = torch.zeros(1, 4, 64, 8)  # every probability is 1/64
     value = torch.ones(1, 4, 64, 8)
     torch.manual_seed(0)
@@ -414,7 +411,7 @@ def test_blockwise_attention_dropout_is_unbiased_and_differs_between_blocks(monk
 @pytest.mark.parametrize("seq_len", [8, 40])
 def test_training_on_cpu_with_dropout_runs_blockwise_attention(monkeypatch, seq_len):
     """SDPA has no fused CPU kernel with dropout: training goes to blockwise attention, inference stays with SDPA."""
-    monkeypatch.setattr("roformer_hf.attention_kernels.BLOCK_ELEMENTS", 4 * 16 * 16)  # 1 x 4 heads x 16 x 16
+    monkeypatch.setattr("roformer_hf.modeling.BLOCK_ELEMENTS", 4 * 16 * 16)  # 1 x 4 heads x 16 x 16
     calls = []
 
     def recording(*args, **kwargs):

@@ -7,8 +7,8 @@ from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.models.roformer.modeling_roformer import RoFormerSinusoidalPositionalEmbedding
 
 from roformer_hf import RoFormerConfig
-from roformer_hf.modeling import RoFormerModel
-from roformer_hf.rope import (
+from roformer_hf.modeling import (
+    RoFormerModel,
     RoFormerRotaryEmbedding,
     apply_rotary,
     default_inverse_frequencies,

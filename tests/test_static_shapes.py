@@ -1,4 +1,4 @@
-"""Static shapes for compiled training (`roformer_hf.training.static_shapes`, `roformer_hf.losses`): padding
+"""Static shapes for compiled training (`roformer_hf.training.static_shapes`, `roformer_hf.modeling`): padding
 a partial batch changes neither loss nor gradients, the fixed prediction slots give the loss of the labelled tokens,
 and a compiled run of either script compiles one graph per shape and mode, never again (dynamo's counters, with the
 "aot_eager" backend, which traces as inductor does without generating kernels)."""
@@ -14,7 +14,7 @@ from transformers import TrainerCallback
 import run_classification
 import run_mlm
 from roformer_hf import RoFormerConfig, RoFormerForMaskedLM, RoFormerForSequenceClassification
-from roformer_hf.losses import labelled_tokens, slot_count
+from roformer_hf.modeling import labelled_tokens, slot_count
 from roformer_hf.training.mlm import pretraining
 from roformer_hf.training.mlm.whole_word_masking import WholeWordMaskCollator, predicted_token_ids
 from roformer_hf.training.static_shapes import StaticShapes, length_buckets

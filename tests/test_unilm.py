@@ -11,8 +11,7 @@ import transformers
 from conftest import TINY, skip_unless_transformers_causal_lm_is_causal
 
 from roformer_hf import RoFormerConfig, RoFormerForCausalLM, RoFormerModel
-from roformer_hf.compat import cache_of
-from roformer_hf.masks import unilm_attention_mask
+from roformer_hf.modeling import cache_of, unilm_attention_mask
 
 UNILM = {"is_decoder": True, "decoder_mask": "unilm"}
 ATTENTION = ["eager", "sdpa"]

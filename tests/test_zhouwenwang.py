@@ -26,7 +26,6 @@ from roformer_hf import (
     RoFormerForSequenceClassification,
     RoFormerModel,
 )
-from roformer_hf.attention_kernels import blockwise_attention_forward
 from roformer_hf.conversion.convert import ConversionError, convert, main
 from roformer_hf.conversion.fengshen_layout import (
     FENGSHEN_BUFFERS,
@@ -34,6 +33,7 @@ from roformer_hf.conversion.fengshen_layout import (
     fengshen_to_roformer_hf,
     roformer_hf_to_fengshen,
 )
+from roformer_hf.modeling import blockwise_attention_forward
 
 FIXTURE = Path(__file__).parent / "fixtures" / "reference" / "zhouwenwang"
 TOLERANCE = 1e-5  # fp32; fengshen and we sum in different orders

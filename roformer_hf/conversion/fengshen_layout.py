@@ -6,7 +6,7 @@ Zhouwenwang is a RoFormer trained in Megatron: LayerNorm before attention and be
 over token types in every head (`encoder_mask` and `decoder_mask` "unilm"). fengshen writes `model_type "roformer"`
 and `bert.*` names (none for its bare `RoFormerModel`), its norms `attention.ln` (before attention), `layer.<i>.ln`
 (before the feed-forward) and `encoder.ln` (final), and saves two buffers, its position ids and each layer's RoPE
-frequencies, which roformer_hf computes. Used by `from_pretrained` (`pretrained.py`) and by conversion (`conversion_sources.py`).
+frequencies, which roformer_hf computes. Used by `from_pretrained` (`modeling.py`) and by conversion (`conversion_sources.py`).
 """
 
 import re

@@ -1,7 +1,7 @@
 """The published RoFormers in their authors' layouts, read by `from_pretrained` as what they are: RoFormer-Sim as
 JunnYu published it (`published_sim_settings`), IDEA's Zhouwenwang as fengshen saved it (`fengshen_checkpoint_inputs`).
 
-`pretrained.py` imports this module by name where roformer_hf is installed (`roformer_hf_module`), so checkpoints do
+`modeling.py` imports this module by name where roformer_hf is installed (`roformer_hf_module`), so checkpoints do
 not carry it: a roformer_hf checkpoint is in roformer_hf's own layout, and its code loaded with
 `trust_remote_code=True` reads that layout only.
 """
@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 from transformers import GenerationMixin
 
 from ..configuration import RoFormerConfig, check_config_object
-from ..pretrained import HUB_ARGUMENTS, WEIGHT_FILES, checkpoint_file
+from ..modeling import HUB_ARGUMENTS, WEIGHT_FILES, checkpoint_file
 from .fengshen_layout import fengshen_settings, fengshen_state_dict_to_roformer_hf, is_fengshen_layout
 
 

@@ -5,7 +5,7 @@ Static shapes for compiled training: every batch a script gives the model has on
 - Rows: a partial batch (an epoch's last, an evaluation's last) is padded to the full batch with copies of its first
   row labelled -100, which the loss ignores (the same loss and gradients); evaluation drops their outputs again.
 - Lengths: padded to the smallest of a few buckets (powers of two from `SMALLEST_BUCKET`, then the longest length).
-- Sparse MLM prediction: a fixed number of prediction slots (`roformer_hf.losses`).
+- Sparse MLM prediction: a fixed number of prediction slots (`roformer_hf.modeling.slot_count`).
 
 Where the loss cannot ignore a row (regression, multi-label classification: float labels), a partial batch keeps its
 rows (one more shape); `--dataloader_drop_last true` drops it instead.

@@ -2,8 +2,8 @@
 place: the private methods the scripts override, the order of the Trainer's own calls while it writes a checkpoint, the
 precision the Trainer's accelerator is built with, and the logger and message of its end of training. Each holds from
 transformers 5.10.1 (the oldest release setup.cfg allows) through 5.25; `tests/test_trainer_internals.py` fails where a
-release changes one. What differs between releases in the model's own code, and the other transformers internals, are
-in `compat.py`.
+release changes one. The model's own difference between releases (the key/value cache's name) is in
+`modeling.py`; the other transformers internals are in `compat.py`.
 """
 
 from collections.abc import Callable

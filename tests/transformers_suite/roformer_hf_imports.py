@@ -11,7 +11,7 @@ import importlib
 import os
 
 # Where roformer_hf keeps its classes, searched in this order.
-OUR_MODULES = ("roformer_hf", "roformer_hf.modeling", "roformer_hf.configuration", "roformer_hf.rope")
+OUR_MODULES = ("roformer_hf", "roformer_hf.modeling", "roformer_hf.configuration")
 # With the script's `--against transformers` (this variable set), every name is answered by transformers' RoFormer
 # instead, so that the same tests measure theirs; our names that transformers spells otherwise are translated.
 AGAINST_TRANSFORMERS = os.environ.get("ROFORMER_HF_SUITE_AGAINST") == "transformers"

@@ -14,8 +14,7 @@ from typing import Any
 import datasets
 from transformers import PreTrainedTokenizerBase, TrainingArguments
 
-from ...losses import slot_count
-from ...modeling import RoFormerForMaskedLM
+from ...modeling import RoFormerForMaskedLM, slot_count
 from ..building import build_config, build_model, build_tokenizer, check_vocabulary_fits
 from ..cli import ModelArguments
 from ..errors import ScriptError

@@ -10,8 +10,8 @@ from typing import Any
 import torch
 from transformers import EvalPrediction, PreTrainedTokenizerBase, TrainerCallback
 
-from ...losses import slot_count
 from ...metrics import load as load_metric
+from ...modeling import slot_count
 
 
 @dataclass
