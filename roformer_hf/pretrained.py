@@ -30,7 +30,7 @@ from safetensors import safe_open
 from transformers import PreTrainedModel
 from transformers.utils import logging
 
-from .configuration import RECIPE_PIPELINE_FILES, RoFormerConfig
+from .configuration import MODEL_FILES, RECIPE_PIPELINE_FILES, RoFormerConfig, check_model_files
 
 logger = logging.get_logger(__name__)
 
@@ -69,6 +69,7 @@ class RoFormerPretrainedMixin:
         A RoFormer-Sim checkpoint in the published layout (model_type "roformer") loads as a UniLM with its pooler,
         and IDEA's Zhouwenwang in fengshen's layout as a pre-norm UniLM, its weights renamed, unless the arguments or
         a `config` say otherwise (`published_layouts.py`, where roformer_hf is installed)."""
+        check_model_files(pretrained_model_name_or_path, MODEL_FILES, kwargs.get("subfolder"))  # damaged files named
         source, layouts = pretrained_model_name_or_path, roformer_hf_module("published_layouts")
         if layouts is not None and kwargs.get("config") is None and isinstance(source, (str, os.PathLike)):
             pretrained_model_name_or_path, kwargs = layouts.published_layout_inputs(source, kwargs, cls)
