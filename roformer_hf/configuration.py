@@ -672,9 +672,9 @@ def safetensors_header(path: Path) -> dict:
         try:
             header = json.loads(file.read(header_size))
             ends = [entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"]
+            described = 8 + header_size + max(ends, default=0)
         except (ValueError, TypeError, KeyError, IndexError, AttributeError):
             raise ValueError("not a safetensors file: its header is not one") from None
-    described = 8 + header_size + max(ends, default=0)
     if described != size:
         raise ValueError(f"{size:,} bytes, where its header describes {described:,}")
     return header
