@@ -2,11 +2,15 @@
 folders read as they are, resumes checked by content, configs checked where they are read): each gets the one line
 the table shows, exit status 1, and leaves every file the user had byte-identical.
 
-To add a case: one entry in `CASES`, one row in that table.
+To add a case: one entry in `CASES`, one row in that table. The issue-51 table (one check for a config value whatever
+its route, model files that cannot be read) has its own, `ROUTE_CASES`, at the end.
 """
 
 import json
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -652,3 +656,44 @@ def test_whole_model_and_tokenizer_files_load_as_before(tmp_path):
     assert all((a == b).all() for a, b in zip(model.state_dict().values(), loaded.state_dict().values(), strict=True))
     tokenizer = RoFormerJiebaTokenizer.from_pretrained(saved_tokenizer(tmp_path / "tokenizer"))
     assert tokenizer("今天天气")["input_ids"][0] == tokenizer.cls_token_id
+
+
+REMOTE_CODE_CHILD = """
+import json
+import sys
+
+sys.modules["roformer_hf"] = None  # as if roformer_hf were not installed: the checkpoint's own code reads it
+import transformers
+
+lines = []
+for load in (transformers.AutoConfig.from_pretrained, transformers.AutoModelForSequenceClassification.from_pretrained):
+    try:
+        load(sys.argv[1], trust_remote_code=True)
+    except (ValueError, OSError) as error:
+        lines.append(f"{type(error).__name__}: {error}")
+print(json.dumps(lines))
+"""
+
+
+def test_the_rules_and_the_file_boundary_travel_with_the_checkpoints_code(tmp_path):
+    """A checkpoint loaded with its own code where roformer_hf is not installed refuses a label named twice and names
+    a damaged weights file, as roformer_hf does: both live in the configuration.py it carries."""
+    folder = saved_model(tmp_path / "classifier", RoFormerForSequenceClassification, id2label={0: "civil", 1: "crime"})
+    settings = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    twice = {**settings, "id2label": {"0": "civil", "1": "civil"}, "label2id": None}
+    (folder / "config.json").write_text(json.dumps(twice), encoding="utf-8")
+    (tmp_path / "child.py").write_text(REMOTE_CODE_CHILD, encoding="utf-8")
+
+    def lines_of_a_child() -> list[str]:
+        environment = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules")}
+        command = [sys.executable, "child.py", str(folder)]
+        child = subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True, check=False)
+        assert child.returncode == 0, child.stderr[-3000:]
+        return json.loads(child.stdout.splitlines()[-1])
+
+    named_twice = bad_input_rows(ROUTE_TABLE_HEADER)["id2label_names_a_class_twice"][2]
+    assert lines_of_a_child() == [named_twice, named_twice]  # AutoConfig, then the model
+    (folder / "config.json").write_text(json.dumps(settings), encoding="utf-8")
+    cut_in_half(folder / "model.safetensors")
+    [line] = lines_of_a_child()
+    assert line.startswith(f"OSError: {folder / 'model.safetensors'} cannot be read (")
