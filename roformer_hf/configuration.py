@@ -2,7 +2,9 @@
 
 import json
 import math
-from collections.abc import Mapping
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -14,6 +16,8 @@ from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 ROPE_TYPES = ("default", "ntk", *sorted(ROPE_INIT_FUNCTIONS))
 ROPE_TYPES_WITH_FACTOR = ("ntk", "linear", "dynamic", "yarn", "llama3")
 ATTENTION_TYPES = ("softmax", "linear")
+# transformers' problem types of a sequence classifier (its loss, and what the text-classification pipeline applies).
+PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
 # Sizes and counts that must be at least 1 (0 or less gives an empty model or a division by zero later).
 POSITIVE_FIELDS = ("vocab_size", "hidden_size", "embedding_size", "num_hidden_layers", "num_attention_heads")
 POSITIVE_FIELDS += ("intermediate_size", "type_vocab_size")
@@ -36,25 +40,6 @@ AUTO_MAP = {
 RECIPE_PIPELINE = "text_classification_pipeline.RoFormerTextClassificationPipeline"
 # Its module and the one module it imports: `save_pretrained` copies both beside the model's code.
 RECIPE_PIPELINE_FILES = ("text_classification_pipeline.py", "document_inputs.py")
-# The boolean fields the model reads, RoFormer's own, then the three of transformers' that change what it computes: a
-# string ("false") or a number would act as its truth value.
-BOOLEAN_FIELDS = ("rotary_value", "sparse_prediction", "final_layer_norm", "embedding_layer_norm", "use_bias")
-BOOLEAN_FIELDS += ("add_pooling_layer", "is_decoder", "use_cache", "tie_word_embeddings")
-# RoFormer's own number fields: name -> (whether a value is in range, the range in words); finite, never a boolean.
-NUMBER_FIELDS = {
-    "layer_norm_eps": (lambda x: x > 0, "a positive number (it keeps the norm from dividing by 0)"),
-    "initializer_range": (lambda x: x >= 0, "a finite number of at least 0"),
-    "max_position_embeddings": (lambda x: isinstance(x, int) and x >= 1, "a whole number of at least 1"),
-}
-# The fields of a few named values, and those values.
-VARIANT_FIELDS = {
-    "norm_type": ("layer_norm", "rms_norm"),
-    "pooler_activation": ("tanh", "linear"),
-    "multiple_choice_pooling": ("last_token", "last_position"),
-    "decoder_mask": ("causal", "unilm"),
-    "encoder_mask": ("bidirectional", "unilm"),
-    "norm_position": ("post", "pre"),
-}
 # Settings of a training run rather than of the model: never written to config.json, never read back from a saved
 # config (older checkpoints of run_mlm.py say "sparse_prediction": true), so a loaded model answers every caller alike.
 RUN_ONLY_FIELDS = ("sparse_prediction", "prediction_slot_rate")
@@ -225,29 +210,32 @@ class RoFormerConfig(PreTrainedConfig):
     auto_map: dict[str, str] | None = None
 
     def __post_init__(self, **kwargs):
-        check_mappings(self)  # before transformers reads them: a list of labels, a key "a" is a traceback there
-        check_label_maps(self, kwargs.get("num_labels"))
         if self.embedding_size is None:
             self.embedding_size = self.hidden_size
+        # Before transformers reads the label maps (a list of labels, a key "a" are a traceback there), then on what
+        # it made of the settings (rope_parameters in its form).
+        self.check_fields(num_labels=kwargs.get("num_labels"))
         self.auto_map = {**AUTO_MAP, **(self.auto_map or {})}
         super().__post_init__(**kwargs)
         self.check_fields()
 
-    def check_fields(self) -> None:
-        """Raises a ValueError naming a field out of type or range (again in `from_dict`, after its keyword arguments)."""
-        self._check_field_types()
-        self._check_architecture()
-        self._check_rope_parameters()
-        self._check_variants()
-        check_label_maps(self)
+    def check_fields(self, **given: Any) -> None:
+        """Raises a ValueError naming the first field that breaks a rule of `FIELD_RULES` (the one check of every
+        route: the constructor, config.json, keyword arguments of `from_pretrained`, the scripts' `--config_overrides`).
+        `given` holds values transformers takes as arguments rather than fields (`num_labels`)."""
+        for rule in FIELD_RULES:
+            value = given[rule.name] if given.get(rule.name) is not None else field_value(self, rule.name)
+            if not rule.accepts(value, self):
+                raise ValueError(rule.refusal(value, self))
 
     @classmethod
     def get_config_dict(cls, pretrained_model_name_or_path, **kwargs) -> tuple[dict[str, Any], dict[str, Any]]:
         """Reads a `config.json` written for transformers' own RoFormer (model_type "roformer") as ours: the fields
         are the same, so only the model type changes (instead of a warning about mismatched model types). A file that
-        is not a JSON object, and a classifier folder served by `pipeline()` that lacks its recipe's code, are refused
-        in one line."""
+        cannot be read or is not a JSON object, and a classifier folder served by `pipeline()` that lacks its recipe's
+        code, are refused in one line."""
         serving_task = kwargs.get("_from_pipeline")  # what transformers' pipeline() passes when it reads a config
+        check_model_files(pretrained_model_name_or_path, ("config.json",), kwargs.get("subfolder"))
         config_dict, kwargs = super().get_config_dict(pretrained_model_name_or_path, **kwargs)
         check_config_object(config_dict, pretrained_model_name_or_path)
         if serving_task == "text-classification" and config_dict.get("classification_inputs"):
@@ -259,13 +247,14 @@ class RoFormerConfig(PreTrainedConfig):
     @classmethod
     def from_dict(cls, config_dict: dict[str, Any], **kwargs) -> "RoFormerConfig":
         """As transformers' `from_dict`, without the saved value of a run-only field (`RUN_ONLY_FIELDS`); as a keyword
-        argument (`from_pretrained(path, sparse_prediction=True)`) it still applies."""
+        argument (`from_pretrained(path, sparse_prediction=True)`) it still applies. Labels given as keyword arguments
+        replace the saved ones (`without_replaced_labels`)."""
         config_dict = {key: value for key, value in config_dict.items() if key not in RUN_ONLY_FIELDS}
-        loaded = super().from_dict(config_dict, **kwargs)
+        loaded = super().from_dict(without_replaced_labels(config_dict, kwargs), **kwargs)
         config = loaded[0] if isinstance(loaded, tuple) else loaded  # (config, unused kwargs) when asked
         if "id2label" in kwargs and "label2id" not in kwargs:  # the saved label2id names the saved labels
             config.label2id = {label: index for index, label in config.id2label.items()}
-        config.check_fields()
+        config.check_fields(num_labels=kwargs.get("num_labels"))  # transformers sets the keyword arguments unchecked
         return loaded
 
     @property
@@ -311,149 +300,287 @@ class RoFormerConfig(PreTrainedConfig):
                 f"{self.head_dim}: change hidden_size or num_attention_heads."
             )
 
-    def _check_field_types(self) -> None:
-        """The types and ranges of the fields the model reads, wherever a config is made or read (a config.json edited by
-        hand: "false" as a string would act as true, a negative epsilon gives NaN): a ValueError naming the field."""
-        for name in BOOLEAN_FIELDS:
-            value = getattr(self, name)
-            if not isinstance(value, bool):
-                raise ValueError(
-                    f"{name} must be true or false, got {value!r} (of type {type(value).__name__}): write it as a boolean "
-                    "(in config.json without quotes)."
-                )
-        for name, (in_range, meaning) in NUMBER_FIELDS.items():
-            value = getattr(self, name)
-            if not (_is_number(value) and in_range(value)):
-                raise ValueError(
-                    f"{name} must be {meaning}, got {value!r}: set it in range (the default is "
-                    f"{getattr(type(self), name)})."
-                )
-        activation = self.hidden_act
-        if not ((isinstance(activation, str) and activation in ACT2FN) or callable(activation)):
-            raise ValueError(f"hidden_act must be one of transformers' ACT2FN (gelu, relu, ...), got {activation!r}.")
-        rate = self.prediction_slot_rate
-        if rate is not None and not (_is_number(rate) and 0 < rate <= 1):
-            raise ValueError(f"prediction_slot_rate is a share of tokens in (0, 1], or None; got {rate!r}.")
-
-    def _check_architecture(self) -> None:
-        for name in POSITIVE_FIELDS:
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(
-                    f"{name} must be a whole number of at least 1, got {value!r}: set {name} to 1 or more (the "
-                    f"default is {getattr(type(self), name) or 'hidden_size'})."
-                )
-        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
-            value = getattr(self, name)
-            if not (_is_number(value) and 0 <= value <= 1):
-                raise ValueError(f"{name} is a probability, so it must lie in [0, 1], got {value!r}.")
-        pad = self.pad_token_id
-        if pad is not None and not (isinstance(pad, int) and not isinstance(pad, bool) and 0 <= pad < self.vocab_size):
-            raise ValueError(
-                f"pad_token_id must be the vocabulary id of [PAD] (0 to {self.vocab_size - 1}), got {pad!r}."
-            )
-        if self.attention_type not in ATTENTION_TYPES:
-            raise ValueError(
-                f"Unknown attention_type {self.attention_type!r}: use one of {', '.join(map(repr, ATTENTION_TYPES))}."
-            )
-
-    def _check_rope_parameters(self) -> None:
-        rope_parameters: dict[str, Any] = self.rope_parameters
-        rope_type = rope_parameters.get("rope_type", "default")
-        if rope_type not in ROPE_TYPES:
-            raise ValueError(
-                f"Unknown rope_type {rope_type!r} in rope_parameters: use one of {', '.join(map(repr, ROPE_TYPES))}."
-            )
-        factor = rope_parameters.get("factor")
-        if rope_type in ROPE_TYPES_WITH_FACTOR and factor is None:
-            raise ValueError(f'rope_type {rope_type!r} needs a scaling factor: add "factor" to rope_parameters.')
-        for name, value in (("factor", factor), ("rope_theta", rope_parameters.get("rope_theta"))):
-            if value is not None and not (_is_number(value) and value > 0):
-                raise ValueError(f"rope_parameters {name} must be > 0 (a finite number), got {value!r}.")
-
-    def _check_variants(self) -> None:
-        for name, allowed in VARIANT_FIELDS.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(
-                    f"Unknown {name} {getattr(self, name)!r}: use one of {', '.join(map(repr, allowed))}."
-                )
-        if self.is_decoder and self.decoder_mask == "unilm":
-            self._check_unilm("decoder_mask", "causal")
-        if self.encoder_mask == "unilm":
-            self._check_unilm("encoder_mask", "bidirectional")
-
-    def _check_unilm(self, field: str, plain_mask: str) -> None:
-        if self.attention_type == "linear":
-            raise ValueError(
-                f"{field}='unilm' masks attention by token type, which linear attention cannot do (it takes only "
-                f"a padding mask): use attention_type='softmax', or {field}={plain_mask!r}."
-            )
-        if self.type_vocab_size < 2:
-            raise ValueError(
-                f"{field}='unilm' tells segments apart by token type (generated tokens have type 1), but "
-                f"type_vocab_size is {self.type_vocab_size}: set type_vocab_size=2, or {field}={plain_mask!r}."
-            )
-
     @property
     def attends_as_unilm(self) -> bool:
         """Whether the model attends with UniLM's mask over token types (`decoder_mask` or `encoder_mask`)."""
         return (self.decoder_mask if self.is_decoder else self.encoder_mask) == "unilm"
 
     def _validate_ntk_rope_parameters(self, rope_parameters: dict, ignore_keys: set[str] | None = None) -> None:
-        """Called by transformers' `validate_rope` for `rope_type="ntk"`; the checks live in `_check_rope_parameters`."""
+        """Called by transformers' `validate_rope` for `rope_type="ntk"`; the values are checked by `FIELD_RULES`."""
         self._check_received_keys(
             "ntk", set(rope_parameters), {"rope_type", "factor"}, optional_keys={"rope_theta"}, ignore_keys=ignore_keys
         )
+
+
+# --- The rules of the config's fields: one table, `FIELD_RULES`, checked by one loop (`RoFormerConfig.check_fields`)
+# wherever a config is made or read, so that a value gets the same line whatever its route.
+
+
+@dataclass(frozen=True)
+class FieldRule:
+    """A rule of one field: `accepts(value, config)` says whether the field's value keeps it. `message` is the line of
+    a refusal: a template of `name`, `value`, `kind` (the value's type), `default` (the class default) and `config`, or
+    a function of the value and the config where the line names more than a template can (the label named twice)."""
+
+    name: str  # a field, or "field.key" for a key of a mapping field ("rope_parameters.factor")
+    accepts: Callable[[Any, PreTrainedConfig], bool]
+    message: str | Callable[[Any, PreTrainedConfig], str]
+
+    def refusal(self, value: Any, config: PreTrainedConfig) -> str:
+        if callable(self.message):
+            return self.message(value, config)
+        default = getattr(type(config), self.name, None)
+        return self.message.format(
+            name=self.name, value=value, kind=type(value).__name__, default=default, config=config
+        )
+
+
+def field_value(config: PreTrainedConfig, name: str) -> Any:
+    """The value a rule reads: a field, or a key of a mapping field (None where the mapping or the key is absent)."""
+    field, _, key = name.partition(".")
+    value = getattr(config, field, None)
+    if not key:
+        return value
+    return value.get(key) if isinstance(value, Mapping) else None
 
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-# Fields that hold a mapping (a JSON object) or nothing, with an example for the message.
-MAPPING_FIELDS = {
-    "id2label": '{"0": "civil", "1": "criminal"}',
-    "label2id": '{"civil": 0, "criminal": 1}',
-    "rope_parameters": '{"rope_type": "default"}',
-    "classification_inputs": '{"max_seq_length": 512, "truncation_side": "head", ...}',
-}
+def _is_whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
-def check_mappings(config: PreTrainedConfig) -> None:
-    """Raises a ValueError where a field of `MAPPING_FIELDS` holds something else than a mapping (a list of label
-    names, a string), on which transformers would fail with a traceback or which it would keep as it is."""
-    for name, example in MAPPING_FIELDS.items():
-        value = getattr(config, name, None)
-        if value is not None and not isinstance(value, Mapping):
-            raise ValueError(
-                f"{name} must be a mapping (a JSON object such as {example}) or null, got {type(value).__name__} "
-                f"{value!r:.60}: give a mapping."
-            )
+def _optional(accepts: Callable[[Any], bool]) -> Callable[[Any, PreTrainedConfig], bool]:
+    return lambda value, config: value is None or accepts(value)
 
 
-def check_label_maps(config: PreTrainedConfig, num_labels: object = None) -> None:
-    """Raises a ValueError where the label maps would name other outputs than the classifier's: `id2label`'s keys must
-    be the ids 0 to n - 1 (at least one), `label2id` its inverse (ids as numbers or digits, as transformers' own tests
-    write them) and never alone (transformers would replace it by LABEL_0, ...), `num_labels` at least 1."""
-    if num_labels is not None and (not isinstance(num_labels, int) or isinstance(num_labels, bool) or num_labels < 1):
-        raise ValueError(f"num_labels must be a whole number of at least 1, got {num_labels!r}.")
-    id2label, label2id = config.id2label, config.label2id
-    if id2label is None and label2id is not None:
-        raise ValueError(
-            "label2id is given without id2label, whose labels transformers would replace by LABEL_0, LABEL_1, ...: "
-            'give id2label too (such as {"0": "civil", "1": "criminal"}).'
+def _one_of(name: str, allowed: tuple) -> FieldRule:
+    return FieldRule(
+        name,
+        lambda value, config: value in allowed,
+        f"Unknown {name} {{value!r}}: use one of {', '.join(map(repr, allowed))}.",
+    )
+
+
+def _mapping(name: str, example: str) -> FieldRule:
+    """A field that holds a mapping (a JSON object) or nothing: transformers fails on anything else with a traceback,
+    or keeps it as it is."""
+    example = example.replace("{", "{{").replace("}", "}}")
+    return FieldRule(
+        name,
+        _optional(lambda value: isinstance(value, Mapping)),
+        f"{name} must be a mapping (a JSON object such as {example}) or null, got {{kind}} {{value!r:.60}}: give a "
+        "mapping.",
+    )
+
+
+def _unilm(name: str, plain_mask: str, applies: Callable[[PreTrainedConfig], bool]) -> tuple[FieldRule, ...]:
+    """UniLM's mask (`decoder_mask` or `encoder_mask` "unilm") tells segments apart by token type."""
+    return (
+        FieldRule(
+            name,
+            lambda mask, config: not (applies(config) and mask == "unilm" and config.attention_type == "linear"),
+            f"{name}='unilm' masks attention by token type, which linear attention cannot do (it takes only a padding "
+            f"mask): use attention_type='softmax', or {name}={plain_mask!r}.",
+        ),
+        FieldRule(
+            name,
+            lambda mask, config: not (applies(config) and mask == "unilm" and config.type_vocab_size < 2),
+            f"{name}='unilm' tells segments apart by token type (generated tokens have type 1), but type_vocab_size "
+            f"is {{config.type_vocab_size}}: set type_vocab_size=2, or {name}={plain_mask!r}.",
+        ),
+    )
+
+
+def _label_ids_are_outputs(id2label: Any, config: PreTrainedConfig) -> bool:
+    return id2label is None or (
+        bool(id2label) and sorted(map(str, id2label)) == sorted(map(str, range(len(id2label))))
+    )
+
+
+def _labels_named_twice(id2label: Mapping) -> dict[str, list[str]]:
+    """The label names that `id2label` gives to more than one output, with those outputs."""
+    outputs: dict[str, list[str]] = {}
+    for index, label in id2label.items():
+        outputs.setdefault(str(label), []).append(str(index))
+    return {label: indices for label, indices in outputs.items() if len(indices) > 1}
+
+
+def _named_twice_line(id2label: Mapping, config: PreTrainedConfig) -> str:
+    label, outputs = next(iter(_labels_named_twice(id2label).items()))
+    return (
+        f"id2label names the outputs {', '.join(outputs)} alike ({label!r}), so the classifier's answers could not "
+        "be told apart (and label2id keeps one of them): give each output its own name."
+    )
+
+
+def _label2id_inverts(label2id: Any, config: PreTrainedConfig) -> bool:
+    named = {label: str(index) for index, label in (config.id2label or {}).items()}
+    return label2id is None or {label: str(index) for label, index in label2id.items()} == named
+
+
+def _label2id_line(label2id: Mapping, config: PreTrainedConfig) -> str:
+    return (
+        f"label2id ({json.dumps(label2id, ensure_ascii=False)[:80]}) disagrees with id2label "
+        f"({json.dumps(config.id2label, ensure_ascii=False)[:80]}): make it the inverse of id2label, or leave it out."
+    )
+
+
+WHOLE_AT_LEAST_ONE = "{name} must be a whole number of at least 1, got {value!r}"
+LABELS_EXAMPLE = '{{"0": "civil", "1": "criminal"}}'
+
+FIELD_RULES: tuple[FieldRule, ...] = (
+    # Mappings first: the rules below read into them.
+    _mapping("id2label", '{"0": "civil", "1": "criminal"}'),
+    _mapping("label2id", '{"civil": 0, "criminal": 1}'),
+    _mapping("rope_parameters", '{"rope_type": "default"}'),
+    _mapping("classification_inputs", '{"max_seq_length": 512, "truncation_side": "head", ...}'),
+    # The labels: id2label names the outputs 0 to n - 1, each once; label2id is its inverse, never alone (transformers
+    # would replace its labels by LABEL_0, ...); num_labels (an argument of transformers) and problem_type agree.
+    FieldRule(
+        "label2id",
+        lambda label2id, config: label2id is None or config.id2label is not None,
+        "label2id is given without id2label, whose labels transformers would replace by LABEL_0, LABEL_1, ...: give "
+        f"id2label too (such as {LABELS_EXAMPLE}).",
+    ),
+    FieldRule(
+        "id2label",
+        _label_ids_are_outputs,
+        lambda id2label, config: (
+            f"id2label's keys must be the classifier's outputs 0, 1, ..., n - 1 (at least one), "
+            f'got {list(id2label)}: number the labels from 0 without gaps, as in {{"0": "civil", "1": "criminal"}}.'
+        ),
+    ),
+    FieldRule("id2label", _optional(lambda id2label: not _labels_named_twice(id2label)), _named_twice_line),
+    FieldRule("label2id", _label2id_inverts, _label2id_line),
+    FieldRule("num_labels", _optional(lambda count: _is_whole(count) and count >= 1), WHOLE_AT_LEAST_ONE + "."),
+    FieldRule(
+        "num_labels",
+        lambda count, config: count is None or config.id2label is None or count == len(config.id2label),
+        "num_labels is {value!r}, but id2label names {config.num_labels} labels: leave num_labels out (id2label "
+        "gives it), or give id2label {value!r} labels.",
+    ),
+    FieldRule(
+        "problem_type",
+        _optional(lambda problem_type: problem_type in PROBLEM_TYPES),
+        f"Unknown problem_type {{value!r}}: use one of {', '.join(map(repr, PROBLEM_TYPES))}, or null (then the type "
+        "of the first labels decides).",
+    ),
+    FieldRule(
+        "num_labels",
+        lambda count, config: count != 1 or config.problem_type != "single_label_classification",
+        "problem_type 'single_label_classification' picks one of several classes, but num_labels is 1: give 2 or "
+        "more labels (two classes are 2), or use problem_type 'regression' for one score.",
+    ),
+    # The boolean fields the model reads, RoFormer's own, then the three of transformers' that change what it
+    # computes: a string ("false") or a number would act as its truth value.
+    *(
+        FieldRule(
+            name,
+            lambda value, config: isinstance(value, bool),
+            "{name} must be true or false, got {value!r} (of type {kind}): write it as a boolean (in config.json "
+            "without quotes).",
         )
-    if id2label is not None and (not id2label or sorted(map(str, id2label)) != sorted(map(str, range(len(id2label))))):
-        raise ValueError(
-            f"id2label's keys must be the classifier's outputs 0, 1, ..., n - 1 (at least one), got {list(id2label)}: "
-            'number the labels from 0 without gaps, as in {"0": "civil", "1": "criminal"}.'
+        for name in (
+            *("rotary_value", "sparse_prediction", "final_layer_norm", "embedding_layer_norm", "use_bias"),
+            *("add_pooling_layer", "is_decoder", "use_cache", "tie_word_embeddings"),
         )
-    named = {label: str(index) for index, label in (id2label or {}).items()}
-    if label2id is not None and {label: str(index) for label, index in label2id.items()} != named:
-        raise ValueError(
-            f"label2id ({json.dumps(label2id, ensure_ascii=False)[:80]}) disagrees with id2label "
-            f"({json.dumps(id2label, ensure_ascii=False)[:80]}): make it the inverse of id2label, or leave it out."
+    ),
+    *(
+        FieldRule(
+            name,
+            lambda value, config: _is_whole(value) and value >= 1,
+            WHOLE_AT_LEAST_ONE + f": set {name} to 1 or "
+            f"more (the default is {'hidden_size' if name == 'embedding_size' else '{default}'}).",
         )
+        for name in POSITIVE_FIELDS
+    ),
+    FieldRule(
+        "layer_norm_eps",
+        lambda value, config: _is_number(value) and value > 0,
+        "layer_norm_eps must be a positive number (it keeps the norm from dividing by 0), got {value!r}: set it in "
+        "range (the default is {default}).",
+    ),
+    FieldRule(
+        "initializer_range",
+        lambda value, config: _is_number(value) and value >= 0,
+        "initializer_range must be a finite number of at least 0, got {value!r}: set it in range (the default is "
+        "{default}).",
+    ),
+    FieldRule(
+        "max_position_embeddings",
+        lambda value, config: _is_whole(value) and value >= 1,
+        WHOLE_AT_LEAST_ONE + ": set it in range (the default is {default}).",
+    ),
+    *(
+        FieldRule(
+            name,
+            lambda value, config: _is_number(value) and 0 <= value <= 1,
+            "{name} is a probability, so it must lie in [0, 1], got {value!r}.",
+        )
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob")
+    ),
+    FieldRule(
+        "prediction_slot_rate",
+        _optional(lambda rate: _is_number(rate) and 0 < rate <= 1),
+        "prediction_slot_rate is a share of tokens in (0, 1], or None; got {value!r}.",
+    ),
+    FieldRule(
+        "hidden_act",
+        lambda activation, config: (isinstance(activation, str) and activation in ACT2FN) or callable(activation),
+        "hidden_act must be one of transformers' ACT2FN (gelu, relu, ...), got {value!r}.",
+    ),
+    FieldRule(
+        "pad_token_id",
+        lambda pad, config: pad is None or (_is_whole(pad) and 0 <= pad < config.vocab_size),
+        lambda pad, config: (
+            f"pad_token_id must be the vocabulary id of [PAD] (0 to {config.vocab_size - 1}), got {pad!r}."
+        ),
+    ),
+    _one_of("attention_type", ATTENTION_TYPES),
+    # RoPE: a known type, the scaling factor of the types that scale, and both numbers finite and above 0.
+    FieldRule(
+        "rope_parameters.rope_type",
+        _optional(lambda rope_type: rope_type in ROPE_TYPES),
+        f"Unknown rope_type {{value!r}} in rope_parameters: use one of {', '.join(map(repr, ROPE_TYPES))}.",
+    ),
+    FieldRule(
+        "rope_parameters.rope_type",
+        lambda rope_type, config: rope_type not in ROPE_TYPES_WITH_FACTOR or "factor" in config.rope_parameters,
+        'rope_type {value!r} needs a scaling factor: add "factor" to rope_parameters.',
+    ),
+    *(
+        FieldRule(
+            f"rope_parameters.{key}",
+            _optional(lambda value: _is_number(value) and value > 0),
+            f"rope_parameters {key} must be > 0 (a finite number), got {{value!r}}.",
+        )
+        for key in ("factor", "rope_theta")
+    ),
+    # The fields of a few named values.
+    _one_of("norm_type", ("layer_norm", "rms_norm")),
+    _one_of("pooler_activation", ("tanh", "linear")),
+    _one_of("multiple_choice_pooling", ("last_token", "last_position")),
+    _one_of("decoder_mask", ("causal", "unilm")),
+    _one_of("encoder_mask", ("bidirectional", "unilm")),
+    _one_of("norm_position", ("post", "pre")),
+    *_unilm("decoder_mask", "causal", lambda config: config.is_decoder),
+    *_unilm("encoder_mask", "bidirectional", lambda config: True),
+)
+
+
+def without_replaced_labels(saved: dict[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    """The `saved` settings (a config.json) without their label maps where `given` (keyword arguments, a script's
+    settings) says the labels anew: an `id2label`, or a `num_labels` other than the saved labels' number, as
+    `from_pretrained(path, num_labels=n)` asks transformers for a new head of n outputs. What is given is then checked
+    against itself, not against the labels it replaces."""
+    saved_labels = saved.get("id2label")
+    saved_count = len(saved_labels) if isinstance(saved_labels, Mapping) else None
+    if given.get("id2label") is None and given.get("num_labels") in (None, saved_count):
+        return saved
+    return {name: value for name, value in saved.items() if name not in ("id2label", "label2id")}
 
 
 def recipe_pipelines() -> dict:
@@ -471,14 +598,86 @@ def recipe_pipeline_registered() -> bool:
     return getattr(served_by, "reads_classification_inputs", False)
 
 
-def check_config_object(settings: object, source: object) -> None:
-    """Raises a ValueError where a checkpoint's config.json holds another JSON value than an object of settings."""
+def check_config_object(settings: object, source: object, name: str = "config.json") -> None:
+    """Raises a ValueError where a checkpoint's config.json (or its JSON file `name`) holds another JSON value than an
+    object of settings."""
     if not isinstance(settings, dict):
         json_type = {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(settings), "number")
         raise ValueError(
-            f"the config.json of {source} holds a JSON {json_type} ({json.dumps(settings)[:40]}), not an object of "
-            "settings: restore it from the checkpoint it was saved with (a config's save_pretrained writes one)."
+            f"the {name} of {source} holds a JSON {json_type} ({json.dumps(settings)[:40]}), not an object of "
+            "settings: restore it from the checkpoint it was saved with (save_pretrained writes one)."
         )
+
+
+# --- The files of a model folder, read before transformers' readers, which fail on a damaged file deep inside without
+# naming it. The files each `from_pretrained` reads: the model's (the shards an index names too), the tokenizer's.
+MODEL_FILES = ("config.json", "model.safetensors", "model.safetensors.index.json")
+TOKENIZER_FILES = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
+
+
+def check_model_files(source: object, names: tuple[str, ...], subfolder: str | None = None) -> None:
+    """
+    Raises an OSError naming the first file that cannot be read as what its name says (a JSON file cut short, garbled
+    or not UTF-8; a safetensors file cut short or of another format), and a ValueError for a JSON file that holds no
+    object (`check_config_object`), before transformers reads them.
+
+    Args:
+        source: What `from_pretrained` was given: a local folder (its files `names` are read, in `subfolder`), a file
+            (read itself), or anything else (a Hub id, None), left to transformers.
+        names (`tuple[str, ...]`): The files to read where they exist (`MODEL_FILES`, `TOKENIZER_FILES`).
+    """
+    if not isinstance(source, (str, os.PathLike)):
+        return
+    folder = Path(source, subfolder or "")
+    paths = [folder / name for name in names] if folder.is_dir() else [folder]
+    for path in paths:
+        if not path.is_file() or path.suffix not in (".json", ".safetensors"):
+            continue
+        settings = read_model_file(path)
+        if path.suffix == ".json":
+            check_config_object(settings, path.parent, path.name)
+        if path.name.endswith(".index.json"):  # the shards it names are read too
+            shards = settings.get("weight_map") if isinstance(settings.get("weight_map"), dict) else {}
+            paths += [path.parent / shard for shard in sorted(set(map(str, shards.values())))]
+
+
+def read_model_file(path: Path) -> Any:
+    """The value of a JSON file, or the header of a safetensors file; an OSError naming the file and the fix where
+    it cannot be read."""
+    try:
+        if path.suffix == ".json":
+            return json.loads(path.read_bytes().decode("utf-8"))
+        return safetensors_header(path)
+    except ValueError as error:  # json.JSONDecodeError, UnicodeDecodeError and safetensors_header's are ValueErrors
+        if isinstance(error, json.JSONDecodeError):
+            reason = f"not JSON: {error.msg} at line {error.lineno}, column {error.colno}"
+        elif isinstance(error, UnicodeDecodeError):
+            reason = f"not UTF-8 text: byte {error.object[error.start]:#04x} at byte {error.start}"
+        else:
+            reason = str(error)
+        raise OSError(
+            f"{path} cannot be read ({'empty' if path.stat().st_size == 0 else reason}): it was cut short or damaged; "
+            "download it again, or save it again with save_pretrained where it was made."
+        ) from None
+
+
+def safetensors_header(path: Path) -> dict:
+    """The header of a safetensors file: 8 bytes giving the length of a JSON header, which gives each tensor's bytes;
+    the tensors fill the rest of the file exactly (what safetensors checks before it reads a tensor)."""
+    size = path.stat().st_size
+    with path.open("rb") as file:
+        header_size = int.from_bytes(file.read(8), "little")
+        if size < 8 or header_size > size - 8:
+            raise ValueError(f"not a safetensors file: its {size:,} bytes hold no header of the length it begins with")
+        try:
+            header = json.loads(file.read(header_size))
+            ends = [entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"]
+            described = 8 + header_size + max(ends, default=0)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            raise ValueError("not a safetensors file: its header is not one") from None
+    if described != size:
+        raise ValueError(f"{size:,} bytes, where its header describes {described:,}")
+    return header
 
 
 def check_recipe_pipeline_files(folder: Path) -> None:

@@ -58,7 +58,7 @@ from transformers.processing_utils import Unpack
 from transformers.utils import ModelOutput, TransformersKwargs, can_return_tuple, logging
 from transformers.utils.output_capturing import capture_outputs
 
-from .configuration import RECIPE_PIPELINE_FILES, RoFormerConfig
+from .configuration import MODEL_FILES, RECIPE_PIPELINE_FILES, RoFormerConfig, check_model_files
 
 logger = logging.get_logger(__name__)
 
@@ -1215,6 +1215,7 @@ class RoFormerPreTrainedModel(PreTrainedModel):
         (`check_encoder_weights_loaded`); new heads and a new pooler initialise as usual, and
         `ignore_mismatched_sizes=True` as in transformers, with a warning. Where roformer_hf is installed, a published
         RoFormer-Sim or Zhouwenwang checkpoint loads in roformer_hf's layout (`published_layouts`)."""
+        check_model_files(pretrained_model_name_or_path, MODEL_FILES, kwargs.get("subfolder"))  # damaged files named
         source, layouts = pretrained_model_name_or_path, roformer_hf_module("conversion.published_layouts")
         if layouts is not None and kwargs.get("config") is None and isinstance(source, (str, os.PathLike)):
             pretrained_model_name_or_path, kwargs = layouts.published_layout_inputs(source, kwargs, cls)

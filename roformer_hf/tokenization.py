@@ -20,6 +20,7 @@ from transformers.tokenization_utils_base import PaddingStrategy, TensorType, Tr
 from transformers.utils import logging
 
 from .batch_rows import build_row, split_samples, truncation_windows, windows_from_the_end
+from .configuration import TOKENIZER_FILES, check_model_files
 from .encodings import WORDPIECE_SCHEME, RowEncodings, WordPieceScheme
 from .jieba_rule import JiebaRuleMixin
 from .text_rules import load_vocab, needs_space
@@ -149,6 +150,12 @@ class RoFormerJiebaTokenizer(JiebaRuleMixin, PreTrainedTokenizer):
         )
         if user_dict_file is not None:
             self.load_user_dict(user_dict_file)
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *init_inputs, **kwargs):
+        """As transformers' `from_pretrained`, once the folder's tokenizer files read (a damaged one is named)."""
+        check_model_files(pretrained_model_name_or_path, TOKENIZER_FILES, kwargs.get("subfolder"))
+        return super().from_pretrained(pretrained_model_name_or_path, *init_inputs, **kwargs)
 
     # ------------------------------------------------------------------------------------------------------------
     # Vocabulary

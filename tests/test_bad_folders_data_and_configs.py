@@ -2,11 +2,15 @@
 folders read as they are, resumes checked by content, configs checked where they are read): each gets the one line
 the table shows, exit status 1, and leaves every file the user had byte-identical.
 
-To add a case: one entry in `CASES`, one row in that table.
+To add a case: one entry in `CASES`, one row in that table. The issue-51 table (one check for a config value whatever
+its route, model files that cannot be read) has its own, `ROUTE_CASES`, at the end.
 """
 
 import json
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,8 +19,12 @@ import pytest
 from conftest import bad_input_rows, check_table_names_the_cases
 from test_bad_inputs import (
     BOTH,
+    DEMO_VOCAB,
     ROWS,
     SCRIPTS,
+    TINY_MODEL,
+    good_run,
+    overrides_run,
     run_in_process,
     script_parameters,
     template_pattern,
@@ -27,7 +35,7 @@ from test_bad_inputs import (
 )
 from test_bad_settings_and_data import file_digests
 
-from roformer_hf import RoFormerConfig, RoFormerModel
+from roformer_hf import RoFormerConfig, RoFormerForSequenceClassification, RoFormerJiebaTokenizer, RoFormerModel
 
 TABLE_HEADER = "## Output folders shared with the user"
 
@@ -444,3 +452,248 @@ def test_a_resume_on_a_dataset_folder_given_a_hidden_file_goes_on(tmp_path):
     SCRIPTS[script].main([*with_value(first, "--max_steps", "3"), "--resume_from_checkpoint", "true"])
     state = json.loads((tmp_path / "out" / "trainer_state.json").read_text(encoding="utf-8"))
     assert state["global_step"] == 3
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Issue 51: one check for a config value whatever its route, and model files that cannot be read
+# ----------------------------------------------------------------------------------------------------------------
+
+ROUTE_TABLE_HEADER = "## One check for a config value whatever its route"
+SMALL = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64}
+
+
+def saved_model(folder: Path, model_class: type = RoFormerModel, **fields) -> Path:
+    model_class(RoFormerConfig(**SMALL, **fields)).save_pretrained(folder)
+    return folder
+
+
+def saved_tokenizer(folder: Path) -> Path:
+    RoFormerJiebaTokenizer(vocab_file=str(DEMO_VOCAB)).save_pretrained(folder)
+    return folder
+
+
+def cut_in_half(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def exception_line(load: Callable[[], object]) -> str:
+    with pytest.raises(Exception) as error_info:
+        load()
+    return f"{type(error_info.value).__name__}: {error_info.value}"
+
+
+def edited_classifier(change: dict, **keywords) -> Callable[[Path], str]:
+    """from_pretrained of a classifier whose config.json was edited by `change`, given `keywords`."""
+
+    def case(tmp: Path) -> str:
+        folder = saved_model(tmp / "classifier", RoFormerForSequenceClassification, id2label={0: "civil", 1: "crime"})
+        settings = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        (folder / "config.json").write_text(json.dumps({**settings, **change}), encoding="utf-8")
+        return exception_line(lambda: RoFormerForSequenceClassification.from_pretrained(folder, **keywords))
+
+    return case
+
+
+def damaged_model(damage: Callable[[Path], None]) -> Callable[[Path], str]:
+    def case(tmp: Path) -> str:
+        folder = saved_model(tmp / "model")
+        damage(folder)
+        return exception_line(lambda: RoFormerModel.from_pretrained(folder))
+
+    return case
+
+
+def damaged_tokenizer(damage: Callable[[Path], None]) -> Callable[[Path], str]:
+    def case(tmp: Path) -> str:
+        folder = saved_tokenizer(tmp / "tokenizer")
+        damage(folder / "tokenizer_config.json")
+        return exception_line(lambda: RoFormerJiebaTokenizer.from_pretrained(folder))
+
+    return case
+
+
+def regressor_asked_for_one_class(tmp: Path) -> str:
+    folder = saved_model(tmp / "regressor", RoFormerForSequenceClassification, num_labels=1, problem_type="regression")
+    load = RoFormerForSequenceClassification.from_pretrained
+    return exception_line(lambda: load(folder, problem_type="single_label_classification"))
+
+
+def tokenizer_cut_short_run(script: str, tmp: Path, monkeypatch) -> list[str]:
+    folder = saved_tokenizer(tmp / "tokenizer")
+    cut_in_half(folder / "tokenizer_config.json")
+    return with_value(good_run()(script, tmp), "--tokenizer_name", str(folder))
+
+
+ROUTE_CASES = {
+    "rope_parameters_keyword_a_string": (
+        "from_pretrained",
+        lambda tmp: exception_line(lambda: RoFormerModel.from_pretrained(saved_model(tmp), rope_parameters="ntk")),
+    ),
+    "id2label_names_a_class_twice": ("from_pretrained", edited_classifier({"id2label": {"0": "civil", "1": "civil"}})),
+    "problem_type_unknown": ("from_pretrained", edited_classifier({"problem_type": "multi_label"})),
+    "single_label_of_one_output_keyword": ("from_pretrained", regressor_asked_for_one_class),
+    "model_safetensors_cut_short": (
+        "from_pretrained",
+        damaged_model(lambda folder: cut_in_half(folder / "model.safetensors")),
+    ),
+    "model_safetensors_garbled": (
+        "from_pretrained",
+        damaged_model(lambda folder: (folder / "model.safetensors").write_bytes(b"<!DOCTYPE html><html>...</html>")),
+    ),
+    "config_json_cut_short": ("from_pretrained", damaged_model(lambda folder: cut_in_half(folder / "config.json"))),
+    "tokenizer_config_json_cut_short": ("from_pretrained", damaged_tokenizer(cut_in_half)),
+    "tokenizer_config_json_not_utf8": (
+        "from_pretrained",
+        damaged_tokenizer(lambda path: path.write_bytes(b"\xff\xfe{")),
+    ),
+    "tokenizer_config_json_a_list": ("from_pretrained", damaged_tokenizer(lambda path: path.write_text("[1, 2]"))),
+    "tokenizer_name_config_cut_short": (BOTH, tokenizer_cut_short_run),
+    "num_labels_override_against_the_data": (
+        "run_classification.py",
+        lambda script, tmp, monkeypatch: overrides_run(f"{TINY_MODEL},num_labels=3")(script, tmp),
+    ),
+}
+LIBRARY_ROUTE_CASES = [case for case, (where, _) in ROUTE_CASES.items() if where == "from_pretrained"]
+
+
+def test_the_route_table_and_the_cases_name_the_same_bad_inputs():
+    check_table_names_the_cases(ROUTE_TABLE_HEADER, ROUTE_CASES)
+
+
+@pytest.mark.parametrize("case", LIBRARY_ROUTE_CASES)
+def test_a_bad_config_value_or_model_file_gets_one_line_in_the_library(case, tmp_path):
+    message = ROUTE_CASES[case][1](tmp_path)
+    pattern = template_pattern(bad_input_rows(ROUTE_TABLE_HEADER)[case][2])
+    assert pattern.fullmatch(message), f"{case}:\n  got      {message}\n  expected {pattern.pattern}"
+
+
+@pytest.mark.parametrize(
+    ("case", "script"),
+    script_parameters({case: ROUTE_CASES[case] for case in ROUTE_CASES if case not in LIBRARY_ROUTE_CASES}),
+)
+def test_a_bad_config_value_or_model_file_gets_one_line_in_the_scripts(case, script, tmp_path, capsys, monkeypatch):
+    message = run_in_process(script, ROUTE_CASES[case][1](script, tmp_path, monkeypatch), capsys)
+    pattern = template_pattern(bad_input_rows(ROUTE_TABLE_HEADER)[case][2])
+    assert pattern.fullmatch(message), f"{script} {case}:\n  got      {message}\n  expected {pattern.pattern}"
+
+
+@pytest.mark.parametrize(
+    "load",
+    [
+        lambda folder: RoFormerConfig.from_pretrained(folder, rope_parameters="ntk"),
+        lambda folder: RoFormerConfig(**SMALL, rope_parameters="ntk"),
+        lambda folder: RoFormerConfig.from_dict({**SMALL, "rope_parameters": "ntk"}),
+    ],
+    ids=["config_from_pretrained_keyword", "constructor", "config_json"],
+)
+def test_a_config_value_gets_the_same_line_whatever_its_route(load, tmp_path):
+    RoFormerConfig(**SMALL).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=re.escape("rope_parameters must be a mapping (a JSON object such as")):
+        load(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "keywords",
+    [{"use_bias": "false"}, {"problem_type": "regresion"}, {"id2label": {0: "a", 1: "a"}}, {"layer_norm_eps": -1}],
+)
+def test_every_rule_holds_for_a_keyword_of_from_pretrained_as_for_the_constructor(keywords, tmp_path):
+    """The keyword arguments of from_pretrained, which transformers sets after the config is made, meet the same rules
+    with the same line as the constructor."""
+    RoFormerConfig(**SMALL).save_pretrained(tmp_path)
+    with pytest.raises(ValueError) as made:
+        RoFormerConfig(**SMALL, **keywords)
+    with pytest.raises(ValueError) as loaded:
+        RoFormerConfig.from_pretrained(tmp_path, **keywords)
+    assert str(loaded.value) == str(made.value)
+
+
+def test_new_labels_replace_the_saved_ones_rather_than_contradict_them(tmp_path):
+    """transformers' way to a new head, `from_pretrained(path, num_labels=n)`, still replaces a classifier's labels
+    (LABEL_0, ...); the contradiction is refused where both are given at once."""
+    RoFormerConfig(**SMALL, id2label={0: "civil", 1: "crime"}).save_pretrained(tmp_path)
+    assert RoFormerConfig.from_pretrained(tmp_path, num_labels=3).id2label == {
+        0: "LABEL_0",
+        1: "LABEL_1",
+        2: "LABEL_2",
+    }
+    assert RoFormerConfig.from_pretrained(tmp_path, num_labels=2).id2label == {0: "civil", 1: "crime"}
+    assert RoFormerConfig.from_pretrained(tmp_path, id2label={0: "x"}).label2id == {"x": 0}
+    with pytest.raises(ValueError, match="num_labels is 3, but id2label names 2 labels"):
+        RoFormerConfig(**SMALL, num_labels=3, id2label={0: "civil", 1: "crime"})
+
+
+def test_a_regressor_fine_tuned_from_a_classifier_takes_the_new_number_of_outputs(tmp_path):
+    """The scripts' labels of the data (here a regression's one output) replace a checkpoint's other labels, as
+    transformers' num_labels does, rather than being refused as a contradiction."""
+    from roformer_hf.configuration import without_replaced_labels
+
+    saved = {"id2label": {"0": "civil", "1": "crime"}, "label2id": {"civil": 0, "crime": 1}, "hidden_size": 32}
+    given = {"num_labels": 1, "problem_type": "regression"}
+    assert without_replaced_labels(saved, given) == {"hidden_size": 32}
+    assert without_replaced_labels(saved, {"num_labels": 2}) == saved
+    config = RoFormerConfig(**{**SMALL, **without_replaced_labels(saved, given), **given})
+    assert config.num_labels == 1 and config.problem_type == "regression"
+
+
+@pytest.mark.parametrize("damage", ["cut", "appended", "header_garbled"])
+def test_a_damaged_shard_of_a_sharded_checkpoint_is_named(damage, tmp_path):
+    """The shards a safetensors index names are read like model.safetensors."""
+    RoFormerModel(RoFormerConfig(**SMALL)).save_pretrained(tmp_path, max_shard_size="20KB")
+    shards = sorted(tmp_path.glob("model-*.safetensors"))
+    assert len(shards) > 1 and not (tmp_path / "model.safetensors").exists()
+    data = shards[-1].read_bytes()
+    changed = {"cut": data[:-1], "appended": data + b"\0", "header_garbled": data[:8] + b"[" + data[9:]}[damage]
+    shards[-1].write_bytes(changed)
+    with pytest.raises(OSError, match=re.escape(f"{shards[-1]} cannot be read (")):
+        RoFormerModel.from_pretrained(tmp_path)
+
+
+def test_whole_model_and_tokenizer_files_load_as_before(tmp_path):
+    """The boundary reads the files first and changes nothing for whole ones (sharded weights too)."""
+    model = RoFormerModel(RoFormerConfig(**SMALL))
+    model.save_pretrained(tmp_path / "sharded", max_shard_size="20KB")
+    loaded = RoFormerModel.from_pretrained(tmp_path / "sharded")
+    assert all((a == b).all() for a, b in zip(model.state_dict().values(), loaded.state_dict().values(), strict=True))
+    tokenizer = RoFormerJiebaTokenizer.from_pretrained(saved_tokenizer(tmp_path / "tokenizer"))
+    assert tokenizer("今天天气")["input_ids"][0] == tokenizer.cls_token_id
+
+
+REMOTE_CODE_CHILD = """
+import json
+import sys
+
+sys.modules["roformer_hf"] = None  # as if roformer_hf were not installed: the checkpoint's own code reads it
+import transformers
+
+lines = []
+for load in (transformers.AutoConfig.from_pretrained, transformers.AutoModelForSequenceClassification.from_pretrained):
+    try:
+        load(sys.argv[1], trust_remote_code=True)
+    except (ValueError, OSError) as error:
+        lines.append(f"{type(error).__name__}: {error}")
+print(json.dumps(lines))
+"""
+
+
+def test_the_rules_and_the_file_boundary_travel_with_the_checkpoints_code(tmp_path):
+    """A checkpoint loaded with its own code where roformer_hf is not installed refuses a label named twice and names
+    a damaged weights file, as roformer_hf does: both live in the configuration.py it carries."""
+    folder = saved_model(tmp_path / "classifier", RoFormerForSequenceClassification, id2label={0: "civil", 1: "crime"})
+    settings = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    twice = {**settings, "id2label": {"0": "civil", "1": "civil"}, "label2id": None}
+    (folder / "config.json").write_text(json.dumps(twice), encoding="utf-8")
+    (tmp_path / "child.py").write_text(REMOTE_CODE_CHILD, encoding="utf-8")
+
+    def lines_of_a_child() -> list[str]:
+        environment = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules")}
+        command = [sys.executable, "child.py", str(folder)]
+        child = subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True, check=False)
+        assert child.returncode == 0, child.stderr[-3000:]
+        return json.loads(child.stdout.splitlines()[-1])
+
+    named_twice = bad_input_rows(ROUTE_TABLE_HEADER)["id2label_names_a_class_twice"][2]
+    assert lines_of_a_child() == [named_twice, named_twice]  # AutoConfig, then the model
+    (folder / "config.json").write_text(json.dumps(settings), encoding="utf-8")
+    cut_in_half(folder / "model.safetensors")
+    [line] = lines_of_a_child()
+    assert line.startswith(f"OSError: {folder / 'model.safetensors'} cannot be read (")

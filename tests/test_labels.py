@@ -283,3 +283,25 @@ def test_the_labels_a_config_holds_are_read_as_the_data_labels_are():
     assert LabelInfo.of_config(RoFormerConfig(**LabelInfo(REGRESSION, []).config_fields())) == LabelInfo(
         REGRESSION, []
     )
+
+
+def test_the_data_labels_replace_a_checkpoints_other_labels_and_an_override_against_them_is_refused(tmp_path):
+    """Fine-tuning a classifier's checkpoint for regression (one output) takes the data's labels, as transformers'
+    `from_pretrained(path, num_labels=1)` does, where the config's rule that num_labels agrees with id2label would
+    otherwise refuse the saved maps; a `--config_overrides num_labels=3` against two labels of the data is refused."""
+    from roformer_hf import RoFormerConfig
+    from roformer_hf.training.building import build_config
+    from roformer_hf.training.cli import ModelArguments
+
+    RoFormerConfig(
+        vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+        problem_type=SINGLE_LABEL, id2label={0: "civil", 1: "criminal"},
+    ).save_pretrained(tmp_path)  # fmt: skip
+    regression = build_config(
+        ModelArguments(model_name_or_path=str(tmp_path)), **LabelInfo(REGRESSION, []).config_fields()
+    )
+    assert regression.num_labels == 1 and regression.problem_type == REGRESSION
+    data_labels = LabelInfo(SINGLE_LABEL, ["a", "b"]).config_fields()
+    overridden = ModelArguments(model_name_or_path=str(tmp_path), config_overrides="num_labels=3")
+    with pytest.raises(ScriptError, match="num_labels is 3, but id2label names 2 labels"):
+        build_config(overridden, **data_labels)

@@ -562,7 +562,12 @@ def single_file_tokenizer_source() -> str:
 def test_a_tokenizer_saved_as_one_file_loads_and_encodes_as_the_split_one(tokenizer, tmp_path, peoples_daily):
     tokenizer.save_pretrained(tmp_path / "saved")
     saved = tmp_path / "saved"
-    assert {path.name for path in saved.glob("*.py")} == {"tokenization.py", *SPLIT_TOKENIZER_FILES}
+    # configuration.py: the reading of the tokenizer's files (`check_model_files`) that tokenization.py imports
+    assert {path.name for path in saved.glob("*.py")} == {
+        "tokenization.py",
+        "configuration.py",
+        *SPLIT_TOKENIZER_FILES,
+    }
     for name in SPLIT_TOKENIZER_FILES:
         (saved / name).unlink()
     (saved / "tokenization.py").write_text(single_file_tokenizer_source(), encoding="utf-8")

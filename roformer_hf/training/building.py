@@ -14,7 +14,7 @@ from typing import Any
 from transformers import PreTrainedConfig, PreTrainedModel
 
 from ..compat import LOAD_REPORT_LOGGER, TENSOR_PARALLEL_LOGGERS
-from ..configuration import RoFormerConfig
+from ..configuration import RoFormerConfig, without_replaced_labels
 from .cli import ModelArguments
 from .errors import ScriptError
 
@@ -127,6 +127,7 @@ def build_config(
         if "hidden_size" in overrides and config_dict.get("embedding_size") == config_dict.get("hidden_size"):
             config_dict["embedding_size"] = None  # an embedding size that followed the hidden size keeps following it
         config_dict.pop("model_type", None)  # original checkpoints say "roformer"
+        config_dict = without_replaced_labels(config_dict, {**defaults, **overrides})  # the data's labels replace them
         config = config_class(**{**config_dict, **defaults, **overrides})
         config.check_attention_heads()  # the model checks it too, but the script can say so before reading data
         return config
