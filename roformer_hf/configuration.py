@@ -34,8 +34,8 @@ AUTO_MAP = {
 # `recipe_pipelines`): with `trust_remote_code=True`, `pipeline("text-classification", model=folder)` takes it from
 # the checkpoint's code.
 RECIPE_PIPELINE = "text_classification_pipeline.RoFormerTextClassificationPipeline"
-# Its module and the one module it imports: `save_pretrained` copies both beside the model's code.
-RECIPE_PIPELINE_FILES = ("text_classification_pipeline.py", "document_inputs.py")
+# Its module, which imports nothing relatively: `save_pretrained` copies it beside the model's code.
+RECIPE_PIPELINE_FILES = ("text_classification_pipeline.py",)
 # The boolean fields the model reads, RoFormer's own, then the three of transformers' that change what it computes: a
 # string ("false") or a number would act as its truth value.
 BOOLEAN_FIELDS = ("rotary_value", "sparse_prediction", "final_layer_norm", "embedding_layer_norm", "use_bias")

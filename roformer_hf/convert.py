@@ -65,8 +65,7 @@ from .conversion_sources import (
 )
 from .fengshen_layout import is_fengshen_layout
 from .model_card import write_model_card
-from .text_rules import load_vocab
-from .tokenization import RoFormerJiebaTokenizer
+from .tokenization import RoFormerJiebaTokenizer, load_vocab
 from .training.outputs.checkpoints import give_plain_modes
 from .training.outputs.locks import LOCK_FILE_NAME, FolderLock, FolderLockedError
 from .training.outputs.pickle_refusal import is_refused_pickle, refused_pickle_message

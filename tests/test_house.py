@@ -1,7 +1,7 @@
 """The shape of the house (issue 43): the limits that tell a reviewer to look again, checked on the source tree. A
-module may reach 500 lines (`modeling.py` may pass it), a function 60; a script is its command line and `main`'s
-phases, importing at most 30 names from at most 12 roformer_hf modules; `training/` holds at most 12 modules and its
-wings as packages; a module assigns `__all__` once."""
+module may reach 500 lines (`modeling.py` and `tokenization.py`, single-file model modules, may pass it), a function
+60; a script is its command line and `main`'s phases, importing at most 30 names from at most 12 roformer_hf modules;
+`training/` holds at most 12 modules and its wings as packages; a module assigns `__all__` once."""
 
 import ast
 from pathlib import Path
@@ -49,7 +49,8 @@ def test_modules_and_functions_stay_short_enough_to_read_whole():
     long_modules = {
         str(path.relative_to(REPO_ROOT)): lines
         for path in SOURCES
-        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > 500 and path.name != "modeling.py"
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > 500
+        and path.name not in ("modeling.py", "tokenization.py")
     }
     long_functions = {
         f"{path.relative_to(REPO_ROOT)}:{node.name}": node.end_lineno - node.lineno + 1

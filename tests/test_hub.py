@@ -171,7 +171,7 @@ MODEL_CODE_FILES = {
 
 
 # The tokenizer's code, which the fixture's folders carry too (a tokenizer is saved beside each model).
-TOKENIZER_CODE_FILES = {"tokenization.py", "text_rules.py", "jieba_rule.py", "batch_rows.py", "encodings.py"}
+TOKENIZER_CODE_FILES = {"tokenization.py"}
 
 
 def test_a_checkpoint_carries_the_model_code_only(checkpoints):

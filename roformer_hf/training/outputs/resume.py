@@ -20,7 +20,7 @@ from typing import Any
 from transformers import PreTrainedModel, Trainer, TrainingArguments
 
 from ...model_card import mixed_precision
-from ...text_rules import load_vocab
+from ...tokenization import load_vocab
 from ..data.folders import files_datasets_reads
 from ..errors import ScriptError
 from .checkpoints import check_given_checkpoint, last_complete_checkpoint, save_checkpoints_whole
