@@ -1,9 +1,10 @@
 """`RoFormerJiebaTokenizer`: the word-level jieba tokenizer of the original Chinese RoFormer checkpoints.
 
-The rule they were trained with (docs/tokenizer.md): normalise the text, segment it with jieba (HMM off), make a segment
-found in the vocabulary one token and any other one BERT basic tokenization and WordPiece. The file reads in that
-order, then builds the rows of a batch and answers the fast-tokenizer API (`word_ids()`, ...) on them. It imports
-nothing of roformer_hf: a saved tokenizer carries this one file for `trust_remote_code=True`.
+The rule they were trained with (docs/tokenizer.md): 1. normalise the text; 2. segment it with jieba (HMM off); 3. a
+segment found in the vocabulary is one token; 4. any other goes through BERT basic tokenization and WordPiece. The file
+reads: the vocabulary file, steps 1 and 4, the rows of a batch, what an encoded batch answers (`word_ids()`, ...), then
+the tokenizer, which segments (steps 2 and 3). It imports nothing of roformer_hf: a saved tokenizer carries this file
+alone, for `trust_remote_code=True`.
 """
 
 import functools
