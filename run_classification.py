@@ -38,7 +38,7 @@ from pathlib import Path
 
 from transformers import TrainingArguments
 
-from roformer_hf.document_inputs import (
+from roformer_hf.text_classification_pipeline import (
     CHUNK_POOLINGS,
     INPUT_SETTINGS,
     LONG_DOC_STRATEGIES,

@@ -26,8 +26,7 @@ from collections.abc import Iterator
 
 from tqdm.auto import tqdm
 
-from .text_rules import is_cjk_character, is_dropped, is_punctuation, is_whitespace
-from .tokenization import RoFormerJiebaTokenizer
+from .tokenization import RoFormerJiebaTokenizer, is_cjk_character, is_dropped, is_punctuation, is_whitespace
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

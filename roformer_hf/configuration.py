@@ -38,8 +38,8 @@ AUTO_MAP = {
 # `recipe_pipelines`): with `trust_remote_code=True`, `pipeline("text-classification", model=folder)` takes it from
 # the checkpoint's code.
 RECIPE_PIPELINE = "text_classification_pipeline.RoFormerTextClassificationPipeline"
-# Its module and the one module it imports: `save_pretrained` copies both beside the model's code.
-RECIPE_PIPELINE_FILES = ("text_classification_pipeline.py", "document_inputs.py")
+# Its module, which imports nothing relatively: `save_pretrained` copies it beside the model's code.
+RECIPE_PIPELINE_FILES = ("text_classification_pipeline.py",)
 # Settings of a training run rather than of the model: never written to config.json, never read back from a saved
 # config (older checkpoints of run_mlm.py say "sparse_prediction": true), so a loaded model answers every caller alike.
 RUN_ONLY_FIELDS = ("sparse_prediction", "prediction_slot_rate")

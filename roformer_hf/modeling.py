@@ -1303,9 +1303,9 @@ def refuse_int8_quantized_in_memory(model: PreTrainedModel) -> None:
 
 def copy_recipe_pipeline_code(save_directory: str | os.PathLike, loaded_from: str | os.PathLike = "") -> None:
     """Copy the code of the text-classification pipeline that the saved `custom_pipelines` names (see
-    `configuration.RECIPE_PIPELINE`) beside the model's: `trust_remote_code=True` loads it from there. Both files sit
-    beside this one in roformer_hf. In a checkpoint's code (remote code) they do only once that pipeline was loaded,
-    so they are taken from the checkpoint the model was loaded from, `loaded_from` (a folder or a Hub repository)."""
+    `configuration.RECIPE_PIPELINE`) beside the model's: `trust_remote_code=True` loads it from there. The file sits
+    beside this one in roformer_hf. In a checkpoint's code (remote code) it does only once that pipeline was loaded,
+    so it is taken from the checkpoint the model was loaded from, `loaded_from` (a folder or a Hub repository)."""
     for name in RECIPE_PIPELINE_FILES:
         source = Path(__file__).with_name(name)
         if not source.is_file() and loaded_from:

@@ -1,29 +1,33 @@
-"""Word-level jieba tokenizer of the original Chinese RoFormer checkpoints: `RoFormerJiebaTokenizer`.
+"""`RoFormerJiebaTokenizer`: the word-level jieba tokenizer of the original Chinese RoFormer checkpoints.
 
-The tokenizer in four files, each one concern (the tokenizer's files carry all of them for `trust_remote_code=True`;
-none imports anything else of roformer_hf):
-
-- `text_rules.py`: the rule on text: normalisation, BERT basic tokenization, WordPiece, the vocabulary file;
-- `jieba_rule.py`: segmentation (rjieba or jieba), user words, and the rule applied to one text (`JiebaRuleMixin`);
-- `batch_rows.py`: the rows of a batch from encoded texts (pairs, truncation windows, special tokens);
-- `encodings.py`: what an encoded batch answers (`word_ids()`, `char_to_token()`, ...), as fast tokenizers do;
-
-and here the tokenizer itself: transformers' `PreTrainedTokenizer` API over them.
+The rule they were trained with (docs/tokenizer.md): 1. normalise the text; 2. segment it with jieba (HMM off); 3. a
+segment found in the vocabulary is one token; 4. any other goes through BERT basic tokenization and WordPiece. The file
+reads: the vocabulary file, steps 1 and 4, the rows of a batch, what an encoded batch answers (`word_ids()`, ...), then
+the tokenizer, which segments (steps 2 and 3). It imports nothing of roformer_hf: a saved tokenizer carries this file
+alone, for `trust_remote_code=True`.
 """
 
+import functools
 import os
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import chain
 from typing import Any, ClassVar
 
+import jieba
 from tokenizers import normalizers
 from transformers import BatchEncoding, PreTrainedTokenizer
 from transformers.tokenization_utils_base import PaddingStrategy, TensorType, TruncationStrategy
 from transformers.utils import logging
 
-from .batch_rows import build_row, split_samples, truncation_windows, windows_from_the_end
 from .configuration import TOKENIZER_FILES, check_model_files
-from .encodings import WORDPIECE_SCHEME, RowEncodings, WordPieceScheme
-from .jieba_rule import JiebaRuleMixin
-from .text_rules import load_vocab, needs_space
+
+try:
+    import rjieba
+except ImportError:  # jieba is the reference; rjieba only makes it faster
+    rjieba = None
 
 logger = logging.get_logger(__name__)
 # The warning about a too-long input goes where transformers' tokenizers log theirs, so that what hears or silences
@@ -37,6 +41,636 @@ VOCAB_FILES_NAMES = {"vocab_file": "vocab.txt", "user_dict_file": "user_dict.txt
 # original checkpoints' pretraining. Checkpoints carry their own (the scripts' training length, convert's
 # max_position_embeddings); RoFormer reads longer inputs, so raise it to truncate later.
 DEFAULT_MODEL_MAX_LENGTH = 512
+
+# Code points that rjieba (jieba-rs) segments as Chinese and jieba (whose Chinese is U+4E00-U+9FD5) does not: the end
+# of the unified block, Extension A, the compatibility ideographs and the supplementary-plane extensions B to F.
+# jieba cuts its runs of Chinese at them and rjieba does not, which can change the segmentation next to them, so texts
+# holding any of them are segmented by jieba itself.
+RJIEBA_ONLY_CHINESE = re.compile("[\u9fd6-\u9fff\u3400-\u4dbf\uf900-\ufaff\U00020000-\U0002ebef\U0002f800-\U0002fa1f]")
+# jieba's user-dictionary line: a word, then an optional frequency, then an optional part-of-speech tag.
+USER_DICT_LINE = re.compile(r"^(.+?)( [0-9]+)?( [a-z]+)?$")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The vocabulary file
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def load_vocab(vocab_file: str | os.PathLike) -> dict[str, int]:
+    """
+    The token ids of a `vocab.txt`: one token a line, the line number (from 0) is the id. Lines may end in `\r\n`,
+    and a UTF-8 byte-order mark (which Windows editors write) is not part of the first token.
+
+    Raises `ValueError` naming the line of a token that is on two lines (the tokenizer would have fewer tokens than
+    ids, and a saved vocabulary would renumber every later token), of an empty line, or of a token with a space or tab
+    at either end (text never holds such a token, so it could never be produced).
+    """
+    with open(vocab_file, "rb") as reader:
+        data = reader.read()
+    try:
+        text = data.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")  # as open() in text mode reads
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise ValueError(
+            f"The vocabulary {vocab_file} is not UTF-8: line {line} holds the byte 0x{data[error.start]:02x}, which "
+            "no UTF-8 text holds: save the file as UTF-8 (or give the vocab.txt the model was trained with)."
+        ) from error
+    tokens = text.split("\n")  # one token a line; splitlines() would also split at \x1c, \u2028, ...
+    if tokens and tokens[-1] == "":
+        tokens.pop()
+    vocab: dict[str, int] = {}
+    for index, line in enumerate(tokens):
+        token = line.removesuffix("\r")
+        problem = vocab_line_problem(token, vocab)
+        if problem is not None:
+            raise ValueError(
+                f"The vocabulary {vocab_file} is malformed: line {index + 1} {problem}. A vocabulary holds one "
+                "token a line, each on one line only, and a token's line number is its id: fix the file (or give the "
+                "vocab.txt the model was trained with)."
+            )
+        vocab[token] = index
+    return vocab
+
+
+def vocab_line_problem(token: str, vocab: dict[str, int]) -> str | None:
+    """What is wrong with a vocabulary line, given the tokens of the lines before it, or `None`."""
+    if token in vocab:
+        return f"repeats the token {token!r} of line {vocab[token] + 1}"
+    if not token:
+        return "is empty"
+    if token != token.strip(" \t"):  # not str.strip(): BERT-Chinese has the tokens \u2028 and ##\u2028
+        return f"holds {token!r}, with a space or tab at an end"
+    return None
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Step 1 of the rule: normalisation, keeping for every normalised character the one of the text it came from
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def character_ranges(code_points: list[int]) -> str:
+    """A regex character-class body for sorted code points, as ranges."""
+    ranges, start = [], 0
+    for index, code_point in enumerate(code_points):
+        if index + 1 == len(code_points) or code_points[index + 1] != code_point + 1:
+            ranges.append(f"{re.escape(chr(code_points[start]))}-{re.escape(chr(code_point))}")
+            start = index + 1
+    return "".join(ranges)
+
+
+# Blocks of everyday Chinese text (Latin, general punctuation and symbols, CJK symbols, kana, CJK ideographs, full
+# width forms); their characters other than combining marks can skip the slow normalisation path.
+COMMON_BLOCKS = ((0x0000, 0x02FF), (0x2000, 0x2BFF), (0x3000, 0x9FFF), (0xFF00, 0xFFEF))
+
+
+@functools.cache
+def combining_marks() -> tuple[dict[int, None], re.Pattern]:
+    """
+    The characters of category Mn (all below U+20000 or in plane 14) as a `str.translate` table deleting them, and a
+    regex finding any character that is not a plain character of the common blocks (a combining mark or a rare one).
+    """
+    candidates = [*range(0x20000), *range(0xE0000, 0xE1000)]
+    marks = {code_point for code_point in candidates if unicodedata.category(chr(code_point)) == "Mn"}
+    plain = [
+        code_point for low, high in COMMON_BLOCKS for code_point in range(low, high + 1) if code_point not in marks
+    ]
+    return dict.fromkeys(sorted(marks)), re.compile(f"[^{character_ranges(plain)}]")
+
+
+def normalize_text(text: str) -> tuple[str, list[int] | None]:
+    """
+    Lowercase, NFD-normalise and drop combining marks, as the original models did.
+
+    Returns:
+        The normalised text and, when its characters do not map one to one onto `text`, the index in `text` of the
+        character every normalised character came from (`None` means the identity).
+    """
+    mark_table, uncommon = combining_marks()
+    lowered = text.lower()
+    # Fast path (nearly all Chinese text): lowercasing kept the length, only common characters, none to decompose.
+    if len(lowered) == len(text) and uncommon.search(lowered) is None and unicodedata.is_normalized("NFD", lowered):
+        return lowered, None
+    normalized = unicodedata.normalize("NFD", lowered).translate(mark_table)
+    # Lowercasing and decomposition work character by character (up to the reordering of combining marks, which
+    # stay on their base character), so the per-character lengths give the alignment.
+    origin = [
+        index
+        for index, character in enumerate(text)
+        for decomposed in unicodedata.normalize("NFD", character.lower())
+        if ord(decomposed) not in mark_table
+    ]
+    return normalized, origin
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Step 4 of the rule: BERT basic tokenization and WordPiece of the segments missing from the vocabulary
+# ----------------------------------------------------------------------------------------------------------------
+
+# How many segments missing from the vocabulary the tokenizer remembers the tokens of.
+UNKNOWN_CACHE_SIZE = 200_000
+# The blocks of CJK ideographs, each a word of its own in BERT basic tokenization.
+CJK_RANGES = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B820, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
+# bert4keras's `word_maxlen`: a word (after basic tokenization) longer than this is `[UNK]`, not WordPiece pieces.
+WORD_MAXLEN = 200
+
+
+def is_cjk_character(character: str) -> bool:
+    code_point = ord(character)
+    return any(low <= code_point <= high for low, high in CJK_RANGES)
+
+
+@functools.cache
+def cjk_characters_pattern() -> re.Pattern:
+    """A regex matching runs of CJK characters (the ranges BERT splits into one word each)."""
+    return re.compile("[" + "".join(f"{chr(low)}-{chr(high)}" for low, high in CJK_RANGES) + "]+")
+
+
+def is_punctuation(character: str) -> bool:
+    code_point = ord(character)
+    ascii_symbol = (
+        33 <= code_point <= 47 or 58 <= code_point <= 64 or 91 <= code_point <= 96 or 123 <= code_point <= 126
+    )
+    return ascii_symbol or unicodedata.category(character).startswith("P")
+
+
+def is_whitespace(character: str) -> bool:
+    # str.split() of the original also splits on the line and paragraph separators.
+    return character in " \t\n\r\u2028\u2029" or unicodedata.category(character) == "Zs"
+
+
+def is_dropped(character: str) -> bool:
+    return character in "\x00\ufffd" or unicodedata.category(character) in ("Cc", "Cf")
+
+
+SPLIT, SPACE, DROP, KEEP = range(4)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def character_class(character: str) -> int:
+    """How basic tokenization treats a character: a word of its own, a separator, dropped, or part of a word."""
+    if is_punctuation(character) or is_cjk_character(character):
+        return SPLIT
+    if is_whitespace(character):
+        return SPACE
+    return DROP if is_dropped(character) else KEEP
+
+
+def basic_words(segment: str) -> list[list[int]]:
+    """
+    BERT basic tokenization of a segment: the words, each as the positions (in `segment`) of its characters.
+    Dropped characters leave no gap, as in the original (`"a\\x01b"` is the word `"ab"`).
+    """
+    words, current = [], []
+    for position, character in enumerate(segment):
+        kind = character_class(character)
+        if kind == KEEP:
+            current.append(position)
+        elif kind != DROP:
+            if current:
+                words.append(current)
+            current = []
+            if kind == SPLIT:
+                words.append([position])
+    if current:
+        words.append(current)
+    return words
+
+
+def wordpiece(word: str, vocab: dict[str, int], longest_token: int) -> list[tuple[int, int]] | None:
+    """
+    Greedy longest-match WordPiece.
+
+    Returns:
+        The `(start, end)` character spans of the pieces in `word`, or `None` when some part of the word matches no
+        vocabulary entry (the word is then `[UNK]`).
+    """
+    spans, start = [], 0
+    while start < len(word):
+        prefix = "##" if start > 0 else ""
+        # No entry is longer than the longest vocabulary token: this bound keeps long words linear.
+        end = min(len(word), start + longest_token)
+        while end > start and prefix + word[start:end] not in vocab:
+            end -= 1
+        if end == start:
+            return None
+        spans.append((start, end))
+        start = end
+    return spans
+
+
+def tokenize_unknown_segment(
+    segment: str, vocab: dict[str, int], unk_token_id: int, longest_token: int
+) -> tuple[tuple[int, ...], tuple[tuple[int, int], ...]]:
+    """The ids of a segment missing from the vocabulary, and their character spans in the segment."""
+    if cjk_characters_pattern().fullmatch(segment):  # the common case: every character is a word of its own
+        ids = tuple(vocab.get(character, unk_token_id) for character in segment)
+        return ids, tuple((position, position + 1) for position in range(len(segment)))
+    ids, spans = [], []
+    for positions in basic_words(segment):
+        first, last = positions[0], positions[-1]
+        contiguous = last - first + 1 == len(positions)
+        word = segment[first : last + 1] if contiguous else "".join(map(segment.__getitem__, positions))
+        if word in vocab:
+            pieces = [(0, len(word))]
+        else:  # bert4keras leaves a word longer than word_maxlen whole, so it is [UNK]
+            pieces = wordpiece(word, vocab, longest_token) if len(word) <= WORD_MAXLEN else None
+        if pieces is None:
+            ids.append(unk_token_id)
+            spans.append((first, last + 1))
+            continue
+        for start, end in pieces:
+            ids.append(vocab[("##" if start > 0 else "") + word[start:end]])
+            spans.append((positions[start], positions[end - 1] + 1))
+    return tuple(ids), tuple(spans)
+
+
+class SegmentIds(dict):
+    """
+    The ids of a jieba segment under the rule: vocabulary words are filled in up front, any other segment is
+    tokenized on first use (basic tokenization + WordPiece) and remembered, up to `UNKNOWN_CACHE_SIZE` of them.
+    """
+
+    def __init__(self, vocab: dict[str, int], unk_token_id: int, longest_token: int):
+        super().__init__((token, (index,)) for token, index in vocab.items())
+        self.vocab, self.unk_token_id, self.longest_token = vocab, unk_token_id, longest_token
+        self.limit = len(self) + UNKNOWN_CACHE_SIZE
+
+    def __missing__(self, segment: str) -> tuple[int, ...]:
+        ids = tokenize_unknown_segment(segment, self.vocab, self.unk_token_id, self.longest_token)[0]
+        if len(self) < self.limit:
+            self[segment] = ids
+        return ids
+
+
+def needs_space(previous: str, token: str, special: set[str]) -> bool:
+    """Whether decoding puts a space between two tokens: around special tokens and between Latin words."""
+    if previous in special or token in special:
+        return True
+    last, first = previous[-1], token[0]
+    return last.isalnum() and first.isalnum() and not is_cjk_character(last) and not is_cjk_character(first)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The rows of a batch from encoded texts: which texts make a sample, truncation windows, special tokens
+# ----------------------------------------------------------------------------------------------------------------
+
+# The lists an encoded row can hold, in the order `_encode_plus` returns them.
+ROW_KEYS = ("input_ids", "token_type_ids", "special_tokens_mask", "offset_mapping", "word_ids")
+
+
+@dataclass
+class TextEncoding:
+    """The tokens of one text before special tokens: ids, and on request character spans and jieba word indices."""
+
+    ids: list[int]
+    offsets: list[tuple[int, int]] | None = None
+    word_ids: list[int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def framed(values: list, first_part: bool, special: bool, opening: object, closing: object) -> list:
+    """
+    A part of a row as special tokens frame it: the row is `[CLS] first [SEP]`, or `[CLS] first [SEP] second [SEP]`
+    for a pair (with `add_special_tokens`; bare parts without). Every list of a row (its ids, offsets, word ids, ...)
+    follows this one layout, each with its own values at `[CLS]` (`opening`) and `[SEP]` (`closing`).
+    """
+    return [opening] * (special and first_part) + values + [closing] * special
+
+
+def split_samples(text, text_pair, is_split_into_words: bool) -> tuple[bool, list[tuple[Any, Any]]]:
+    """Whether the input is a batch, and its (text, text_pair) samples."""
+    if isinstance(text, str) or (is_split_into_words and not (text and isinstance(text[0], (list, tuple)))):
+        if text_pair is not None and not isinstance(text_pair, (str, list, tuple)):
+            raise TypeError(f"text_pair must be a str like text, got {type(text_pair).__name__}.")
+        return False, [(text, text_pair)]
+    if not isinstance(text, (list, tuple)):
+        raise TypeError(
+            f"RoFormerJiebaTokenizer encodes a str or a list of str, got {type(text).__name__}: convert the input "
+            "to str first."
+        )
+    if text_pair is None:
+        samples = [split_pair(item, is_split_into_words) for item in text]
+    elif isinstance(text_pair, (list, tuple)) and len(text_pair) == len(text):
+        samples = list(zip(text, text_pair, strict=True))
+    else:
+        raise ValueError("text is a batch, so text_pair must be a batch (a list) of the same length.")
+    return True, samples
+
+
+def split_pair(item, is_split_into_words: bool) -> tuple[Any, Any]:
+    """A batch item: a text or a (text, text_pair) pair; with `is_split_into_words`, a list of words or a pair of
+    such lists."""
+    is_pair = isinstance(item, (list, tuple)) and (
+        not is_split_into_words or (len(item) > 0 and isinstance(item[0], (list, tuple)))
+    )
+    if not is_pair:
+        return item, None
+    if len(item) != 2:
+        raise ValueError(f"A batch item must be a text or a (text, text_pair) pair, got {len(item)} elements.")
+    return item[0], item[1]
+
+
+def truncation_windows(
+    first_length: int,
+    second_length: int | None,
+    strategy: TruncationStrategy,
+    max_length: int | None,
+    stride: int,
+    overflow: bool,
+    special_tokens: int,
+) -> list[tuple[tuple[int, int], tuple[int, int] | None]]:
+    """The token ranges `(start, end)` of the first and second text kept in each output row, counted from the
+    start of each text (`windows_from_the_end` turns them round for `truncation_side="left"`); `special_tokens` is
+    how many special tokens a row adds around its texts."""
+    whole_second = None if second_length is None else (0, second_length)
+    if strategy == TruncationStrategy.DO_NOT_TRUNCATE or max_length is None:
+        return [((0, first_length), whole_second)]
+    budget = require_room(max_length - special_tokens)
+    if second_length is None:
+        if strategy == TruncationStrategy.ONLY_SECOND:
+            raise ValueError("truncation='only_second' needs a text_pair: use truncation=True for single texts.")
+        return [(window, None) for window in sliding_windows(first_length, budget, stride, overflow)]
+    if first_length + second_length <= budget:
+        return [((0, first_length), whole_second)]
+    if strategy == TruncationStrategy.LONGEST_FIRST:
+        if overflow:
+            raise ValueError(  # transformers' Python tokenizers' words, which their tests look for; then ours
+                "Not possible to return overflowing tokens for pair of sequences with the `longest_first`. Please "
+                "select another truncation strategy than `longest_first`, for instance `only_second` or `only_first`. "
+                "(return_overflowing_tokens for a pair needs truncation='only_first' or 'only_second': which text to "
+                "cut into windows.)"
+            )
+        # The longer text loses tokens until both are equally long, then both lose in turn (the second first).
+        first_kept = min(first_length, max(budget - second_length, (budget + 1) // 2))
+        return [((0, first_kept), (0, min(second_length, budget - first_kept)))]
+    if strategy == TruncationStrategy.ONLY_FIRST:
+        windows = sliding_windows(first_length, budget - second_length, stride, overflow)
+        return [(window, whole_second) for window in windows]
+    windows = sliding_windows(second_length, budget - first_length, stride, overflow)
+    return [((0, first_length), window) for window in windows]
+
+
+def build_row(
+    first: TextEncoding,
+    first_window: tuple[int, int],
+    second: TextEncoding | None,
+    second_window: tuple[int, int] | None,
+    options: dict[str, Any],
+) -> dict[str, list]:
+    """One output row: `[CLS] first [SEP] (second [SEP])` and the requested companions of `input_ids`."""
+    special = options["add_special_tokens"]
+    parts = [(first, first_window, 0)] + ([(second, second_window, 1)] if second is not None else [])
+    row = {key: [] for key in ROW_KEYS if key == "input_ids" or options[key]}
+    next_word = 0
+    for encoding, (start, end), type_id in parts:
+        frame = {"first_part": type_id == 0, "special": special}
+        ids = framed(
+            encoding.ids[start:end], **frame, opening=options["cls_token_id"], closing=options["sep_token_id"]
+        )
+        row["input_ids"] += ids
+        if "token_type_ids" in row:
+            row["token_type_ids"] += [type_id] * len(ids)
+        if "special_tokens_mask" in row:
+            row["special_tokens_mask"] += framed([0] * (end - start), **frame, opening=1, closing=1)
+        if "offset_mapping" in row:
+            row["offset_mapping"] += framed(encoding.offsets[start:end], **frame, opening=(0, 0), closing=(0, 0))
+        if "word_ids" in row:
+            words = [word - encoding.word_ids[start] + next_word for word in encoding.word_ids[start:end]]
+            row["word_ids"] += framed(words, **frame, opening=-1, closing=-1)
+            next_word = words[-1] + 1 if words else next_word
+    if options["length"]:
+        row["length"] = len(row["input_ids"])
+    return row
+
+
+def require_room(size: int) -> int:
+    """`size`, the room truncation leaves for a text, when there is some."""
+    if size <= 0:
+        raise ValueError(
+            f"max_length leaves no room for the text ({size} tokens once special tokens and the other text are "
+            "counted): raise max_length."
+        )
+    return size
+
+
+def windows_from_the_end(
+    windows: list[tuple[tuple[int, int], tuple[int, int] | None]], first_length: int, second_length: int | None
+) -> list[tuple[tuple[int, int], tuple[int, int] | None]]:
+    """The same (first, second) token windows, counted from the end of each text instead of its start."""
+
+    def turned(window: tuple[int, int], length: int) -> tuple[int, int]:
+        start, end = window
+        return length - end, length - start
+
+    return [
+        (turned(first, first_length), None if second is None else turned(second, second_length))
+        for first, second in windows
+    ]
+
+
+def sliding_windows(length: int, size: int, stride: int, overflow: bool) -> list[tuple[int, int]]:
+    """Ranges of at most `size` tokens covering `length` tokens, each overlapping the previous one by `stride`."""
+    require_room(size)
+    if length <= size:
+        return [(0, length)]
+    if not overflow:
+        return [(0, size)]
+    if not 0 <= stride < size:
+        raise ValueError(
+            f"stride ({stride}) must be at least 0 and smaller than the room for each window ({size} tokens, "
+            "max_length less the special tokens): windows share that many tokens."
+        )
+    windows, start = [], 0
+    while True:
+        end = min(start + size, length)
+        windows.append((start, end))
+        if end == length:
+            return windows
+        start = end - stride
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# What an encoded batch answers: the alignment API of `tokenizers.Encoding`
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class RowEncoding:
+    """
+    One encoded row answering what transformers' `BatchEncoding` asks a `tokenizers.Encoding`: `tokens()`,
+    `word_ids()`, `sequence_ids()`, `char_to_token()`, ..., as fast tokenizers answer (docs/tokenizer.md).
+    """
+
+    # Our overflow windows are rows of the batch (with `overflow_to_sample_mapping`), not nested encodings.
+    overflowing: ClassVar[list] = []
+
+    def __init__(self, ids, tokens, type_ids, offsets, word_ids, sequence_ids, attention_mask, n_sequences):
+        self.ids, self.tokens, self.type_ids, self.offsets = ids, tokens, type_ids, offsets
+        self.word_ids, self.sequence_ids, self.attention_mask = word_ids, sequence_ids, attention_mask
+        self.n_sequences = n_sequences
+        self.special_tokens_mask = [int(sequence is None) for sequence in sequence_ids]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __repr__(self) -> str:
+        return f"RowEncoding(num_tokens={len(self)}, n_sequences={self.n_sequences})"
+
+    @property
+    def words(self) -> list[int | None]:
+        """The old name of `word_ids`, kept by `tokenizers.Encoding`."""
+        return self.word_ids
+
+    def sequence_range(self, sequence_index: int) -> range:
+        """The token positions of a sequence; all positions when the row has no such sequence, as tokenizers does."""
+        positions = [index for index, sequence in enumerate(self.sequence_ids) if sequence == sequence_index]
+        return range(positions[0], positions[-1] + 1) if positions else range(len(self))
+
+    def token_to_sequence(self, token_index: int) -> int | None:
+        return self.sequence_ids[token_index] if 0 <= token_index < len(self) else None
+
+    def token_to_word(self, token_index: int) -> int | None:
+        return self.word_ids[token_index] if 0 <= token_index < len(self) else None
+
+    def token_to_chars(self, token_index: int) -> tuple[int, int] | None:
+        if self.token_to_sequence(token_index) is None:
+            return None
+        return tuple(self.offsets[token_index])
+
+    def word_to_tokens(self, word_index: int, sequence_index: int = 0) -> tuple[int, int] | None:
+        tokens = [index for index in self.sequence_range(sequence_index) if self.word_ids[index] == word_index]
+        return (tokens[0], tokens[-1] + 1) if tokens else None
+
+    def word_to_chars(self, word_index: int, sequence_index: int = 0) -> tuple[int, int] | None:
+        tokens = self.word_to_tokens(word_index, sequence_index)
+        if tokens is None:
+            return None
+        return self.offsets[tokens[0]][0], self.offsets[tokens[1] - 1][1]
+
+    def char_to_token(self, char_index: int, sequence_index: int = 0) -> int | None:
+        for index in self.sequence_range(sequence_index):
+            start, end = self.offsets[index]
+            if start <= char_index < end:
+                return index
+        return None
+
+    def char_to_word(self, char_index: int, sequence_index: int = 0) -> int | None:
+        token_index = self.char_to_token(char_index, sequence_index)
+        return None if token_index is None else self.word_ids[token_index]
+
+
+class RowEncodings(Sequence):
+    """
+    The `RowEncoding` of every row of a batch, each built on first use (a second pass over the text, with offsets,
+    which most calls never ask for). Pickling builds them all and keeps only the rows.
+    """
+
+    def __init__(self, tokenizer, samples: list, rows: list, batch_input_ids: list[list[int]], options: dict):
+        self.tokenizer, self.samples, self.rows, self.batch_input_ids = tokenizer, samples, rows, batch_input_ids
+        self.options = options
+        self.built: dict[int, RowEncoding] = {}
+        self.texts: dict[int, tuple[TextEncoding, TextEncoding | None]] = {}
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[position] for position in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"row {index} is out of range: the batch has {len(self)} rows.")
+        if index not in self.built:
+            self.built[index] = self.build(index)
+        return self.built[index]
+
+    def __reduce__(self):
+        return list, (list(self),)
+
+    def text_encodings(self, sample_index: int) -> tuple[TextEncoding, TextEncoding | None]:
+        """A sample's texts encoded with offsets and word indices (once for all its overflow windows)."""
+        if sample_index not in self.texts:
+            tokenizer, options = self.tokenizer, self.options
+            encode = tokenizer._encode_words if options["is_split_into_words"] else tokenizer.encode_text
+            matcher = (None, {}) if options["split_special_tokens"] else tokenizer._added_tokens_matcher()
+            first, second = self.samples[sample_index]
+            self.texts[sample_index] = tuple(
+                None if text is None else encode(text, True, options["split_special_tokens"], matcher)
+                for text in (first, second)
+            )
+        return self.texts[sample_index]
+
+    def build(self, index: int) -> RowEncoding:
+        """Row `index`: `[CLS] first [SEP] (second [SEP])` as `build_row` builds it (`framed`), then its padding."""
+        sample_index, first_window, second_window = self.rows[index]
+        first, second = self.text_encodings(sample_index)
+        parts = [(first, first_window, 0)] + ([(second, second_window, 1)] if second is not None else [])
+        special, tokenizer = self.options["add_special_tokens"], self.tokenizer
+        ids, type_ids, offsets, word_ids, sequence_ids = [], [], [], [], []
+        for encoding, (start, end), sequence in parts:
+            frame = {"first_part": sequence == 0, "special": special}
+            part_ids = framed(
+                encoding.ids[start:end], **frame, opening=tokenizer.cls_token_id, closing=tokenizer.sep_token_id
+            )
+            ids += part_ids
+            type_ids += [sequence] * len(part_ids)
+            offsets += framed(encoding.offsets[start:end], **frame, opening=(0, 0), closing=(0, 0))
+            word_ids += framed(encoding.word_ids[start:end], **frame, opening=None, closing=None)
+            sequence_ids += framed([sequence] * (end - start), **frame, opening=None, closing=None)
+        padding = self.padding_length(index, ids)
+        attention_mask = [1] * len(ids)
+        lists = [ids, type_ids, offsets, word_ids, sequence_ids, attention_mask]
+        fillers = [tokenizer.pad_token_id, tokenizer.pad_token_type_id, (0, 0), None, None, 0]
+        if padding:
+            before = self.options["padding_side"] == "left"
+            lists = [
+                [filler] * padding + values if before else values + [filler] * padding
+                for values, filler in zip(lists, fillers, strict=True)
+            ]
+        ids, type_ids, offsets, word_ids, sequence_ids, attention_mask = lists
+        tokens = tokenizer.convert_ids_to_tokens(ids)
+        return RowEncoding(ids, tokens, type_ids, offsets, word_ids, sequence_ids, attention_mask, len(parts))
+
+    def padding_length(self, index: int, ids: list[int]) -> int:
+        """How many padding tokens row `index` got; checks that its tokens are those encoded again."""
+        row_ids = list(self.batch_input_ids[index])
+        padding = len(row_ids) - len(ids)
+        unpadded = row_ids[padding:] if self.options["padding_side"] == "left" else row_ids[: len(ids)]
+        if padding < 0 or unpadded != ids or self.options["state"] != self.tokenizer._alignment_state():
+            raise RuntimeError(
+                "The tokenizer changed (user words, added tokens or settings) after this batch was encoded, so its "
+                "alignment (word_ids, offsets, ...) cannot be rebuilt: encode the texts again."
+            )
+        return padding
+
+
+class WordPieceScheme:
+    """The subword convention of the rule, shaped as the `tokenizers.Tokenizer` attributes transformers reads."""
+
+    continuing_subword_prefix = "##"
+
+    @property
+    def model(self) -> "WordPieceScheme":
+        return self
+
+
+WORDPIECE_SCHEME = WordPieceScheme()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The tokenizer
+# ----------------------------------------------------------------------------------------------------------------
 
 
 def check_model_max_length(model_max_length: Any) -> None:
@@ -53,11 +687,11 @@ def check_model_max_length(model_max_length: Any) -> None:
         )
 
 
-class RoFormerJiebaTokenizer(JiebaRuleMixin, PreTrainedTokenizer):
+class RoFormerJiebaTokenizer(PreTrainedTokenizer):
     r"""
     The word-level tokenizer of the original Chinese RoFormer checkpoints: jieba words found in the vocabulary are one
-    token, every other word falls back to BERT basic tokenization and WordPiece (see `text_rules.py` for the
-    exact rule). Encoding, padding, truncation, overflowing windows, offsets, decoding, pickling and
+    token, every other word falls back to BERT basic tokenization and WordPiece (docs/tokenizer.md gives the exact
+    rule). Encoding, padding, truncation, overflowing windows, offsets, decoding, pickling and
     `save_pretrained`/`from_pretrained` work as with any transformers tokenizer.
 
     Args:
@@ -77,11 +711,8 @@ class RoFormerJiebaTokenizer(JiebaRuleMixin, PreTrainedTokenizer):
             The length `truncation=True` cuts to: the length the model was trained with. Saved checkpoints carry
             their own; RoFormer reads longer inputs, so raise it to keep more.
 
-    The returned `BatchEncoding`s answer `tokens()`, `word_ids()`, `sequence_ids()`, `char_to_token()`,
-    `token_to_chars()`, `word_to_chars()`, ... as those of transformers' fast tokenizers do (see `RowEncoding`): a
-    word is a jieba word, or a given word with `is_split_into_words=True`. Calling the tokenizer also accepts
-    `return_word_ids=True`, which adds a `"word_ids"` list for whole-word masking: word indices counted once per row
-    (the second text of a pair continuing the count), -1 for special tokens and padding.
+    The returned `BatchEncoding`s answer `word_ids()`, `char_to_token()`, ... as fast tokenizers' do (a word is a jieba
+    word), and `return_word_ids=True` adds a `"word_ids"` list for whole-word masking (docs/tokenizer.md).
 
     Example:
 
@@ -130,7 +761,7 @@ class RoFormerJiebaTokenizer(JiebaRuleMixin, PreTrainedTokenizer):
         self.user_words: list[tuple[str, int, str | None]] = []
         self._jieba = None
         self._unknown_cache: dict[str, tuple] = {}
-        self._segment_ids = None  # a text_rules.SegmentIds, built on first use
+        self._segment_ids = None  # a SegmentIds, built on first use
         self._added_tokens_matcher_cache: tuple[tuple, Any] = ((), None)
         kwargs.setdefault("model_max_length", DEFAULT_MODEL_MAX_LENGTH)
         check_model_max_length(kwargs["model_max_length"])
@@ -156,6 +787,200 @@ class RoFormerJiebaTokenizer(JiebaRuleMixin, PreTrainedTokenizer):
         """As transformers' `from_pretrained`, once the folder's tokenizer files read (a damaged one is named)."""
         check_model_files(pretrained_model_name_or_path, TOKENIZER_FILES, kwargs.get("subfolder"))
         return super().from_pretrained(pretrained_model_name_or_path, *init_inputs, **kwargs)
+
+    # ------------------------------------------------------------------------------------------------------------
+    # Steps 2 and 3 of the rule: jieba segmentation (rjieba where it segments alike), user words
+    # ------------------------------------------------------------------------------------------------------------
+
+    @property
+    def segmenter(self) -> str:
+        """`"rjieba"` or `"jieba"`: which segmenter encodes text now."""
+        if self.use_rjieba and rjieba is not None and not self.user_words:
+            return "rjieba"
+        return "jieba"
+
+    @property
+    def jieba_tokenizer(self):
+        """
+        The tokenizer's own `jieba.Tokenizer` (never jieba's global one), holding the user words. Add words with
+        `add_word`/`load_user_dict`, not on this object: words added here directly are not saved, and the rjieba
+        path ignores them.
+        """
+        if self._jieba is None:
+            self._jieba = jieba.Tokenizer()
+            for word, frequency, tag in self.user_words:
+                self._jieba.add_word(word, frequency, tag)
+        return self._jieba
+
+    def segment(self, text: str) -> list[str]:
+        """The jieba words (HMM off) of an already normalised text."""
+        if self.segmenter == "rjieba" and RJIEBA_ONLY_CHINESE.search(text) is None:
+            try:
+                return rjieba.cut(text, hmm=False)
+            except UnicodeEncodeError:  # rjieba takes UTF-8, which lone surrogates are not: jieba takes them
+                pass
+        return list(self.jieba_tokenizer.cut(text, HMM=False))
+
+    def add_word(self, word: str, frequency: int | None = None, tag: str | None = None) -> None:
+        """
+        Add a word to the segmentation dictionary, as `jieba.add_word` does. It changes segmentation (the word also
+        needs to be in the vocabulary to become one token) and is saved by `save_pretrained`.
+
+        Args:
+            word (`str`): the word; lowercase it yourself when `do_lower_case`, as text is lowercased before jieba.
+            frequency (`int`, *optional*): its jieba frequency; `None` lets jieba pick one that keeps it whole.
+            tag (`str`, *optional*): its part-of-speech tag.
+        """
+        if not isinstance(word, str) or not word.strip():
+            raise ValueError(f"add_word needs a non-empty word, got {word!r}.")
+        self.jieba_tokenizer.add_word(word, frequency, tag)
+        # Store the frequency jieba settled on, so that a reload replays exactly the same dictionary.
+        self.user_words.append((word, self.jieba_tokenizer.FREQ[word], tag))
+
+    def del_word(self, word: str) -> None:
+        """Remove a word from segmentation (jieba's `del_word`: frequency 0), saved like `add_word`."""
+        self.add_word(word, 0)
+
+    def load_user_dict(self, user_dict_file: str | os.PathLike) -> None:
+        """Add every word of a jieba user dictionary file (`word [frequency] [tag]` a line), as `add_word` does."""
+        if not os.path.isfile(user_dict_file):
+            raise ValueError(
+                f"The user dictionary {user_dict_file} does not exist: pass the path of a jieba user dict."
+            )
+        with open(user_dict_file, encoding="utf-8") as reader:
+            for line in reader:
+                match = USER_DICT_LINE.match(line.strip().lstrip("\ufeff"))
+                if match is None:
+                    continue
+                word, frequency, tag = match.groups()
+                self.add_word(word, int(frequency) if frequency else None, tag.strip() if tag else None)
+
+    # ------------------------------------------------------------------------------------------------------------
+    # The rule, on one text
+    # ------------------------------------------------------------------------------------------------------------
+
+    def _unknown_segment(self, segment: str) -> tuple[tuple[int, ...], tuple[tuple[int, int], ...]]:
+        cached = self._unknown_cache.get(segment)
+        if cached is None:
+            if len(self._unknown_cache) >= UNKNOWN_CACHE_SIZE:
+                self._unknown_cache.clear()
+            cached = tokenize_unknown_segment(segment, self.vocab, self.unk_token_id_in_vocab, self.longest_token)
+            self._unknown_cache[segment] = cached
+        return cached
+
+    def normalize(self, text: str) -> str:
+        """Step 1 of the rule: the text jieba sees (lowercased, NFD, without combining marks when `do_lower_case`)."""
+        return normalize_text(text)[0] if self.do_lower_case else text
+
+    def _encode_chunk_ids(self, text: str) -> list[int]:
+        """Fast path of the rule: ids only. The loop over segments runs in C (`map`, `chain`) but for new words."""
+        if self._segment_ids is None:
+            self._segment_ids = SegmentIds(self.vocab, self.unk_token_id_in_vocab, self.longest_token)
+        segments = self.segment(self.normalize(text))
+        return list(chain.from_iterable(map(self._segment_ids.__getitem__, segments)))
+
+    def _encode_chunk(self, text: str, start: int, first_word: int) -> TextEncoding:
+        """The rule with offsets (shifted by `start`) and word indices (counting from `first_word`)."""
+        normalized, origin = normalize_text(text) if self.do_lower_case else (text, None)
+        encoding = TextEncoding([], [], [])
+        position, word = 0, first_word
+        for segment in self.segment(normalized):
+            token_id = self.vocab.get(segment)
+            if token_id is not None:
+                ids, spans = (token_id,), ((0, len(segment)),)
+            else:
+                ids, spans = self._unknown_segment(segment)
+            for span_start, span_end in spans:
+                begin, end = position + span_start, position + span_end
+                if origin is not None:
+                    begin, end = origin[begin], origin[end - 1] + 1
+                encoding.offsets.append((start + begin, start + end))
+            encoding.ids.extend(ids)
+            encoding.word_ids.extend([word] * len(ids))
+            word += bool(ids)
+            position += len(segment)
+        return encoding
+
+    def _alignment_state(self) -> tuple:
+        """What changes how a text is segmented: `RowEncodings` checks it is unchanged when it encodes again."""
+        return len(self.user_words), len(self.added_tokens_decoder), self.do_lower_case, self.segmenter
+
+    def _added_tokens_matcher(self) -> tuple[re.Pattern | None, dict[str, int]]:
+        """A regex matching added (and special) tokens written in raw text, longest first, and their ids."""
+        added = self.added_tokens_decoder
+        key = tuple((index, token.content, token.normalized, token.special) for index, token in added.items())
+        if key != self._added_tokens_matcher_cache[0]:
+            alternatives, ids = [], {}
+            for index, token in sorted(added.items(), key=lambda item: -len(item[1].content)):
+                escaped = re.escape(token.content)
+                # A normalised (non-special) token was lowercased when added: match it in any case.
+                ignore_case = token.normalized and not token.special and self.do_lower_case
+                alternatives.append(f"(?i:{escaped})" if ignore_case else escaped)
+                ids[token.content] = index
+            pattern = re.compile("|".join(alternatives)) if alternatives else None
+            self._added_tokens_matcher_cache = (key, (pattern, ids))
+        return self._added_tokens_matcher_cache[1]
+
+    def encode_text(
+        self, text: str, with_offsets: bool = False, split_special_tokens: bool = False, matcher: Any = None
+    ) -> TextEncoding:
+        """
+        Encode one text with the rule, without special tokens around it.
+
+        Args:
+            text (`str`): the text.
+            with_offsets (`bool`): also compute character offsets into `text` and jieba word indices.
+            split_special_tokens (`bool`): treat special and added tokens written in the text as plain text.
+            matcher: the result of `_added_tokens_matcher()`, computed once per batch by the caller.
+
+        Returns:
+            `TextEncoding`
+        """
+        if not isinstance(text, str):
+            raise TypeError(
+                f"RoFormerJiebaTokenizer encodes text (str), got {type(text).__name__}: pass a str, a list of str for "
+                "a batch, or a list of words with `is_split_into_words=True`."
+            )
+        pattern, added_ids = (None, {}) if split_special_tokens else (matcher or self._added_tokens_matcher())
+        if pattern is not None and pattern.search(text) is not None:
+            encoding = self._encode_with_added_tokens(text, pattern, added_ids)
+            return encoding if with_offsets else TextEncoding(encoding.ids)
+        if with_offsets:
+            return self._encode_chunk(text, 0, 0)
+        return TextEncoding(self._encode_chunk_ids(text))
+
+    def _encode_with_added_tokens(self, text: str, pattern: re.Pattern, added_ids: dict[str, int]) -> TextEncoding:
+        encoding = TextEncoding([], [], [])
+        position, word = 0, 0
+        for match in [*pattern.finditer(text), None]:
+            end = match.start() if match is not None else len(text)
+            if end > position:
+                chunk = self._encode_chunk(text[position:end], position, word)
+                encoding.ids += chunk.ids
+                encoding.offsets += chunk.offsets
+                encoding.word_ids += chunk.word_ids
+                word = chunk.word_ids[-1] + 1 if chunk.word_ids else word
+            if match is None:
+                break
+            token = match.group()
+            encoding.ids.append(added_ids[token] if token in added_ids else added_ids[token.lower()])
+            encoding.offsets.append(match.span())
+            encoding.word_ids.append(word)
+            word += 1
+            position = match.end()
+        return encoding
+
+    def _encode_words(self, words: list[str], with_offsets: bool, split_special_tokens: bool, matcher) -> TextEncoding:
+        """Encode pre-split words (`is_split_into_words=True`): the whole rule on each word, word ids index the words."""
+        if not isinstance(words, (list, tuple)):
+            raise TypeError(f"With is_split_into_words=True, every text must be a list of words, got {type(words)}.")
+        encoding = TextEncoding([], [], [])
+        for index, word in enumerate(words):
+            part = self.encode_text(word, True, split_special_tokens, matcher)
+            encoding.ids += part.ids
+            encoding.offsets += part.offsets  # relative to each word, as transformers' fast tokenizers do
+            encoding.word_ids += [index] * len(part.ids)
+        return encoding if with_offsets else TextEncoding(encoding.ids)
 
     # ------------------------------------------------------------------------------------------------------------
     # Vocabulary

@@ -30,7 +30,7 @@ from transformers import pipeline
 import roformer_hf
 from data import build_full_data
 from roformer_hf import RoFormerConfig, RoFormerForSequenceClassification, RoFormerJiebaTokenizer, RoFormerModel
-from roformer_hf.document_inputs import DocumentRecipe
+from roformer_hf.text_classification_pipeline import DocumentRecipe
 from roformer_hf.training.classification.labels import LabelInfo, check_known_labels
 from roformer_hf.training.errors import ScriptError
 
@@ -216,7 +216,6 @@ print(json.dumps(lines))
 # case -> what its copy of the classifier lacks, or the change to its recipe
 REMOTE_CODE_CASES = {
     "remote_code_without_pipeline_file": ("text_classification_pipeline.py", None),
-    "remote_code_without_document_inputs": ("document_inputs.py", None),
     "remote_code_recipe_max_seq_length_string": (None, {"max_seq_length": "32"}),
 }
 
@@ -393,15 +392,14 @@ def test_bad_input_gets_one_line(case, tmp_path, monkeypatch, capsys, saved_mode
 
 def test_a_classifier_saved_again_gets_its_recipe_code_back(saved_models, tmp_path):
     """The fix the missing-file line gives: loaded and saved again where roformer_hf is installed, the folder holds
-    roformer_hf's copies of both files again, and the config it had."""
+    roformer_hf's copy of the file again, and the config it had."""
     folder = Path(shutil.copytree(saved_models["classifier"], tmp_path / "classifier"))
-    for name in ("text_classification_pipeline.py", "document_inputs.py"):
-        (folder / name).unlink()
+    (folder / "text_classification_pipeline.py").unlink()
     config_before = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     RoFormerForSequenceClassification.from_pretrained(folder).save_pretrained(folder)
     package = Path(roformer_hf.__file__).parent
-    for name in ("text_classification_pipeline.py", "document_inputs.py"):
-        assert (folder / name).read_bytes() == (package / name).read_bytes()
+    name = "text_classification_pipeline.py"
+    assert (folder / name).read_bytes() == (package / name).read_bytes()
     assert json.loads((folder / "config.json").read_text(encoding="utf-8")) == config_before
 
 

@@ -10,7 +10,7 @@ from test_tokenization import ReferenceRule
 from transformers import AutoTokenizer
 
 import roformer_hf
-from roformer_hf import RoFormerConfig, RoFormerJiebaTokenizer, RoFormerModel, jieba_rule
+from roformer_hf import RoFormerConfig, RoFormerJiebaTokenizer, RoFormerModel, tokenization
 
 # ---------------------------------------------------------------------------------------------------------------
 # Tokenizer
@@ -140,7 +140,7 @@ CHINESE_FRAGMENTS = st.sampled_from(["今天", "天气非常好", "中国人民"
 def test_rjieba_is_not_used_on_ideographs_jieba_does_not_count_as_chinese(tokenizer, reference, monkeypatch, text):
     assert tokenizer.segmenter == "rjieba"
     calls = []
-    monkeypatch.setattr(jieba_rule.rjieba, "cut", lambda *args, **kwargs: calls.append(args) or [])
+    monkeypatch.setattr(tokenization.rjieba, "cut", lambda *args, **kwargs: calls.append(args) or [])
     assert tokenizer(text)["input_ids"] == reference.ids(text)
     assert calls == []
     tokenizer("今天天气")

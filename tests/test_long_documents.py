@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import REPO_ROOT, TINY
 
-from roformer_hf.document_inputs import (
+from roformer_hf.text_classification_pipeline import (
     INPUT_SETTINGS,
     DocumentRecipe,
     add_special_tokens,

@@ -18,7 +18,7 @@ import torch
 import transformers
 
 import run_classification
-from roformer_hf.document_inputs import split_into_windows
+from roformer_hf.text_classification_pipeline import split_into_windows
 from roformer_hf.training.classification.labels import MULTI_LABEL, REGRESSION, SINGLE_LABEL
 from roformer_hf.training.errors import ScriptError
 

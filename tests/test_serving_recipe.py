@@ -4,6 +4,7 @@ the scores of the script's own `--do_predict` on long documents, for every way o
 head_tail, chunk with mean or max pooling). A classifier without that recipe is served as transformers serves it."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,8 +19,11 @@ from transformers import TextClassificationPipeline, pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
 import roformer_hf
-from roformer_hf.document_inputs import DocumentRecipe
-from roformer_hf.text_classification_pipeline import RecipeOrPlainPipeline, RoFormerTextClassificationPipeline
+from roformer_hf.text_classification_pipeline import (
+    DocumentRecipe,
+    RecipeOrPlainPipeline,
+    RoFormerTextClassificationPipeline,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # How each classifier reads its documents (run_classification.py options), at 48 tokens: the test documents are
@@ -146,9 +150,10 @@ def test_a_recipe_checkpoint_names_its_pipeline(fine_tuned):
     assert config["classification_inputs"]["chunk_pooling"] == "max"
     impl = config["custom_pipelines"]["text-classification"]["impl"]
     assert impl == "text_classification_pipeline.RoFormerTextClassificationPipeline"
-    assert {"text_classification_pipeline.py", "document_inputs.py"} <= {
-        p.name for p in fine_tuned["head"].glob("*.py")
-    }
+    # the pipeline's code is one file that imports nothing relatively: transformers copies no other module with it
+    pipeline_code = (fine_tuned["head"] / "text_classification_pipeline.py").read_text(encoding="utf-8")
+    assert re.search(r"^\s*from \.", pipeline_code, flags=re.MULTILINE) is None
+    assert not (fine_tuned["head"] / "document_inputs.py").exists()
     # where roformer_hf is imported its own pipeline serves the task, so no trust_remote_code is asked for
     assert transformers.AutoConfig.from_pretrained(fine_tuned["chunk_max"]).custom_pipelines == {}
 
@@ -249,8 +254,8 @@ def test_a_copy_saved_by_remote_code_keeps_its_pipeline(fine_tuned, documents, t
     of its pipeline (which that process never loaded), so the copy is served as the original was evaluated."""
     source, copy = fine_tuned["chunk_max"], tmp_path / "copy"
     without_roformer_hf(RESAVE, str(source), str(copy), cwd=tmp_path)
-    for name in ("text_classification_pipeline.py", "document_inputs.py"):
-        assert (copy / name).read_bytes() == (source / name).read_bytes()
+    name = "text_classification_pipeline.py"
+    assert (copy / name).read_bytes() == (source / name).read_bytes()
     texts = [document["text"] for document in documents]
     stdout = without_roformer_hf(
         CHILD, json.dumps({"copy": str(copy)}), json.dumps(texts, ensure_ascii=False), cwd=tmp_path
@@ -258,6 +263,50 @@ def test_a_copy_saved_by_remote_code_keeps_its_pipeline(fine_tuned, documents, t
     served = json.loads(stdout.strip().splitlines()[-1])["copy"]
     assert served["module"].startswith("transformers_modules.")
     assert largest_difference(served_scores(served["one_by_one"]), predicted_scores(source)) < TOLERANCE
+
+
+# The commit whose checkpoints carried the pipeline's code as two files (and the tokenizer's as five).
+TWO_FILE_PIPELINE_COMMIT = "f5f3415"
+
+# Loads a checkpoint and saves it again with the roformer_hf of the folder first on sys.path (argv[1]).
+SAVE_WITH_PACKAGE = """
+import sys
+
+sys.path.insert(0, sys.argv[1])
+import roformer_hf
+
+assert roformer_hf.__file__.startswith(sys.argv[1]), roformer_hf.__file__
+source, target = sys.argv[2:]
+roformer_hf.RoFormerForSequenceClassification.from_pretrained(source).save_pretrained(target)
+roformer_hf.RoFormerJiebaTokenizer.from_pretrained(source).save_pretrained(target)
+"""
+
+
+def test_a_classifier_saved_with_the_two_pipeline_files_is_served_both_ways(fine_tuned, documents, tmp_path):
+    """A recipe classifier saved by f5f3415's roformer_hf (its pipeline in two files, its tokenizer in five) serves
+    its --do_predict scores with its own code where roformer_hf is missing, and with this roformer_hf's pipeline."""
+    archive = subprocess.run(
+        ["git", "archive", TWO_FILE_PIPELINE_COMMIT, "roformer_hf"], cwd=REPO_ROOT, capture_output=True, check=False
+    )
+    if archive.returncode != 0:
+        pytest.skip(f"commit {TWO_FILE_PIPELINE_COMMIT} is not in this clone's history (a shallow clone?)")
+    package = tmp_path / "package"
+    package.mkdir()
+    subprocess.run(["tar", "-x", "-C", str(package)], input=archive.stdout, check=True)
+    source, saved = fine_tuned["chunk_max"], tmp_path / "saved"
+    without_roformer_hf(SAVE_WITH_PACKAGE, str(package), str(source), str(saved), cwd=tmp_path)
+    assert {"text_classification_pipeline.py", "document_inputs.py", "text_rules.py"} <= {
+        path.name for path in saved.glob("*.py")
+    }
+    texts = [document["text"] for document in documents]
+    stdout = without_roformer_hf(CHILD, json.dumps({"saved": str(saved)}), json.dumps(texts), cwd=tmp_path)
+    remote = json.loads(stdout.strip().splitlines()[-1])["saved"]
+    assert remote["module"].startswith("transformers_modules.")
+    predicted = predicted_scores(source)
+    assert largest_difference(served_scores(remote["batched"]), predicted) < TOLERANCE
+    classifier = pipeline("text-classification", model=str(saved))
+    assert isinstance(classifier, RoFormerTextClassificationPipeline)
+    assert largest_difference(served_scores(classifier(texts, top_k=None, batch_size=3)), predicted) < TOLERANCE
 
 
 def test_a_classifier_without_recipe_is_served_as_transformers_serves_it(tokenizer, tmp_path, cail_rows):
@@ -268,7 +317,7 @@ def test_a_classifier_without_recipe_is_served_as_transformers_serves_it(tokeniz
     roformer_hf.RoFormerForSequenceClassification(config).save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
     assert "custom_pipelines" not in json.loads((tmp_path / "config.json").read_text())
-    assert {"text_classification_pipeline.py", "document_inputs.py"}.isdisjoint(p.name for p in tmp_path.iterdir())
+    assert not (tmp_path / "text_classification_pipeline.py").exists()
     ours = pipeline("text-classification", model=str(tmp_path))
     theirs = pipeline("text-classification", model=str(tmp_path), pipeline_class=TextClassificationPipeline)
     assert type(ours) is TextClassificationPipeline  # transformers' own object, as without roformer_hf

@@ -18,7 +18,7 @@ from transformers import (
 )
 
 from roformer_hf import RoFormerConfig, RoFormerForTokenClassification, RoFormerJiebaTokenizer
-from roformer_hf.text_rules import load_vocab
+from roformer_hf.tokenization import load_vocab
 
 LABELS = ["O", "B-LOC", "I-LOC", "B-ORG", "I-ORG"]
 # A toy gazetteer: the NER labels of these tests come from it (the recipe, not the model's accuracy, is under test).

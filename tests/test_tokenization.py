@@ -545,36 +545,41 @@ print(json.dumps([type(registered).__module__, registered(texts)["input_ids"], t
     assert registered_ids == remote_ids == tokenizer(texts)["input_ids"]
 
 
-# The last commit whose tokenizer was one file: checkpoints saved before the split carry that file alone.
-SINGLE_FILE_TOKENIZER_COMMIT = "68c410c"
-SPLIT_TOKENIZER_FILES = ("text_rules.py", "jieba_rule.py", "batch_rows.py", "encodings.py")
+# Earlier layouts of the tokenizer's code, each the last commit before it changed, and the files its checkpoints carry:
+# 68c410c's one file, and f5f3415's five (the rule split into four modules beside tokenization.py).
+EARLIER_TOKENIZER_LAYOUTS = {
+    "68c410c": ("tokenization.py",),
+    "f5f3415": ("tokenization.py", "text_rules.py", "jieba_rule.py", "batch_rows.py", "encodings.py"),
+}
 
 
-def single_file_tokenizer_source() -> str:
-    """The tokenizer's code as checkpoints saved before the split carry it, from the repository's history."""
-    command = ["git", "show", f"{SINGLE_FILE_TOKENIZER_COMMIT}:roformer_hf/tokenization.py"]
-    completed = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
-    if completed.returncode != 0:
-        pytest.skip(f"commit {SINGLE_FILE_TOKENIZER_COMMIT} is not in this clone's history (a shallow clone?)")
-    return completed.stdout
+def earlier_tokenizer_sources(commit: str) -> dict[str, str]:
+    """The tokenizer's code as checkpoints saved at `commit` carry it, from the repository's history."""
+    sources = {}
+    for name in EARLIER_TOKENIZER_LAYOUTS[commit]:
+        command = ["git", "show", f"{commit}:roformer_hf/{name}"]
+        completed = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+        if completed.returncode != 0:
+            pytest.skip(f"commit {commit} is not in this clone's history (a shallow clone?)")
+        sources[name] = completed.stdout
+    return sources
 
 
-def test_a_tokenizer_saved_as_one_file_loads_and_encodes_as_the_split_one(tokenizer, tmp_path, peoples_daily):
+@pytest.mark.parametrize("commit", sorted(EARLIER_TOKENIZER_LAYOUTS))
+def test_a_tokenizer_saved_with_earlier_code_encodes_as_this_one(tokenizer, tmp_path, peoples_daily, commit):
+    """A tokenizer saved with the code of an earlier layout loads with that code where roformer_hf is missing
+    (`trust_remote_code=True`), and with this one once roformer_hf is imported, and both encode as this one does."""
     tokenizer.save_pretrained(tmp_path / "saved")
     saved = tmp_path / "saved"
-    # configuration.py: the reading of the tokenizer's files (`check_model_files`) that tokenization.py imports
-    assert {path.name for path in saved.glob("*.py")} == {
-        "tokenization.py",
-        "configuration.py",
-        *SPLIT_TOKENIZER_FILES,
-    }
-    for name in SPLIT_TOKENIZER_FILES:
-        (saved / name).unlink()
-    (saved / "tokenization.py").write_text(single_file_tokenizer_source(), encoding="utf-8")
+    assert {path.name for path in saved.glob("*.py")} == {"tokenization.py", "configuration.py"}  # configuration.py: check_model_files
+    for name, source in earlier_tokenizer_sources(commit).items():
+        (saved / name).write_text(source, encoding="utf-8")
     texts = [EXAMPLE, "Ｈéllo，世界！ 永和服装", *peoples_daily[:50]]
     (tmp_path / "texts.json").write_text(json.dumps(texts))
     code = """
 import json
+import sys
+sys.modules["roformer_hf"] = None  # as if roformer_hf were not installed
 from transformers import AutoTokenizer
 texts = json.load(open("texts.json"))
 def encoded(tokenizer):
@@ -582,9 +587,11 @@ def encoded(tokenizer):
                       max_length=48, stride=8, return_overflowing_tokens=True, padding=True)
     return [batch["input_ids"], batch["offset_mapping"], [batch.word_ids(i) for i in range(len(batch["input_ids"]))]]
 old = AutoTokenizer.from_pretrained("saved", trust_remote_code=True)
+old_encoded = encoded(old)
+del sys.modules["roformer_hf"]
 import roformer_hf
 new = AutoTokenizer.from_pretrained("saved")
-print(json.dumps([type(old).__module__, type(new).__module__, encoded(old), encoded(new)]))
+print(json.dumps([type(old).__module__, type(new).__module__, old_encoded, encoded(new)]))
 """
     old_module, new_module, old_encoded, new_encoded = run_in_fresh_python(code, tmp_path)
     assert old_module.startswith("transformers_modules") and new_module == "roformer_hf.tokenization"

@@ -12,7 +12,7 @@ from transformers import AutoTokenizer, BertTokenizerFast, RoFormerTokenizerFast
 
 import roformer_hf  # noqa: F401  (registers AutoTokenizer)
 from roformer_hf import RoFormerJiebaTokenizer
-from roformer_hf.text_rules import load_vocab
+from roformer_hf.tokenization import load_vocab
 
 EXAMPLE = "永和服装饰品有限公司,今天天气非常好"
 

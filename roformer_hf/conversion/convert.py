@@ -52,8 +52,7 @@ from transformers.utils import logging
 from .. import modeling
 from ..configuration import RoFormerConfig
 from ..hub.model_card import write_model_card
-from ..text_rules import load_vocab
-from ..tokenization import RoFormerJiebaTokenizer
+from ..tokenization import RoFormerJiebaTokenizer, load_vocab
 from ..training.outputs.checkpoints import give_plain_modes
 from ..training.outputs.locks import LOCK_FILE_NAME, FolderLock, FolderLockedError
 from ..training.outputs.pickle_refusal import is_refused_pickle, refused_pickle_message

@@ -1,7 +1,7 @@
 """
 How run_classification.py reads a document longer than one model input, with the pieces it shares with the served
-pipeline (`roformer_hf.document_inputs`: head, tail or both, `truncate_token_ids`, `truncate_pair`; or overlapping
-windows, `split_into_windows`, whose logits `pool_chunk_logits` pools back into one row per document).
+pipeline (`roformer_hf.text_classification_pipeline`: head, tail or both, `truncate_token_ids`, `truncate_pair`; or
+overlapping windows, `split_into_windows`, whose logits `pool_chunk_logits` pools back into one row per document).
 `encode_batch` applies them to a batch of documents; `resolve_input_settings` says which of these settings a run uses.
 """
 
@@ -13,14 +13,14 @@ from typing import Protocol, TypeVar
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
-from ...document_inputs import (
+from ...modeling import RoFormerForSequenceClassification
+from ...text_classification_pipeline import (
     INPUT_SETTINGS,
     DocumentRecipe,
     document_model_inputs,
     pool_chunk_logits,
     tokenize_texts,
 )
-from ...modeling import RoFormerForSequenceClassification
 from ..errors import ScriptError
 from .labels import LabelInfo, encode_label
 

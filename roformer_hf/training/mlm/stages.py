@@ -20,7 +20,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import PreTrainedModel, TrainerCallback, TrainingArguments
 
-from ...document_inputs import MIN_SEQ_LENGTH
+from ...text_classification_pipeline import MIN_SEQ_LENGTH
 from ..errors import ScriptError
 from ..outputs.checkpoints import atomic_path, check_given_checkpoint, last_complete_checkpoint
 from ..outputs.interrupts import raise_if_stopped

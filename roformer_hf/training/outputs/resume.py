@@ -24,7 +24,7 @@ from typing import Any
 
 from transformers import PreTrainedModel, Trainer, TrainingArguments
 
-from ...text_rules import load_vocab
+from ...tokenization import load_vocab
 from ..data.folders import files_datasets_reads
 from ..errors import ScriptError
 from ..machine.precisions import mixed_precision
