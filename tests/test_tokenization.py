@@ -571,7 +571,10 @@ def test_a_tokenizer_saved_with_earlier_code_encodes_as_this_one(tokenizer, tmp_
     (`trust_remote_code=True`), and with this one once roformer_hf is imported, and both encode as this one does."""
     tokenizer.save_pretrained(tmp_path / "saved")
     saved = tmp_path / "saved"
-    assert {path.name for path in saved.glob("*.py")} == {"tokenization.py", "configuration.py"}  # configuration.py: check_model_files
+    assert {path.name for path in saved.glob("*.py")} == {
+        "tokenization.py",
+        "configuration.py",
+    }  # configuration.py: check_model_files
     for name, source in earlier_tokenizer_sources(commit).items():
         (saved / name).write_text(source, encoding="utf-8")
     texts = [EXAMPLE, "Ｈéllo，世界！ 永和服装", *peoples_daily[:50]]
