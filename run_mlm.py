@@ -42,7 +42,7 @@ from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.machine.cpu_precision import settle_cpu_precision
 from roformer_hf.training.mlm.pretraining import build_tokenizer_and_masked_lm, pretrain
 from roformer_hf.training.mlm.results import report, save_outputs
-from roformer_hf.training.mlm.stages import main_stage, parse_stages, plan_stages
+from roformer_hf.training.mlm.stages import canonical_stages, main_stage, plan_stages
 from roformer_hf.training.mlm.text_corpus import load_corpus, tokenize_corpus
 from roformer_hf.training.outputs.run_outputs import prepare_output_dir
 from roformer_hf.training.outputs.written_files import check_inputs_are_not_outputs, run_inputs
@@ -145,8 +145,8 @@ def parse_mlm_arguments(
     model_args, data_args, masking_args, training_args = parse_arguments(
         (ModelArguments, DataArguments, MaskingArguments, ScriptTrainingArguments), argv, SCRIPT_DEFAULTS, __doc__
     )
-    if masking_args.stages is not None:
-        parse_stages(masking_args.stages)  # fail now rather than after loading the data
+    if masking_args.stages is not None:  # checked now rather than after loading the data; recorded as parsed
+        masking_args.stages = canonical_stages(masking_args.stages)
     if data_args.train_file is None and data_args.dataset_name is None:
         raise ScriptError(
             f"no training data: give --train_file (a {FILE_KINDS} file) or --dataset_name (a dataset folder or Hub id)."

@@ -30,7 +30,7 @@ from ..static_shapes import (
     length_buckets,
     uses_static_shapes,
 )
-from .stages import SaveAtEndCallback, Stage, StagedTrainer, find_starting_point, walk_stages
+from .stages import SaveAtEndCallback, Stage, StagedTrainer, canonical_stages, find_starting_point, walk_stages
 from .whole_word_masking import EpochCallback, WholeWordMaskCollator, masked_token_accuracy, predicted_token_ids
 
 
@@ -185,7 +185,7 @@ def pretrain(
     first_index, checkpoint = find_starting_point(training_args, stages)
     settings = mlm_run_settings(data_args, masking_args, training_args)
     if checkpoint is not None:
-        check_resume(checkpoint, model, tokenizer, settings)
+        check_resume(checkpoint, model, tokenizer, settings, read_recorded={"stages": canonical_stages})
     divergence_check = StopOnNonFiniteWeights()  # one for every stage: it names the newest checkpoint of the run
 
     def trainer_for_stage(index: int, args: TrainingArguments, schedule_steps: int | None, start_state: dict | None):

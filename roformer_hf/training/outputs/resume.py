@@ -13,7 +13,7 @@ and the vocabulary are compared for every checkpoint, also those written before 
 import hashlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -209,10 +209,18 @@ def record_run_settings(trainer: Trainer, settings: Mapping[str, Any]) -> None:
     save_checkpoints_whole(trainer, {RUN_SETTINGS_FILE: dict(settings)})
 
 
-def check_resume(checkpoint: str | Path, model: PreTrainedModel, tokenizer: Any, settings: Mapping[str, Any]) -> None:
+def check_resume(
+    checkpoint: str | Path,
+    model: PreTrainedModel,
+    tokenizer: Any,
+    settings: Mapping[str, Any],
+    read_recorded: Mapping[str, Callable[[Any], Any]] | None = None,
+) -> None:
     """
     Raise `ScriptError` if this run differs from the one that wrote `checkpoint`: the model's config, the
     vocabulary, or a recorded setting (`RUN_SETTINGS_FILE`; a checkpoint without one has only the first two checked).
+    `read_recorded` parses a recorded setting the way this run's was parsed (`--stages` written with spaces by an
+    earlier run), so that settings are compared as parsed.
     """
     checkpoint = Path(checkpoint)
     check_same_model(checkpoint, model)
@@ -224,6 +232,9 @@ def check_resume(checkpoint: str | Path, model: PreTrainedModel, tokenizer: Any,
         )
         return
     recorded = json.loads(settings_file.read_text(encoding="utf-8"))
+    for name, parse in (read_recorded or {}).items():
+        if recorded.get(name) is not None:
+            recorded[name] = parse(recorded[name])
     changed = [name for name, value in settings.items() if name in recorded and recorded[name] != value]
     if _same_data(recorded, settings):  # the same content at another path (moved, copied, spelled otherwise)
         changed = [name for name in changed if name not in DATA_PATH_SETTINGS]
