@@ -67,8 +67,7 @@ from roformer_hf.training.cli import (
 from roformer_hf.training.data.sources import FILE_KINDS, DatasetArguments
 from roformer_hf.training.machine.cpu_precision import settle_cpu_precision
 from roformer_hf.training.publishing import publish_run
-from roformer_hf.training.script_runner import run_script, script_run
-from roformer_hf.training.vocabulary_coverage import tokenizer_source, warn_if_many_unknown
+from roformer_hf.training.script_runner import run_script, script_run, warn_if_vocabulary_misses_the_text
 
 SAMPLE_FILE = Path(__file__).resolve().parent / "data" / "cail_sample.jsonl"
 
@@ -232,10 +231,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     ):
         raw_datasets, label_info, sources = load_labelled_documents(model_args, data_args, training_args)
         tokenizer, model = build_tokenizer_and_classifier(model_args, label_info)
-        if training_args.do_train and training_args.process_index == 0:  # every process reads the same text
-            train_rows, text_column = raw_datasets["train"], data_args.text_column_name
-            source, checkpoint = tokenizer_source(model_args), model_args.model_name_or_path
-            warn_if_many_unknown(tokenizer, train_rows, text_column, source, checkpoint)
+        warn_if_vocabulary_misses_the_text(
+            tokenizer, raw_datasets, data_args.text_column_name, model_args, training_args
+        )
         given_settings = arguments.given & set(INPUT_SETTINGS)
         data_args = resolve_input_settings(
             data_args, given_settings, model, model_args.model_name_or_path, training_args.do_train

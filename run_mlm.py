@@ -46,8 +46,7 @@ from roformer_hf.training.mlm.stages import canonical_stages, main_stage, plan_s
 from roformer_hf.training.mlm.text_corpus import load_corpus, tokenize_corpus
 from roformer_hf.training.outputs.run_outputs import prepare_output_dir
 from roformer_hf.training.outputs.written_files import check_inputs_are_not_outputs, run_inputs
-from roformer_hf.training.script_runner import run_script, script_run
-from roformer_hf.training.vocabulary_coverage import tokenizer_source, warn_if_many_unknown
+from roformer_hf.training.script_runner import run_script, script_run, warn_if_vocabulary_misses_the_text
 
 logger = logging.getLogger(__name__)
 
@@ -186,9 +185,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         raw_datasets, held_out = load_corpus(data_args, model_args)
         longest = max(stage.max_seq_length for stage in stages) if training_args.do_train else None
         tokenizer, model = build_tokenizer_and_masked_lm(model_args, masking_args.sparse_prediction, longest)
-        if training_args.do_train and training_args.process_index == 0:  # every process reads the same text
-            source, checkpoint = tokenizer_source(model_args), model_args.model_name_or_path
-            warn_if_many_unknown(tokenizer, raw_datasets["train"], "text", source, checkpoint)
+        warn_if_vocabulary_misses_the_text(tokenizer, raw_datasets, "text", model_args, training_args)
         settle_cpu_precision(training_args, model, main_stage(stages).max_seq_length)
         # each stage tokenizes the text to its own length when it starts
         tokenize_to_length = partial(

@@ -103,10 +103,11 @@ def test_help_is_short_grouped_and_names_the_scripts_options(script, monkeypatch
     assert lines[0].startswith(f"usage: python {script}")
     headings = [line for line in lines if " options - " in line and not line.startswith(" ")]
     assert [heading.split()[0] for heading in headings] == ["model", "data", *extra_headings, "training"]
-    assert headings[-1].startswith("training options - the 21 most used")
+    assert headings[-1].startswith("training options - the 23 most used")
     shown = set(re.findall(r"^  --(\w+)", text, flags=re.MULTILINE))
     assert set(own_option_names(script)) <= shown
     assert set(COMMON_TRAINING_OPTIONS) <= shown
+    assert {"threads", "license"} <= shown  # the README names them (issue 52.5: they were in --help-all only)
     assert "lr_scheduler_type" not in shown and "--help-all" in text
 
 
@@ -256,6 +257,8 @@ def test_mlm_run_is_quiet_prints_results_and_how_to_load_the_model(tmp_path):
     assert " - INFO - " not in output and "[INFO|" not in output
     assert "pin_memory" not in output and "Do not forget to share" not in output
     assert "| before training |" in output and output.count("fill-mask: ") == len(FILL_MASK_EXAMPLES)
+    # each stage says its speed once, to size a run (issue 52.3; no timing asserted)
+    assert len(re.findall(r"speed: [0-9.]+ optimizer steps/s for this model \(\d+\.\dM parameters\)", output)) == 2
     assert stdout.rstrip().splitlines()[-5] == "model saved to out; load it with:"
     os.chdir(tmp_path)  # the printed path is relative to the folder the script ran in
     try:
@@ -289,6 +292,7 @@ def test_classification_run_names_validation_and_prints_how_to_load(tmp_path):
     assert closing_lines[-6] == f"model saved to {tmp_path / 'out'}; load it with:"
     assert closing_lines[-1].startswith(f"predictions written to {tmp_path / 'out' / 'predictions.jsonl'}")
     assert "[INFO|" not in output and "***** eval metrics *****" in output and "***** test metrics *****" in output
+    assert output.count("speed: ") == 1 and "optimizer steps/s for this model" in output
     variables = loaded_by_printed_code(output)
     assert type(variables["model"]).__name__ == "RoFormerForSequenceClassification"
     assert set(variables["model"].config.id2label.values()) == {"civil", "criminal"}
