@@ -276,7 +276,7 @@ _NOT_GIVEN = object()
 # What an option the scripts do not take means, where it is one a user is likely to try: the reason and the fix.
 UNTAKEN_OPTIONS = {
     "--streaming": "run_classification.py reads its data whole (it needs every label before training starts): leave "
-    "--streaming out, and --max_train_samples N reads the first N documents only (run_mlm.py streams text)",
+    "--streaming out, and --max_train_samples N keeps the first N documents (run_mlm.py streams text)",
 }
 
 
