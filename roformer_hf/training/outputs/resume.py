@@ -231,10 +231,7 @@ def check_resume(
             f"{checkpoint} records no run settings (older than {RUN_SETTINGS_FILE}): only the model is checked."
         )
         return
-    recorded = json.loads(settings_file.read_text(encoding="utf-8"))
-    for name, parse in (read_recorded or {}).items():
-        if recorded.get(name) is not None:
-            recorded[name] = parse(recorded[name])
+    recorded = _recorded_settings(settings_file, read_recorded or {})
     changed = [name for name, value in settings.items() if name in recorded and recorded[name] != value]
     if _same_data(recorded, settings):  # the same content at another path (moved, copied, spelled otherwise)
         changed = [name for name in changed if name not in DATA_PATH_SETTINGS]
@@ -272,6 +269,15 @@ def check_resume(
             f"--{name} {new} differs from the {old} of {checkpoint}: applied, the run now ends (and its "
             "learning-rate schedule with it) where this run's options say."
         )
+
+
+def _recorded_settings(settings_file: Path, read_recorded: Mapping[str, Callable[[Any], Any]]) -> dict[str, Any]:
+    """The settings a checkpoint recorded, those of `read_recorded` parsed as this run's were."""
+    recorded = json.loads(settings_file.read_text(encoding="utf-8"))
+    for name, parse in read_recorded.items():
+        if recorded.get(name) is not None:
+            recorded[name] = parse(recorded[name])
+    return recorded
 
 
 # The settings that name where the training data lies; where its digest is the same, a resume reads the same rows.
