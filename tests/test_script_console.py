@@ -22,6 +22,7 @@ from transformers import TrainingArguments
 
 import run_classification
 import run_mlm
+from roformer_hf.document_inputs import INPUT_SETTINGS
 from roformer_hf.training.building import build_tokenizer
 from roformer_hf.training.classification.long_documents import DEFAULT_RECIPE
 from roformer_hf.training.cli import COMMON_TRAINING_OPTIONS, ModelArguments, ScriptTrainingArguments
@@ -112,14 +113,24 @@ def test_help_is_short_grouped_and_names_the_scripts_options(script, monkeypatch
 
 
 def test_help_shows_the_input_settings_defaults(monkeypatch, capsys):
-    """The input settings of run_classification.py are left unset on the command line (a checkpoint's own win over
-    the defaults, `resolve_input_settings`), yet --help shows the defaults a run without either takes."""
+    """--help shows the defaults of run_classification.py's input settings, those a run takes that gives none and
+    starts from a checkpoint that recorded none (a checkpoint's own win over them, `resolve_input_settings`)."""
     text = printed_help("run_classification.py", "--help", monkeypatch, capsys)
     options = re.split(r"^  (?=--)", text, flags=re.MULTILINE)  # one part per option, its help lines with it
     shown = {part.split()[0].removeprefix("--"): " ".join(part.split()) for part in options[1:]}
     assert DEFAULT_RECIPE.max_seq_length == 1024
     for name, default in dataclasses.asdict(DEFAULT_RECIPE).items():
         assert shown[name].endswith(f"(default: {default})"), shown[name]
+
+
+def test_input_settings_keep_their_defaults_and_the_parser_says_which_were_given(tmp_path):
+    """The parser reports the options given (`ParsedArguments.given`), so DataArguments holds the real defaults of the
+    input settings, not None for "not given" (issue 50.5)."""
+    arguments = [*CLASSIFICATION_ARGUMENTS, "--output_dir", str(tmp_path), "--chunk_pooling", "mean"]
+    parsed = run_classification.parse_classification_arguments(arguments)
+    data_args = parsed[1]
+    assert data_args.recipe() == dataclasses.replace(DEFAULT_RECIPE, max_seq_length=32)
+    assert parsed.given & set(INPUT_SETTINGS) == {"max_seq_length", "chunk_pooling"}  # mean: given, though the default
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
