@@ -36,8 +36,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformers import TrainingArguments
-
 from roformer_hf.text_classification_pipeline import (
     CHUNK_POOLINGS,
     INPUT_SETTINGS,
@@ -61,16 +59,16 @@ from roformer_hf.training.classification.long_documents import DEFAULT_RECIPE, r
 from roformer_hf.training.classification.run_settings import check_classification_arguments
 from roformer_hf.training.cli import (
     ModelArguments,
+    ParsedArguments,
     ScriptTrainingArguments,
     demo_or_given_arguments,
     parse_arguments,
 )
 from roformer_hf.training.data.sources import FILE_KINDS, DatasetArguments
-from roformer_hf.training.data.vocabulary_coverage import tokenizer_source, warn_if_many_unknown
 from roformer_hf.training.machine.cpu_precision import settle_cpu_precision
 from roformer_hf.training.machine.launch import choose_unused_parameter_search
 from roformer_hf.training.publishing import publish_run
-from roformer_hf.training.script_runner import run_script, script_run
+from roformer_hf.training.script_runner import run_script, script_run, warn_if_vocabulary_misses_the_text
 
 SAMPLE_FILE = Path(__file__).resolve().parent / "data" / "cail_sample.jsonl"
 
@@ -173,11 +171,8 @@ class DataArguments(DatasetArguments):
 
     def __post_init__(self):
         self.split_text_column_names()
-        # parse_classification_arguments leaves the input settings None when the command line does not give them (see INPUT_SETTINGS)
-        if self.max_seq_length is not None and self.max_seq_length < MIN_SEQ_LENGTH:
+        if self.max_seq_length < MIN_SEQ_LENGTH:
             raise ValueError(f"--max_seq_length must be at least {MIN_SEQ_LENGTH}, got {self.max_seq_length}.")
-        if None in (self.long_doc_strategy, self.chunk_stride, self.max_seq_length):
-            return
         if self.long_doc_strategy == "chunk" and not windows_move_forward(self.chunk_stride, self.max_seq_length):
             raise ValueError(
                 f"--chunk_stride ({self.chunk_stride}) must be at least 0 and less than half of --max_seq_length "
@@ -208,24 +203,23 @@ class DataArguments(DatasetArguments):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def parse_classification_arguments(
-    argv: Sequence[str] | None = None,
-) -> tuple[ModelArguments, DataArguments, TrainingArguments]:
-    """Parse the command line (or one .json/.yaml file); no arguments at all runs the embedded CAIL demo."""
-    model_args, data_args, training_args = parse_arguments(
+def parse_classification_arguments(argv: Sequence[str] | None = None) -> ParsedArguments:
+    """Parse the command line (or one .json/.yaml file) into `(ModelArguments, DataArguments, TrainingArguments)`, with
+    the names of the options given; no arguments at all runs the embedded CAIL demo."""
+    arguments = parse_arguments(
         (ModelArguments, DataArguments, ScriptTrainingArguments),
         demo_or_given_arguments(argv, DEMO_ARGUMENTS),
-        # None marks an input setting the user did not give: resolve_input_settings fills it in
-        defaults={"output_dir": "outputs/run_classification", **dict.fromkeys(INPUT_SETTINGS)},
+        defaults={"output_dir": "outputs/run_classification"},
         description=__doc__,
     )
-    check_classification_arguments(model_args, data_args, training_args)
-    return model_args, data_args, training_args
+    check_classification_arguments(*arguments)
+    return arguments
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     """Run the script; returns the metrics (train, eval, test) it logged."""
-    model_args, data_args, training_args = parse_classification_arguments(argv)
+    arguments = parse_classification_arguments(argv)
+    model_args, data_args, training_args = arguments
     evaluates = training_args.do_eval or training_args.do_predict
     with script_run(
         training_args,
@@ -238,11 +232,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     ):
         raw_datasets, label_info, sources = load_labelled_documents(model_args, data_args, training_args)
         tokenizer, model = build_tokenizer_and_classifier(model_args, label_info)
-        if training_args.do_train and training_args.process_index == 0:  # every process reads the same text
-            train_rows, text_column = raw_datasets["train"], data_args.text_column_name
-            source, checkpoint = tokenizer_source(model_args), model_args.model_name_or_path
-            warn_if_many_unknown(tokenizer, train_rows, text_column, source, checkpoint)
-        data_args = resolve_input_settings(data_args, model, model_args.model_name_or_path, training_args.do_train)
+        warn_if_vocabulary_misses_the_text(
+            tokenizer, raw_datasets, data_args.text_column_name, model_args, training_args
+        )
+        given_settings = arguments.given & set(INPUT_SETTINGS)
+        data_args = resolve_input_settings(
+            data_args, given_settings, model, model_args.model_name_or_path, training_args.do_train
+        )
         settle_cpu_precision(training_args, model, data_args.max_seq_length)
         choose_unused_parameter_search(training_args, model)
         if training_args.do_train:  # the saved tokenizer's truncation=True cuts to the length fine-tuned with

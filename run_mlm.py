@@ -38,17 +38,16 @@ from roformer_hf.training.cli import (
     parse_arguments,
 )
 from roformer_hf.training.data.sources import FILE_KINDS, DatasetArguments
-from roformer_hf.training.data.vocabulary_coverage import tokenizer_source, warn_if_many_unknown
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.machine.cpu_precision import settle_cpu_precision
 from roformer_hf.training.machine.launch import choose_unused_parameter_search
 from roformer_hf.training.mlm.pretraining import build_tokenizer_and_masked_lm, pretrain
 from roformer_hf.training.mlm.results import fill_mask_probes, report, save_outputs
-from roformer_hf.training.mlm.stages import main_stage, parse_stages, plan_stages
+from roformer_hf.training.mlm.stages import canonical_stages, main_stage, plan_stages
 from roformer_hf.training.mlm.text_corpus import load_corpus, tokenize_corpus
 from roformer_hf.training.outputs.run_outputs import prepare_output_dir
 from roformer_hf.training.outputs.written_files import check_inputs_are_not_outputs, run_inputs
-from roformer_hf.training.script_runner import run_script, script_run
+from roformer_hf.training.script_runner import run_script, script_run, warn_if_vocabulary_misses_the_text
 
 logger = logging.getLogger(__name__)
 
@@ -146,8 +145,8 @@ def parse_mlm_arguments(
     model_args, data_args, masking_args, training_args = parse_arguments(
         (ModelArguments, DataArguments, MaskingArguments, ScriptTrainingArguments), argv, SCRIPT_DEFAULTS, __doc__
     )
-    if masking_args.stages is not None:
-        parse_stages(masking_args.stages)  # fail now rather than after loading the data
+    if masking_args.stages is not None:  # checked now rather than after loading the data; recorded as parsed
+        masking_args.stages = canonical_stages(masking_args.stages)
     if data_args.train_file is None and data_args.dataset_name is None:
         raise ScriptError(
             f"no training data: give --train_file (a {FILE_KINDS} file) or --dataset_name (a dataset folder or Hub id)."
@@ -187,9 +186,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         raw_datasets, held_out = load_corpus(data_args, model_args)
         longest = max(stage.max_seq_length for stage in stages) if training_args.do_train else None
         tokenizer, model = build_tokenizer_and_masked_lm(model_args, masking_args.sparse_prediction, longest)
-        if training_args.do_train and training_args.process_index == 0:  # every process reads the same text
-            source, checkpoint = tokenizer_source(model_args), model_args.model_name_or_path
-            warn_if_many_unknown(tokenizer, raw_datasets["train"], "text", source, checkpoint)
+        warn_if_vocabulary_misses_the_text(tokenizer, raw_datasets, "text", model_args, training_args)
         settle_cpu_precision(training_args, model, main_stage(stages).max_seq_length)
         choose_unused_parameter_search(training_args, model)
         # each stage tokenizes the text to its own length when it starts

@@ -40,6 +40,17 @@ def settings_run(*extra: str) -> Callable:
     return lambda script, tmp, monkeypatch: tiny_run(script, tmp, tmp / MISSING_TRAIN_FILE, *extra)
 
 
+def with_environment(variables: dict[str, str], run: Callable) -> Callable:
+    """`run` with the environment `variables` set (for the process of the test only)."""
+
+    def arguments(script: str, tmp: Path, monkeypatch) -> list[str]:
+        for name, value in variables.items():
+            monkeypatch.setenv(name, value)
+        return run(script, tmp, monkeypatch)
+
+    return arguments
+
+
 def labels_run(labels: list, *extra: str, name: str = "train.jsonl") -> Callable:
     rows = [{"text": text, "label": labels[row % len(labels)]} for row, text in enumerate(TEXTS)]
     return lambda script, tmp, monkeypatch: tiny_run(script, tmp, write_jsonl(tmp / name, rows), *extra)
@@ -212,6 +223,11 @@ CASES: dict[str, tuple[str, Callable[[str, Path, pytest.MonkeyPatch], list[str]]
     "lr_scheduler_kwargs_unknown": (BOTH, settings_run("--lr_scheduler_kwargs", '{"min_lr": 0.1}')),
     "report_to_not_installed": (BOTH, settings_run("--report_to", "tensorboard")),
     "report_to_unknown": (BOTH, settings_run("--report_to", "nonsense")),
+    "torch_compile_mode_bogus": (BOTH, settings_run("--torch_compile_mode", "bogus")),
+    "torch_compile_backend_nonexistent": (BOTH, settings_run("--torch_compile_backend", "nonexistent")),
+    "omp_num_threads_99999": (BOTH, with_environment({"OMP_NUM_THREADS": "99999"}, settings_run())),
+    "option_misspelled": (BOTH, settings_run("--lerning_rate", "1e-4")),
+    "streaming_classification": ("run_classification.py", settings_run("--streaming")),
     "diverging_loss": (BOTH, diverging_run),
     "test_file_is_the_predictions": ("run_classification.py", predictions_over_the_test_file()),
     "test_file_links_to_the_predictions": ("run_classification.py", predictions_over_the_test_file("symlink")),

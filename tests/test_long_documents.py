@@ -9,7 +9,6 @@ import pytest
 from conftest import REPO_ROOT, TINY
 
 from roformer_hf.text_classification_pipeline import (
-    INPUT_SETTINGS,
     DocumentRecipe,
     add_special_tokens,
     pool_chunk_logits,
@@ -173,20 +172,24 @@ def test_chunk_encoding_covers_the_document(tokenizer, cail_rows):
 
 
 def test_resolve_input_settings_order():
-    """Command line first, then the checkpoint's saved settings, then the defaults."""
+    """Command line first, then the checkpoint's saved settings, then the defaults. The options given are the parser's
+    report (`ParsedArguments.given`), no longer None in the dataclass (issue 50.5): a given value equal to the default
+    still wins over the checkpoint's."""
     from roformer_hf import RoFormerConfig, RoFormerForSequenceClassification
 
-    config = RoFormerConfig(**TINY, classification_inputs={"max_seq_length": 48, "truncation_side": "tail"})
+    config = RoFormerConfig(
+        **TINY, classification_inputs={"max_seq_length": 48, "truncation_side": "tail", "chunk_pooling": "max"}
+    )
     model = RoFormerForSequenceClassification(config)
-    not_given = dict.fromkeys(INPUT_SETTINGS)
-    given = DataArguments(**{**not_given, "max_seq_length": 300, "long_doc_strategy": "chunk"})
-    resolved = resolve_input_settings(given, model, "fine-tuned", training=False)
+    data_args = DataArguments(max_seq_length=300, long_doc_strategy="chunk")
+    given = {"max_seq_length", "long_doc_strategy", "chunk_pooling"}
+    resolved = resolve_input_settings(data_args, given, model, "fine-tuned", training=False)
     assert (resolved.max_seq_length, resolved.truncation_side, resolved.long_doc_strategy) == (300, "tail", "chunk")
     assert (resolved.chunk_stride, resolved.chunk_pooling) == (128, "mean")
     assert model.config.classification_inputs["max_seq_length"] == 300
-    given.chunk_stride = 150  # not less than half of 300: DataArguments' own check, now that the length is known
+    data_args.chunk_stride = 150  # not less than half of 300: DataArguments' own check, now that the length is known
     with pytest.raises(ScriptError, match="chunk_stride"):
-        resolve_input_settings(given, model, "fine-tuned", training=False)
+        resolve_input_settings(data_args, {*given, "chunk_stride"}, model, "fine-tuned", training=False)
 
 
 # --- benchmarks/longdoc_experiment.py: the split pretraining never sees ---

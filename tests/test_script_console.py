@@ -23,6 +23,7 @@ from transformers import TrainingArguments
 
 import run_classification
 import run_mlm
+from roformer_hf.document_inputs import INPUT_SETTINGS
 from roformer_hf.training.building import build_tokenizer
 from roformer_hf.training.classification.long_documents import DEFAULT_RECIPE
 from roformer_hf.training.cli import COMMON_TRAINING_OPTIONS, ModelArguments, ScriptTrainingArguments
@@ -104,22 +105,33 @@ def test_help_is_short_grouped_and_names_the_scripts_options(script, monkeypatch
     assert lines[0].startswith(f"usage: python {script}")
     headings = [line for line in lines if " options - " in line and not line.startswith(" ")]
     assert [heading.split()[0] for heading in headings] == ["model", "data", *extra_headings, "training"]
-    assert headings[-1].startswith("training options - the 21 most used")
+    assert headings[-1].startswith("training options - the 23 most used")
     shown = set(re.findall(r"^  --(\w+)", text, flags=re.MULTILINE))
     assert set(own_option_names(script)) <= shown
     assert set(COMMON_TRAINING_OPTIONS) <= shown
+    assert {"threads", "license"} <= shown  # the README names them (issue 52.5: they were in --help-all only)
     assert "lr_scheduler_type" not in shown and "--help-all" in text
 
 
 def test_help_shows_the_input_settings_defaults(monkeypatch, capsys):
-    """The input settings of run_classification.py are left unset on the command line (a checkpoint's own win over
-    the defaults, `resolve_input_settings`), yet --help shows the defaults a run without either takes."""
+    """--help shows the defaults of run_classification.py's input settings, those a run takes that gives none and
+    starts from a checkpoint that recorded none (a checkpoint's own win over them, `resolve_input_settings`)."""
     text = printed_help("run_classification.py", "--help", monkeypatch, capsys)
     options = re.split(r"^  (?=--)", text, flags=re.MULTILINE)  # one part per option, its help lines with it
     shown = {part.split()[0].removeprefix("--"): " ".join(part.split()) for part in options[1:]}
     assert DEFAULT_RECIPE.max_seq_length == 1024
     for name, default in dataclasses.asdict(DEFAULT_RECIPE).items():
         assert shown[name].endswith(f"(default: {default})"), shown[name]
+
+
+def test_input_settings_keep_their_defaults_and_the_parser_says_which_were_given(tmp_path):
+    """The parser reports the options given (`ParsedArguments.given`), so DataArguments holds the real defaults of the
+    input settings, not None for "not given" (issue 50.5)."""
+    arguments = [*CLASSIFICATION_ARGUMENTS, "--output_dir", str(tmp_path), "--chunk_pooling", "mean"]
+    parsed = run_classification.parse_classification_arguments(arguments)
+    data_args = parsed[1]
+    assert data_args.recipe() == dataclasses.replace(DEFAULT_RECIPE, max_seq_length=32)
+    assert parsed.given & set(INPUT_SETTINGS) == {"max_seq_length", "chunk_pooling"}  # mean: given, though the default
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -257,6 +269,8 @@ def test_mlm_run_is_quiet_prints_results_and_how_to_load_the_model(tmp_path):
     assert " - INFO - " not in output and "[INFO|" not in output
     assert "pin_memory" not in output and "Do not forget to share" not in output
     assert "| before training |" in output and output.count("fill-mask: ") == PROBE_COUNT
+    # each stage says its speed once, to size a run (issue 52.3; no timing asserted)
+    assert len(re.findall(r"speed: [0-9.]+ optimizer steps/s for this model \(\d+\.\dM parameters\)", output)) == 2
     assert stdout.rstrip().splitlines()[-5] == "model saved to out; load it with:"
     os.chdir(tmp_path)  # the printed path is relative to the folder the script ran in
     try:
@@ -290,6 +304,7 @@ def test_classification_run_names_validation_and_prints_how_to_load(tmp_path):
     assert closing_lines[-6] == f"model saved to {tmp_path / 'out'}; load it with:"
     assert closing_lines[-1].startswith(f"predictions written to {tmp_path / 'out' / 'predictions.jsonl'}")
     assert "[INFO|" not in output and "***** eval metrics *****" in output and "***** test metrics *****" in output
+    assert output.count("speed: ") == 1 and "optimizer steps/s for this model" in output
     variables = loaded_by_printed_code(output)
     assert type(variables["model"]).__name__ == "RoFormerForSequenceClassification"
     assert set(variables["model"].config.id2label.values()) == {"civil", "criminal"}

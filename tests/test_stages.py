@@ -14,6 +14,7 @@ import run_mlm
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.mlm.stages import (
     Stage,
+    canonical_stages,
     find_starting_point,
     format_stage_table,
     parse_stages,
@@ -22,6 +23,7 @@ from roformer_hf.training.mlm.stages import (
     stage_dir,
     stage_training_args,
 )
+from roformer_hf.training.outputs.resume import RUN_SETTINGS_FILE, check_resume
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 # The stages are planned before any text is read: the shipped sample stands for the training text.
@@ -123,3 +125,17 @@ def test_a_loss_curve_of_a_run_that_logged_no_training_loss_is_drawn_without_war
         warnings.simplefilter("error")
         plot_loss_curve(SimpleNamespace(output_dir=str(tmp_path)), [Stage(32)], tmp_path / "loss_curve.png")
     assert (tmp_path / "loss_curve.png").stat().st_size > 0
+
+
+def test_stages_are_recorded_and_compared_as_parsed(tmp_path):
+    """A space after a comma, or a leading zero, gives the same stages: the run records them as parsed, and a resume
+    compares the stages a checkpoint recorded (an earlier run's spelling) with this run's as parsed (issue 51)."""
+    arguments = [*COMMON, "--output_dir", str(tmp_path / "out"), "--per_device_train_batch_size", "8"]
+    _, _, masking_args, _ = run_mlm.parse_mlm_arguments([*arguments, "--stages", " 32:024:5, 64:8:3 "])
+    assert masking_args.stages == canonical_stages("32:24:5,64:8:3") == "32:24:5,64:8:3"
+    checkpoint = tmp_path / "checkpoint-5"
+    checkpoint.mkdir()
+    (checkpoint / RUN_SETTINGS_FILE).write_text(json.dumps({"stages": "32:24:5, 64:8:3"}))
+    check_resume(checkpoint, None, None, {"stages": masking_args.stages})
+    with pytest.raises(ScriptError, match="--stages"):  # other stages are still refused
+        check_resume(checkpoint, None, None, {"stages": "32:24:5,64:8:4"})

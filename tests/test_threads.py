@@ -9,7 +9,13 @@ import torch
 
 from roformer_hf.training.errors import ScriptError
 from roformer_hf.training.machine import threads
-from roformer_hf.training.machine.threads import busy_cores, choose_threads, cpu_times, decide_threads
+from roformer_hf.training.machine.threads import (
+    MOST_THREADS_PER_CORE,
+    busy_cores,
+    choose_threads,
+    cpu_times,
+    decide_threads,
+)
 
 # Two readings of a 2-core /proc/stat 1 second (100 ticks per core) apart: cpu0 idle for 10 of its 100 ticks, cpu1 for
 # 60 (idle + iowait); the aggregate "cpu" line and the other lines are not per-core and are skipped.
@@ -200,3 +206,12 @@ def test_the_same_command_beside_busy_processes_trains_alike(tmp_path, monkeypat
         torch.set_num_threads(saved)
     assert results[0][0] == threads.usable_cores()
     assert results[0] == results[1]
+
+
+@pytest.mark.parametrize(("requested", "environment", "given_by"), [(33, None, "--threads"), (None, "99999", "OMP")])
+def test_a_count_no_machine_can_start_is_refused_in_one_line(requested, environment, given_by):
+    """OMP_NUM_THREADS=99999 was taken, then every thread the run started failed ("can't start new thread" traceback
+    after the warning about the count): past `MOST_THREADS_PER_CORE` a core it is refused, naming the count to give."""
+    with pytest.raises(ScriptError, match=rf"^{given_by}.* on 2 usable cores: .* give {given_by}\S* 2 or fewer"):
+        decide_threads(requested, environment, 2)
+    assert decide_threads(MOST_THREADS_PER_CORE * 2, None, 2).threads == MOST_THREADS_PER_CORE * 2  # taken, said

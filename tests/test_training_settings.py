@@ -2,12 +2,15 @@
 values in range are accepted, the edges included; the refusals and their messages are rows of docs/bad_inputs.md
 (tests/test_bad_settings_and_data.py)."""
 
+import logging
 import math
 
 import pytest
+import torch
 
 from roformer_hf.training.cli import ScriptTrainingArguments, parse_arguments
 from roformer_hf.training.errors import ScriptError
+from roformer_hf.training.machine.launch import check_distributed_launch
 from roformer_hf.training.setting_checks import SETTING_RANGES, SettingRange
 
 
@@ -79,3 +82,48 @@ def test_scheduler_arguments_that_suit_the_scheduler_are_accepted(tmp_path):
 
 def test_no_reporting_is_accepted(tmp_path):
     assert parse(tmp_path, "--report_to", "none").report_to in ([], "none", ["none"])
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "accepted"),
+    [("--torch_compile_mode", "bogus", "max-autotune"), ("--torch_compile_backend", "nonexistent", "inductor")],
+)
+def test_options_passed_through_to_torch_are_checked_at_parse(tmp_path, option, value, accepted):
+    """`--torch_compile_mode bogus` and `--torch_compile_backend nonexistent` ended in a traceback at the first step;
+    now one line naming the values torch.compile takes here (`PASSED_THROUGH_OPTIONS`)."""
+    with pytest.raises(ScriptError, match=rf"^{option} {value}: torch.compile.* takes one of .*{accepted}"):
+        parse(tmp_path, option, value)
+    assert getattr(parse(tmp_path, option, accepted), option.removeprefix("--")) == accepted
+
+
+def test_the_parser_reports_the_options_given(tmp_path):
+    """`ParsedArguments.given`: the options the command line gave, by any spelling argparse takes (a prefix, --no_),
+    whatever their value; the defaults are not among them (issue 50.5)."""
+    parsed = parse_arguments(
+        [ScriptTrainingArguments],
+        ["--output_dir", str(tmp_path), "--learning_rate", "5e-5", "--no_dataloader_pin_memory", "--seed=42"],
+    )
+    assert parsed.given == {"output_dir", "learning_rate", "dataloader_pin_memory", "seed"}
+    assert parsed[0].seed == 42
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--lerning_rate", "1e-4"], r"^unknown argument --lerning_rate 1e-4: did you mean --learning_rate\? "),
+        (["--streaming"], r"^--streaming: run_classification.py reads its data whole .* leave --streaming out"),
+    ],
+)
+def test_an_option_no_script_takes_is_named_in_one_line(tmp_path, arguments, message):
+    with pytest.raises(ScriptError, match=message):
+        parse(tmp_path, *arguments)
+
+
+@pytest.mark.skipif(torch.accelerator.is_available(), reason="FSDP on an accelerator shards the model")
+def test_fsdp_on_a_cpu_says_it_trains_as_ddp(tmp_path, caplog):
+    """`--fsdp` on a CPU trained as plain DDP without a word (issue 52.5)."""
+    training_args = parse(tmp_path, "--fsdp", "full_shard")
+    with caplog.at_level(logging.WARNING):
+        check_distributed_launch(training_args)
+    assert [record.getMessage().split(":")[0] for record in caplog.records] == ["--fsdp on a CPU"]
+    assert "trains as plain DDP" in caplog.text

@@ -3,13 +3,15 @@ and parsing them, from files of arguments (`.json`, `.yaml`) too; the demo each 
 names no data and no model, and the command a model card shows; the short `--help` (the scripts' own options, then the
 most used of `TrainingArguments`). The checks of the settings are in `setting_checks.py`."""
 
+import argparse
+import difflib
 import json
 import logging
 import os
 import shlex
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -62,6 +64,8 @@ COMMON_TRAINING_OPTIONS = {
     "seed": "Random seed of initialisation, masking and data order.",
     "resume_from_checkpoint": "A checkpoint folder to continue from, or True for the newest in output_dir.",
     "log_level": "Console verbosity: 'warning' shows warnings and results, 'info' also transformers' progress.",
+    "threads": None,  # the scripts' own fields (`ScriptTrainingArguments`), named by the README
+    "license": None,
 }
 
 
@@ -108,9 +112,7 @@ def _option_help(item: Field, defaults: dict[str, Any]) -> list[str]:
     """The lines of one option: `--name VALUE`, then its help text and default, wrapped at `HELP_INDENT`."""
     help_text = COMMON_TRAINING_OPTIONS.get(item.name) or item.metadata.get("help", "")
     choices = item.metadata.get("choices")
-    default = defaults.get(item.name)
-    if default is None and item.default is not MISSING:  # a script default of None settled later (the input settings)
-        default = item.default
+    default = defaults.get(item.name, None if item.default is MISSING else item.default)
     if choices:
         value = "{" + ",".join(map(str, choices)) + "}"
     else:
@@ -188,17 +190,29 @@ class ModelArguments:
         return {"cache_dir": self.cache_dir, "revision": self.model_revision, "token": self.token}
 
 
+class ParsedArguments(tuple):
+    """The argument dataclasses a command line filled in, one per type, and `given`: the names of the options the
+    command line (or its file of arguments) gave, so that a default can be told from a value the user chose."""
+
+    given: frozenset[str]
+
+    def __new__(cls, arguments: Sequence[Any], given: Iterable[str]):
+        parsed = super().__new__(cls, arguments)
+        parsed.given = frozenset(given)
+        return parsed
+
+
 def parse_arguments(
     dataclass_types: Sequence[type],
     argv: Sequence[str] | None = None,
     defaults: dict[str, Any] | None = None,
     description: str | None = None,
-) -> tuple:
+) -> ParsedArguments:
     """
     Parse command-line arguments into the given dataclasses. A first argument ending in `.json`, `.yaml` or `.yml` is
     a file of arguments, which the options after it override (as in transformers' examples:
     `python run_mlm.py args.yaml --ddp_backend gloo`). `--help` prints the short help (`short_help`) and
-    `--help-all` every option; both then exit.
+    `--help-all` every option; both then exit. An option no dataclass has is refused in one line (`unknown_options`).
 
     Args:
         dataclass_types (`Sequence[type]`):
@@ -211,15 +225,17 @@ def parse_arguments(
             What the script does (its module docstring), whose first paragraph opens the short help.
 
     Returns:
-        `tuple`: one instance per dataclass.
+        `ParsedArguments`: one instance per dataclass, and the names of the options given.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     defaults = {**launch_defaults(), **(defaults or {})}
     parser = HfArgumentParser(dataclass_types)
+    from_file = {}
     if is_arguments_file(argv[0] if argv else ""):
         # the file's values replace the defaults; the options after it still win, as on any command line
-        defaults.update(_read_known_arguments(argv[0], dataclass_types))
+        from_file = _read_known_arguments(argv[0], dataclass_types)
         argv = argv[1:]
+    defaults.update(from_file)
     parser.set_defaults(**defaults)
     if HELP_ALL_OPTION in argv:
         parser.print_help()
@@ -228,12 +244,56 @@ def parse_arguments(
         print(short_help(dataclass_types, defaults, description))
         sys.exit(0)
     try:
-        arguments = parser.parse_args_into_dataclasses(args=argv)
+        *arguments, unknown = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
     except ValueError as error:  # raised by the dataclasses' own checks (e.g. TrainingArguments.__post_init__)
         raise ScriptError(f"invalid arguments: {error}") from error
+    if unknown:
+        raise ScriptError(unknown_options(unknown, dataclass_types))
     check_counts(arguments)
     check_training_settings(arguments)
-    return arguments
+    return ParsedArguments(arguments, {*from_file, *given_options(dataclass_types, argv)})
+
+
+def given_options(dataclass_types: Sequence[type], argv: Sequence[str]) -> set[str]:
+    """The fields that `argv` gives a value (`--name`, `--no_name`, an alias, an abbreviation argparse accepts): those
+    a parse sets in a namespace that takes no defaults (`_OnlyGiven`)."""
+    namespace, _ = HfArgumentParser(dataclass_types).parse_known_args(argv, namespace=_OnlyGiven())
+    return set(vars(namespace))
+
+
+class _OnlyGiven(argparse.Namespace):
+    """A namespace that appears to hold every option already, so that argparse fills in no default and only the
+    options the command line gives are set in it."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # argparse's own bookkeeping, e.g. its list of unrecognized arguments
+            raise AttributeError(name)
+        return _NOT_GIVEN
+
+
+_NOT_GIVEN = object()
+
+
+# What an option the scripts do not take means, where it is one a user is likely to try: the reason and the fix.
+UNTAKEN_OPTIONS = {
+    "--streaming": "run_classification.py reads its data whole (it needs every label before training starts): leave "
+    "--streaming out, and --max_train_samples N keeps the first N documents (run_mlm.py streams text)",
+}
+
+
+def unknown_options(unknown: Sequence[str], dataclass_types: Sequence[type]) -> str:
+    """The one line for command-line arguments no dataclass takes: the reason of `UNTAKEN_OPTIONS`, else the closest
+    option's name."""
+    name = next((argument.split("=", 1)[0] for argument in unknown if argument.startswith("-")), unknown[0])
+    if name in UNTAKEN_OPTIONS:
+        return f"{name}: {UNTAKEN_OPTIONS[name]}."
+    options = [f"--{item.name}" for dataclass_type in dataclass_types for item in fields(dataclass_type) if item.init]
+    close = difflib.get_close_matches(name, options, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return (
+        f"unknown argument {' '.join(unknown)}: {hint}{HELP_ALL_OPTION} lists every option (a value with spaces "
+        "needs quotes)."
+    )
 
 
 ARGUMENTS_FILE_SUFFIXES = (".json", ".yaml", ".yml")

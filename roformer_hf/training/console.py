@@ -1,15 +1,19 @@
-"""What a script prints: logging at `--log_level`, and the closing lines that say how to load the saved model."""
+"""What a script prints: logging at `--log_level`, the speed of the run once it is measured (`ReportSpeed`), and the
+closing lines that say how to load the saved model."""
 
 import json
 import logging
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import transformers
-from transformers import TrainingArguments
+from transformers import TrainerCallback, TrainingArguments
 
 from .trainer_internals import END_OF_TRAINING_MESSAGE, TRAINER_LOGGER
+
+logger = logging.getLogger(__name__)
 
 
 def setup_logging(training_args: TrainingArguments) -> None:
@@ -59,6 +63,56 @@ class _OnceFilter(logging.Filter):
         repeated = text in self.seen
         self.seen.add(text)
         return not repeated
+
+
+class ReportSpeed(TrainerCallback):
+    """
+    Say in one line, at the first training loss logged after the first step (or at the end of a shorter run), how
+    many optimizer steps a second the model trains on this machine and how long the steps left take, so that a user
+    can size a run. The first step (warm-up, compilation) is left out of the rate.
+    """
+
+    def __init__(self):
+        self.start: tuple[int, float] | None = None  # (step, time) at the end of the first step
+        self.reported = False
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.start is None:
+            self.start = (state.global_step, time.perf_counter())
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if "loss" in (logs or {}):
+            self.report(state, kwargs.get("model"))
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.report(state, kwargs.get("model"))
+
+    def report(self, state, model) -> None:
+        if self.reported or self.start is None or state.global_step <= self.start[0]:
+            return
+        self.reported = True
+        steps_per_second = (state.global_step - self.start[0]) / (time.perf_counter() - self.start[1])
+        if state.is_world_process_zero:
+            logger.warning(speed_line(steps_per_second, state.global_step, state.max_steps, model))
+
+
+def speed_line(steps_per_second: float, step: int, max_steps: int, model=None) -> str:
+    """The line of `ReportSpeed`: the rate, the model's size, and the time the steps after `step` take."""
+    size = f" ({model.num_parameters() / 1e6:.1f}M parameters)" if model is not None else ""
+    left = max(0, max_steps - step)
+    line = f"speed: {steps_per_second:.2f} optimizer steps/s for this model{size} on this machine"
+    if left == 0:
+        return f"{line}, measured over the steps after the first."
+    return f"{line}: the {left:,} steps left take about {duration(left / steps_per_second)}."
+
+
+def duration(seconds: float) -> str:
+    """A duration in the unit a person plans with: seconds, minutes or hours."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def loading_instructions(output_dir: str | Path, model_class: type) -> str:

@@ -6,9 +6,10 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import TrainingArguments, set_seed
@@ -32,6 +33,7 @@ from .outputs.pickle_refusal import is_refused_pickle, refused_pickle_message
 from .outputs.resume import RunFinished
 from .outputs.run_outputs import check_output_dir, is_disk_full, remove_stale_staging
 from .publishing import check_publishing
+from .vocabulary_coverage import tokenizer_source, warn_if_many_unknown
 
 logger = logging.getLogger(__name__)
 
@@ -185,3 +187,14 @@ def script_run(
         check_caches_writable(model_args.cache_dir, evaluates=evaluates)
         set_seed(training_args.seed)
         yield
+
+
+def warn_if_vocabulary_misses_the_text(
+    tokenizer: Any, raw_datasets: Mapping[str, Any], text_column: str, model_args: ModelArguments, training_args: Any
+) -> None:
+    """Where the run trains, say in one line when the tokenizer's vocabulary misses much of the training text
+    (`vocabulary_coverage.warn_if_many_unknown`, the `[UNK]` line), on the main process only: every process reads
+    the same text."""
+    if training_args.do_train and training_args.process_index == 0:
+        source, checkpoint = tokenizer_source(model_args), model_args.model_name_or_path
+        warn_if_many_unknown(tokenizer, raw_datasets["train"], text_column, source, checkpoint)

@@ -105,7 +105,8 @@ def check_training_settings(arguments: Sequence[Any]) -> None:
     """
     Refuse, before any data is read, in one line naming the setting, its range and its default: a float setting
     outside its range and a `--seed` numpy refuses (`check_setting_ranges`), `--lr_scheduler_kwargs` the scheduler
-    does not take, and a `--report_to` that is unknown or not installed. Otherwise `--weight_decay nan` or
+    does not take, a `--report_to` that is unknown or not installed, and an option passed through to torch or
+    accelerate with a value they refuse (`PASSED_THROUGH_OPTIONS`). Otherwise `--weight_decay nan` or
     `--adam_epsilon 0` train a model of NaNs and save it with exit status 0, and `--learning_rate -1` ends in a torch
     traceback once training starts.
 
@@ -117,6 +118,7 @@ def check_training_settings(arguments: Sequence[Any]) -> None:
         if isinstance(instance, TrainingArguments):
             check_scheduler_arguments(instance)
             check_reporting_integrations(instance)
+            check_passed_through_options(instance)
 
 
 def check_setting_ranges(instance: Any) -> None:
@@ -186,4 +188,42 @@ def check_reporting_integrations(training_args: TrainingArguments) -> None:
             raise ScriptError(
                 f"--report_to {name}: {name} is not installed: install it (e.g. pip install {name}), or leave "
                 "--report_to out."
+            )
+
+
+def torch_compile_modes() -> list[str]:
+    """The modes `torch.compile` takes (`torch._inductor.list_mode_options`, which its documentation names)."""
+    import torch._inductor
+
+    return list(torch._inductor.list_mode_options())
+
+
+def torch_compile_backends() -> list[str]:
+    """The backends `torch.compile` has here (`torch._dynamo.list_backends`, which its documentation names) that
+    accelerate passes on (its `DynamoBackend`, which the Trainer compiles through)."""
+    import torch._dynamo
+    from accelerate.utils import DynamoBackend
+
+    passed_on = {backend.value.lower() for backend in DynamoBackend}
+    return sorted(set(torch._dynamo.list_backends(exclude_tags=())) & passed_on)
+
+
+# Options the Trainer passes on to torch or accelerate unchecked, with what reads them and the values it takes: a
+# value they refuse ended in a traceback at the first step, after the data was read and tokenized.
+PASSED_THROUGH_OPTIONS = {
+    "torch_compile_mode": ("torch.compile", torch_compile_modes),
+    "torch_compile_backend": ("torch.compile through accelerate", torch_compile_backends),
+}
+
+
+def check_passed_through_options(training_args: TrainingArguments) -> None:
+    """Refuse a value of a `PASSED_THROUGH_OPTIONS` option that what reads it does not take, naming those it does."""
+    for name, (reader, accepted) in PASSED_THROUGH_OPTIONS.items():
+        value = getattr(training_args, name, None)
+        if value is None:
+            continue
+        values = accepted()
+        if value not in values:
+            raise ScriptError(
+                f"--{name} {value}: {reader} takes one of {', '.join(values)}; give one of them, or leave it out."
             )

@@ -24,7 +24,7 @@ from ...hub.model_card import TrainingSummary
 from ...modeling import RoFormerForSequenceClassification
 from ..building import build_config, build_model, build_tokenizer, check_vocabulary_fits
 from ..cli import ModelArguments, command_line
-from ..console import loading_instructions
+from ..console import ReportSpeed, loading_instructions
 from ..machine.cpu_precision import training_arithmetic
 from ..machine.launch import compiled_for_every_length
 from ..machine.precisions import NO_MIXED_PRECISION, mixed_precision
@@ -167,7 +167,7 @@ def build_classification_trainer(
             processing_class=tokenizer,
             data_collator=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8 if half_precision else None),
             compute_metrics=make_compute_metrics(label_info, document_ids, recipe.chunk_pooling),
-            callbacks=[*callbacks, StopAtStepBoundary()],
+            callbacks=[*callbacks, StopAtStepBoundary(), ReportSpeed()],
             static_shapes=shapes,
         )
     # added last, after the progress bar's: no callback asks for a save after it, and it stops once the bar is closed

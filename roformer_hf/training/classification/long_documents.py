@@ -6,8 +6,8 @@ overlapping windows, `split_into_windows`, whose logits `pool_chunk_logits` pool
 """
 
 import logging
-from collections.abc import Sequence
-from dataclasses import asdict, replace
+from collections.abc import Collection, Sequence
+from dataclasses import replace
 from typing import Protocol, TypeVar
 
 import numpy as np
@@ -99,34 +99,39 @@ def encode_batch(
 
 
 def resolve_input_settings(
-    data_args: Reading, model: RoFormerForSequenceClassification, model_name: str | None, training: bool
+    data_args: Reading,
+    given: Collection[str],
+    model: RoFormerForSequenceClassification,
+    model_name: str | None,
+    training: bool,
 ) -> Reading:
     """
     The input settings (`INPUT_SETTINGS`) of this run: those the command line gives, else those the checkpoint was
-    fine-tuned with (its config's `classification_inputs`), else `DEFAULT_RECIPE`. They are written into
+    fine-tuned with (its config's `classification_inputs`), else the defaults of `data_args`. They are written into
     `model.config.classification_inputs`, so the saved classifier remembers how it read its documents.
 
     Args:
-        data_args (`DataArguments`): the script's data arguments, `None` for each input setting not given.
+        data_args (`DataArguments`): the script's data arguments.
+        given (`Collection[str]`): the input settings the command line gave (`cli.ParsedArguments.given`).
         model (`RoFormerForSequenceClassification`): the classifier, whose config receives the settings.
         model_name (`str`, *optional*): what the warnings call the checkpoint.
         training (`bool`): whether the run fine-tunes (a checkpoint without saved settings is then expected).
 
     Returns:
-        A copy of `data_args` with every input setting filled in.
+        A copy of `data_args` with every input setting decided.
     """
-    saved, defaults = model.config.classification_inputs or {}, asdict(DEFAULT_RECIPE)
+    saved = model.config.classification_inputs or {}
     settings = {}
     for name in INPUT_SETTINGS:
-        given, trained_with = getattr(data_args, name), saved.get(name)
-        if given is not None and trained_with is not None and given != trained_with:
+        value, trained_with = getattr(data_args, name), saved.get(name)
+        if name in given and trained_with is not None and value != trained_with:
             logger.warning(
-                f"--{name} {given} differs from the {trained_with} that {model_name} was fine-tuned with: documents "
+                f"--{name} {value} differs from the {trained_with} that {model_name} was fine-tuned with: documents "
                 f"are read differently than in training, which can change the results (leave out --{name} to use "
                 f"{trained_with})."
             )
-        settings[name] = next(value for value in (given, trained_with, defaults[name]) if value is not None)
-    if not training and not saved and any(getattr(data_args, name) is None for name in INPUT_SETTINGS):
+        settings[name] = value if name in given or trained_with is None else trained_with
+    if not training and not saved and not set(INPUT_SETTINGS) <= set(given):
         logger.warning(
             f"{model_name} does not record how it read documents when fine-tuned (max_seq_length, truncation_side, "
             "long_doc_strategy): using the options given and the defaults for the others."

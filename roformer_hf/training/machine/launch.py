@@ -38,7 +38,8 @@ def launch_defaults() -> dict[str, Any]:
 
 def check_distributed_launch(training_args: TrainingArguments) -> None:
     """
-    Refuse a launch that asked for several processes but trains in one, or in several unconnected ones.
+    Refuse a launch that asked for several processes but trains in one, or in several unconnected ones; say in one
+    line that `--fsdp` on a CPU trains as DDP.
 
     Raises `ScriptError` naming the command that starts the processes.
     """
@@ -50,6 +51,11 @@ def check_distributed_launch(training_args: TrainingArguments) -> None:
         )
     # accelerate's plain launcher (no --multi_gpu) runs the script once; it sets MASTER_ADDR only when asked for
     # several processes or machines, which it then expects mpirun to start.
+    if training_args.fsdp and trains_on_cpu(training_args.use_cpu):
+        logger.warning(
+            f"--fsdp on a CPU: FSDP shards a model over GPUs, so this run trains as plain DDP, each of its "
+            f"{world_size} process{'es' * (world_size > 1)} holding the whole model (leave --fsdp out to say so)."
+        )
     launched_by_accelerate = "ACCELERATE_USE_CPU" in os.environ and "MASTER_ADDR" in os.environ
     started_alone = not any(name in os.environ for name in ("WORLD_SIZE", *MPI_WORLD_SIZE_VARIABLES))
     if launched_by_accelerate and started_alone:

@@ -153,15 +153,28 @@ def environment_threads(environment: str | None) -> int | None:
     return int(first) if first.isdigit() and int(first) >= 1 else None
 
 
+# A count the user gives past this many threads a usable core is refused: each extra thread only slows the run
+# (`more_than_the_cores`), and a count like OMP_NUM_THREADS=99999 cannot start ("can't start new thread" tracebacks).
+MOST_THREADS_PER_CORE = 16
+
+
 def more_than_the_cores(threads: int, given_by: str, usable: int) -> str | None:
     """The line for a count the user gave that is more than the usable cores (the run is reproducible, but slower:
-    OpenMP threads wait for each other at every operation); None where it is not."""
+    OpenMP threads wait for each other at every operation); None where it is not. A count past
+    `MOST_THREADS_PER_CORE` a core is refused (`ScriptError`)."""
     if threads <= usable:
         return None
+    cores = f"{usable} usable core{'s' * (usable > 1)}"
+    if threads > MOST_THREADS_PER_CORE * usable:
+        raise ScriptError(
+            f"{given_by} {threads} asks for {threads} threads on {cores}: more than {MOST_THREADS_PER_CORE} a core "
+            f"cannot all start and would only slow the run; give {given_by} {usable} or fewer (or leave it out: one "
+            "thread a core)."
+        )
     return (
-        f"{threads} threads ({given_by}) on {usable} usable core{'s' * (usable > 1)}: the threads take turns on the "
-        f"cores and wait for each other at every operation, so the run is slower than on {usable}; give {given_by} "
-        f"{usable} or fewer (the run's numbers depend on the count, so keep it to reproduce a run)."
+        f"{threads} threads ({given_by}) on {cores}: the threads take turns on the cores and wait for each other at "
+        f"every operation, so the run is slower than on {usable}; give {given_by} {usable} or fewer (the run's "
+        "numbers depend on the count, so keep it to reproduce a run)."
     )
 
 

@@ -17,6 +17,7 @@ from transformers import PreTrainedTokenizerBase, TrainingArguments
 from ...modeling import RoFormerForMaskedLM, slot_count
 from ..building import build_config, build_model, build_tokenizer, check_vocabulary_fits
 from ..cli import ModelArguments
+from ..console import ReportSpeed
 from ..errors import ScriptError
 from ..machine.launch import compiled_for_every_length
 from ..outputs.divergence import StopOnNonFiniteWeights
@@ -98,6 +99,7 @@ def build_stage_trainer(
     trainer.add_callback(EpochCallback(collator))
     trainer.add_callback(SaveAtEndCallback())
     trainer.add_callback(StopAtStepBoundary())
+    trainer.add_callback(ReportSpeed())
     return trainer
 
 

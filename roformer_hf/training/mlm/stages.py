@@ -64,6 +64,12 @@ def parse_stages(text: str) -> list[Stage]:
     return stages
 
 
+def canonical_stages(text: str) -> str:
+    """`--stages` as its parsed stages write it back (`512:256:1000,1536:256:100`): the one text for the same stages,
+    whatever spaces or leading zeros were given, so that a resume compares stages, not spellings."""
+    return ",".join(f"{stage.max_seq_length}:{stage.global_batch_size}:{stage.steps}" for stage in parse_stages(text))
+
+
 def plan_stages(stages_text: str | None, max_seq_length: int, training_args: TrainingArguments) -> list[Stage]:
     """
     The stages to walk, all checked: those of `stages_text` (`--stages`), else one stage of `max_seq_length` tokens

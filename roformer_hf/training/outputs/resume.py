@@ -266,7 +266,12 @@ def record_run_settings(trainer: Trainer, settings: Mapping[str, Any]) -> None:
     save_checkpoints_whole(trainer, {RUN_SETTINGS_FILE: dict(settings)})
 
 
-def check_resume(checkpoint: str | Path, model: PreTrainedModel, tokenizer: Any, settings: Mapping[str, Any]) -> None:
+def check_resume(
+    checkpoint: str | Path,
+    model: PreTrainedModel,
+    tokenizer: Any,
+    settings: Mapping[str, Any],
+) -> None:
     """
     Raise `ScriptError` if this run differs from the one that wrote `checkpoint`: the model's config, the
     vocabulary, or a recorded setting (`RUN_SETTINGS_FILE`, each as `RESUME_RULES` says; a checkpoint without one has
