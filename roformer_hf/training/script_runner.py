@@ -17,6 +17,7 @@ from transformers import TrainingArguments, set_seed
 from .cli import ModelArguments, demo_or_given_arguments
 from .console import setup_logging
 from .data.files import check_caches_writable
+from .data.vocabulary_coverage import tokenizer_source, warn_if_many_unknown
 from .errors import ScriptError
 from .machine.launch import check_distributed_launch
 from .machine.threads import choose_threads
@@ -33,7 +34,6 @@ from .outputs.pickle_refusal import is_refused_pickle, refused_pickle_message
 from .outputs.resume import RunFinished
 from .outputs.run_outputs import check_output_dir, is_disk_full, remove_stale_staging
 from .publishing import check_publishing
-from .vocabulary_coverage import tokenizer_source, warn_if_many_unknown
 
 logger = logging.getLogger(__name__)
 
