@@ -11,6 +11,8 @@ import pytest
 from conftest import HANG_GUARD_S
 
 from roformer_hf.training import stored_help
+from roformer_hf.training.cli import COMMON_TRAINING_OPTIONS
+from roformer_hf.training.machine import launch
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ("run_mlm.py", "run_classification.py")
@@ -81,3 +83,10 @@ def test_the_stored_help_is_printed_where_it_is_the_parsers(option, monkeypatch,
         stored_help.answer_help()
     assert stop.value.code == 0
     assert capsys.readouterr().out == stored("run_classification.py")[1]
+
+
+def test_the_short_help_shows_no_default_that_follows_the_machine(monkeypatch):
+    """A stored text holds for every machine only while --help shows none of the defaults `launch_defaults` sets from
+    the machine and the launch (as --help-all does, which the parser therefore answers)."""
+    monkeypatch.setenv("WORLD_SIZE", "2")  # a multi-process launch: the most defaults it sets (none with a GPU)
+    assert not launch.launch_defaults().keys() & COMMON_TRAINING_OPTIONS.keys()
