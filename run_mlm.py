@@ -23,6 +23,13 @@ import os
 # roformer_hf/training/machine/threads.py says why)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+if __name__ == "__main__":  # --help from its stored text, before torch loads (roformer_hf/training/stored_help.py)
+    from importlib.util import find_spec
+    from runpy import run_path
+
+    if package := find_spec("roformer_hf"):
+        run_path(f"{package.submodule_search_locations[0]}/training/stored_help.py")["answer_help"]()
+
 import logging
 from dataclasses import dataclass, field
 from functools import partial

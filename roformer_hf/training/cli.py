@@ -1,7 +1,8 @@
 """The command line of the scripts: the model arguments, transformers' `TrainingArguments` as the scripts use them,
 and parsing them, from files of arguments (`.json`, `.yaml`) too; the demo each script runs when its command line
 names no data and no model, and the command a model card shows; the short `--help` (the scripts' own options, then the
-most used of `TrainingArguments`). The checks of the settings are in `setting_checks.py`."""
+most used of `TrainingArguments`; `stored_help.py` keeps it as text, to answer before torch loads). The checks of the
+settings are in `setting_checks.py`."""
 
 import argparse
 import difflib
@@ -24,13 +25,12 @@ from .machine.cpu_precision import choose_cpu_precision
 from .machine.launch import launch_defaults
 from .machine.precisions import DTYPE_CHOICES
 from .setting_checks import check_counts, check_setting_ranges, check_training_settings
+from .stored_help import HELP_ALL_OPTION, HELP_OPTIONS, is_arguments_file
 
 logger = logging.getLogger(__name__)
 
 
 # --- the short --help ---
-
-HELP_ALL_OPTION = "--help-all"
 
 # --bf16 of both scripts, in --help and --help-all alike (its default is decided by `machine.cpu_precision`)
 BF16_HELP = (
@@ -240,7 +240,7 @@ def parse_arguments(
     if HELP_ALL_OPTION in argv:
         parser.print_help()
         sys.exit(0)
-    if {"-h", "--help"} & set(argv):
+    if set(HELP_OPTIONS) & set(argv):
         print(short_help(dataclass_types, defaults, description))
         sys.exit(0)
     try:
@@ -294,14 +294,6 @@ def unknown_options(unknown: Sequence[str], dataclass_types: Sequence[type]) -> 
         f"unknown argument {' '.join(unknown)}: {hint}{HELP_ALL_OPTION} lists every option (a value with spaces "
         "needs quotes)."
     )
-
-
-ARGUMENTS_FILE_SUFFIXES = (".json", ".yaml", ".yml")
-
-
-def is_arguments_file(argument: str) -> bool:
-    """Whether a command-line argument names a file of arguments (`args.json`, `args.yaml`) rather than an option."""
-    return argument.endswith(ARGUMENTS_FILE_SUFFIXES) and not argument.startswith("-")
 
 
 def _read_known_arguments(path: str, dataclass_types: Sequence[type]) -> dict[str, Any]:
@@ -464,7 +456,7 @@ def runs_the_demo(argv: Sequence[str]) -> bool:
     if argv and is_arguments_file(argv[0]):
         return False
     names = {argument.split("=", 1)[0] for argument in argv if argument.startswith("-")}
-    return not names & {*DATA_AND_MODEL_OPTIONS, "-h", "--help", HELP_ALL_OPTION}
+    return not names & {*DATA_AND_MODEL_OPTIONS, *HELP_OPTIONS, HELP_ALL_OPTION}
 
 
 def command_line(script_file: str | Path, argv: Sequence[str] | None) -> str:
