@@ -313,7 +313,7 @@ def pretraining(report: Report, args: argparse.Namespace) -> None:
 
 
 def pretraining_run(report: Report, args: argparse.Namespace, workers: int) -> None:
-    output_dir = Path(os.environ.get("TMPDIR", "/tmp")) / "gpu_check_run_mlm"
+    output_dir = args.out / "runs" / f"run_mlm_workers{workers}"  # beside the report, never a shared /tmp folder
     arguments = [*mlm_arguments(args, output_dir), "--dataloader_num_workers", str(workers)]
     log, samples = args.out / f"run_mlm_workers{workers}.log", args.out / f"gpu_utilisation_workers{workers}.csv"
     sampler = start_utilisation_sampler(samples) if args.device == "cuda" else None
@@ -418,7 +418,7 @@ def graph_arguments(args: argparse.Namespace, output_dir: Path, variant: str, st
 def mlm_graphs(report: Report, args: argparse.Namespace) -> None:
     for variant, steps, cap in (("eager", MLM_EAGER_STEPS, 60), ("cudagraphs", MLM_GRAPH_STEPS, 110)):
         steps = 6 if args.tiny else steps
-        output_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"gpu_check_mlm_{variant}"
+        output_dir = args.out / "runs" / f"mlm_{variant}"
         spec = args.out / f"mlm_{variant}.json"
         spec.write_text(json.dumps({"arguments": graph_arguments(args, output_dir, variant, steps)}))
         samples = args.out / f"gpu_utilisation_{variant}.csv"

@@ -271,9 +271,9 @@ def test_files_put_under_a_run_s_names_after_rm_rf_are_the_user_s(tmp_path, capl
     from roformer_hf.training.outputs.run_outputs import check_output_dir
 
     out = a_finished_run(
-        tmp_path / "out", {"README.md": "# card", "config.json": "{}", "rope.py": "# "}, ("checkpoint-2",)
+        tmp_path / "out", {"README.md": "# card", "config.json": "{}", "modeling.py": "# "}, ("checkpoint-2",)
     )
-    assert run_entries(out) == {"README.md", "config.json", "rope.py", "checkpoint-2", RECORD_NAME}
+    assert run_entries(out) == {"README.md", "config.json", "modeling.py", "checkpoint-2", RECORD_NAME}
     recorded = read_record(out)["files"]
     for entry in out.iterdir():  # rm -rf OUT/*: the hidden record stays
         if entry.name != RECORD_NAME:
@@ -281,7 +281,7 @@ def test_files_put_under_a_run_s_names_after_rm_rf_are_the_user_s(tmp_path, capl
     (out / "README.md").write_text("# mine")
     (out / "config.json").write_text("[]")  # the same size, and the same time as recorded
     os.utime(out / "config.json", ns=(recorded["config.json"]["mtime_ns"],) * 2)
-    (out / "rope.py").write_text("# my code")
+    (out / "modeling.py").write_text("# my code")
     (out / "checkpoint-2").mkdir()
     (out / "checkpoint-2" / "notes.txt").write_text("mine")
     assert run_entries(out) == {RECORD_NAME}
