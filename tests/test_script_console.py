@@ -23,7 +23,7 @@ from transformers import TrainingArguments
 
 import run_classification
 import run_mlm
-from roformer_hf.document_inputs import INPUT_SETTINGS
+from roformer_hf.text_classification_pipeline import INPUT_SETTINGS
 from roformer_hf.training.building import build_tokenizer
 from roformer_hf.training.classification.long_documents import DEFAULT_RECIPE
 from roformer_hf.training.cli import COMMON_TRAINING_OPTIONS, ModelArguments, ScriptTrainingArguments
