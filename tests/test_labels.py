@@ -305,3 +305,17 @@ def test_the_data_labels_replace_a_checkpoints_other_labels_and_an_override_agai
     overridden = ModelArguments(model_name_or_path=str(tmp_path), config_overrides="num_labels=3")
     with pytest.raises(ScriptError, match="num_labels is 3, but id2label names 2 labels"):
         build_config(overridden, **data_labels)
+
+
+def test_a_problem_type_override_is_read_as_one_of_its_values():
+    """`--config_overrides problem_type=regression` reads the field's `Literal` values (it ended in a traceback,
+    `'str' object has no attribute '__name__'`, before any check of the labels); a value outside them is named in one
+    line with the values it may take."""
+    from roformer_hf.training.building import build_config
+    from roformer_hf.training.cli import ModelArguments
+
+    tiny = "vocab_size=100,hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64"
+    config = build_config(ModelArguments(config_overrides=f"problem_type=regression,{tiny}"))
+    assert config.problem_type == REGRESSION
+    with pytest.raises(ScriptError, match=r"problem_type='bogus' is not a valid 'regression' or "):
+        build_config(ModelArguments(config_overrides=f"problem_type=bogus,{tiny}"))

@@ -4,12 +4,13 @@ loaded with a message that names the fix."""
 import inspect
 import logging
 import re
+import sys
 import types
 import typing
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 from transformers import PreTrainedConfig, PreTrainedModel
 
@@ -60,11 +61,21 @@ def parse_config_overrides(overrides: str | None, config: PreTrainedConfig) -> d
 def _field_types(config_class: type, key: str) -> tuple[type, ...]:
     for klass in config_class.__mro__:
         annotation = inspect.get_annotations(klass).get(key)
+        if isinstance(annotation, str):  # a module with `from __future__ import annotations` (transformers' configs)
+            try:
+                annotation = eval(annotation, vars(sys.modules[klass.__module__]))  # as inspect's eval_str does
+            except Exception:  # a name imported only for type checkers: the current value's type decides
+                return ()
         if annotation is not None:
             if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
-                return tuple(typing.get_origin(arg) or arg for arg in typing.get_args(annotation))
-            return (typing.get_origin(annotation) or annotation,)
+                return tuple(_plain_type(arg) for arg in typing.get_args(annotation))
+            return (_plain_type(annotation),)
     return ()
+
+
+def _plain_type(annotation: Any) -> Any:
+    """`list[int]` as `list`; a `Literal` kept whole, for its values."""
+    return annotation if typing.get_origin(annotation) is Literal else typing.get_origin(annotation) or annotation
 
 
 def _convert_value(key: str, text: str, current: Any, field_types: tuple[type, ...]) -> Any:
@@ -85,8 +96,17 @@ def _convert_value(key: str, text: str, current: Any, field_types: tuple[type, .
             return text
         if kind in (dict, list):
             raise ScriptError(f"--config_overrides: set the keys of {key} one by one ('{key}.name=value').")
-    names = " or ".join(kind.__name__ for kind in allowed if kind is not type(None))
+        if get_origin(kind) is Literal and text in get_args(kind):  # problem_type=regression, say
+            return text
+    names = " or ".join(_type_name(kind) for kind in allowed if kind is not type(None))
     raise ScriptError(f"--config_overrides: {key}={text!r} is not a valid {names}.")
+
+
+def _type_name(kind: Any) -> str:
+    """A field's type in words: `int`, or the values of a `Literal` (`'regression' or 'single_label_classification'`)."""
+    if get_origin(kind) is Literal:
+        return " or ".join(repr(value) for value in get_args(kind))
+    return getattr(kind, "__name__", str(kind))
 
 
 def _guess_value(text: str) -> Any:
