@@ -300,10 +300,16 @@ def file_digests(folder: Path) -> dict[str, str]:
 
 @pytest.mark.parametrize(("case", "script"), script_parameters(CASES))
 def test_bad_input_gets_one_line_and_keeps_the_files(case, script, tmp_path, capsys, monkeypatch):
-    arguments = CASES[case][1](script, tmp_path, monkeypatch)
+    check_one_line_and_files_kept(TABLE_HEADER, CASES, case, script, tmp_path, capsys, monkeypatch)
+
+
+def check_one_line_and_files_kept(table_header, cases, case, script, tmp_path, capsys, monkeypatch) -> None:
+    """The case's run ends in the one line of its row under `table_header`, and every file the user had is
+    byte-identical afterwards."""
+    arguments = cases[case][1](script, tmp_path, monkeypatch)
     before = file_digests(tmp_path)
     message = run_in_process(script, arguments, capsys)
-    pattern = template_pattern(bad_input_rows(TABLE_HEADER)[case][2])
+    pattern = template_pattern(bad_input_rows(table_header)[case][2])
     assert pattern.fullmatch(message), f"{script} {case}:\n  got      {message}\n  expected {pattern.pattern}"
     after = file_digests(tmp_path)
     assert {name: after.get(name) for name in before} == before  # every file the user had, byte-identical

@@ -13,20 +13,18 @@ from pathlib import Path
 import datasets
 import huggingface_hub
 import pytest
-from conftest import bad_input_rows, check_table_names_the_cases
+from conftest import check_table_names_the_cases
 from test_bad_inputs import (
     BOTH,
     DEMO_VOCAB,
     ROWS,
     TINY_MODEL,
-    run_in_process,
     script_parameters,
-    template_pattern,
     tiny_run,
     with_value,
     write_jsonl,
 )
-from test_bad_settings_and_data import file_digests
+from test_bad_settings_and_data import check_one_line_and_files_kept
 
 import run_classification
 from roformer_hf.training.data.files import DATA_FORMATS, FILE_KINDS, data_format
@@ -147,13 +145,7 @@ def hub_offline(monkeypatch):
 
 @pytest.mark.parametrize(("case", "script"), script_parameters(CASES))
 def test_bad_input_gets_one_line_and_keeps_the_files(case, script, tmp_path, capsys, monkeypatch):
-    arguments = CASES[case][1](script, tmp_path, monkeypatch)
-    before = file_digests(tmp_path)
-    message = run_in_process(script, arguments, capsys)
-    pattern = template_pattern(bad_input_rows(TABLE_HEADER)[case][2])
-    assert pattern.fullmatch(message), f"{script} {case}:\n  got      {message}\n  expected {pattern.pattern}"
-    after = file_digests(tmp_path)
-    assert {name: after.get(name) for name in before} == before
+    check_one_line_and_files_kept(TABLE_HEADER, CASES, case, script, tmp_path, capsys, monkeypatch)
 
 
 # --- one table of formats ---
