@@ -32,12 +32,12 @@ import os
 # roformer_hf/training/machine/threads.py says why)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-if __name__ == "__main__":  # --help from its stored text, before torch loads (roformer_hf/training/stored_help.py)
+if __name__ == "__main__":  # --help, --help-all and the checks that need no model, before torch loads
     from importlib.util import find_spec
     from runpy import run_path
 
     if package := find_spec("roformer_hf"):
-        run_path(f"{package.submodule_search_locations[0]}/training/stored_help.py")["answer_help"]()
+        run_path(f"{package.submodule_search_locations[0]}/training/first_answers.py")["answer_first"]()
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -210,13 +210,17 @@ class DataArguments(DatasetArguments):
 # ----------------------------------------------------------------------------------------------------------------
 
 
+ARGUMENT_TYPES = (ModelArguments, DataArguments, ScriptTrainingArguments)
+SCRIPT_DEFAULTS = {"output_dir": "outputs/run_classification"}
+
+
 def parse_classification_arguments(argv: Sequence[str] | None = None) -> ParsedArguments:
     """Parse the command line (or one .json/.yaml file) into `(ModelArguments, DataArguments, TrainingArguments)`, with
     the names of the options given; no arguments at all runs the embedded CAIL demo."""
     arguments = parse_arguments(
-        (ModelArguments, DataArguments, ScriptTrainingArguments),
+        ARGUMENT_TYPES,
         demo_or_given_arguments(argv, DEMO_ARGUMENTS),
-        defaults={"output_dir": "outputs/run_classification"},
+        defaults=SCRIPT_DEFAULTS,
         description=__doc__,
     )
     check_classification_arguments(*arguments)

@@ -23,12 +23,12 @@ import os
 # roformer_hf/training/machine/threads.py says why)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-if __name__ == "__main__":  # --help from its stored text, before torch loads (roformer_hf/training/stored_help.py)
+if __name__ == "__main__":  # --help, --help-all and the checks that need no model, before torch loads
     from importlib.util import find_spec
     from runpy import run_path
 
     if package := find_spec("roformer_hf"):
-        run_path(f"{package.submodule_search_locations[0]}/training/stored_help.py")["answer_help"]()
+        run_path(f"{package.submodule_search_locations[0]}/training/first_answers.py")["answer_first"]()
 
 import logging
 from dataclasses import dataclass, field
@@ -46,6 +46,7 @@ from roformer_hf.training.cli import (
 )
 from roformer_hf.training.data.sources import FILE_KINDS, DatasetArguments
 from roformer_hf.training.errors import ScriptError
+from roformer_hf.training.first_answers import check_request
 from roformer_hf.training.machine.cpu_precision import settle_cpu_precision
 from roformer_hf.training.machine.launch import choose_unused_parameter_search
 from roformer_hf.training.mlm.pretraining import build_tokenizer_and_masked_lm, pretrain
@@ -144,20 +145,20 @@ class MaskingArguments:
     )
 
 
+ARGUMENT_TYPES = (ModelArguments, DataArguments, MaskingArguments, ScriptTrainingArguments)
+
+
 def parse_mlm_arguments(
     argv: list[str] | None = None,
 ) -> tuple[ModelArguments, DataArguments, MaskingArguments, TrainingArguments]:
     """Parse the arguments (no arguments at all: the demo) and check what the dataclasses cannot."""
     argv = demo_or_given_arguments(argv, DEMO_ARGUMENTS)
     model_args, data_args, masking_args, training_args = parse_arguments(
-        (ModelArguments, DataArguments, MaskingArguments, ScriptTrainingArguments), argv, SCRIPT_DEFAULTS, __doc__
+        ARGUMENT_TYPES, argv, SCRIPT_DEFAULTS, __doc__
     )
     if masking_args.stages is not None:  # checked now rather than after loading the data; recorded as parsed
         masking_args.stages = canonical_stages(masking_args.stages)
-    if data_args.train_file is None and data_args.dataset_name is None:
-        raise ScriptError(
-            f"no training data: give --train_file (a {FILE_KINDS} file) or --dataset_name (a dataset folder or Hub id)."
-        )
+    check_request("training data", vars(data_args))
     data_files = {
         "--train_file": data_args.train_file,
         "--validation_file": data_args.validation_file,

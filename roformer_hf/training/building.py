@@ -18,6 +18,7 @@ from ..compat import LOAD_REPORT_LOGGER, TENSOR_PARALLEL_LOGGERS
 from ..configuration import RoFormerConfig, without_replaced_labels
 from .cli import ModelArguments
 from .errors import ScriptError
+from .first_answers import check_request
 
 logger = logging.getLogger(__name__)
 
@@ -164,11 +165,8 @@ def build_tokenizer(model_args: ModelArguments):
     """
     from ..tokenization import RoFormerJiebaTokenizer
 
+    check_request("a tokenizer", vars(model_args))
     source = model_args.tokenizer_name or model_args.model_name_or_path
-    if source is None:
-        raise ScriptError(
-            "no tokenizer: give --tokenizer_name (a tokenizer folder or a vocab.txt) or --model_name_or_path."
-        )
     option = "--tokenizer_name" if model_args.tokenizer_name else "--model_name_or_path"
     if source.endswith(".txt") and not Path(source).is_file():
         raise ScriptError(f"{option} {source}: no such file.")

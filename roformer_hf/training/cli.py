@@ -1,11 +1,10 @@
 """The command line of the scripts: the model arguments, transformers' `TrainingArguments` as the scripts use them,
 and parsing them, from files of arguments (`.json`, `.yaml`) too; the demo each script runs when its command line
 names no data and no model, and the command a model card shows; the short `--help` (the scripts' own options, then the
-most used of `TrainingArguments`; `stored_help.py` keeps it as text, to answer before torch loads). The checks of the
+most used of `TrainingArguments`; `first_answers.py` keeps it, and every option, to answer before torch loads). The checks of the
 settings are in `setting_checks.py`."""
 
 import argparse
-import difflib
 import json
 import logging
 import os
@@ -21,11 +20,20 @@ from transformers import HfArgumentParser, TrainingArguments
 
 from .data.files import read_utf8_text
 from .errors import ScriptError
+from .first_answers import (
+    HELP_ALL_OPTION,
+    HELP_OPTIONS,
+    STORED_PARSERS_DIR,
+    is_arguments_file,
+    option_table,
+    parser_stamp,
+    runs_the_demo,
+    unknown_options,
+)
 from .machine.cpu_precision import choose_cpu_precision
-from .machine.launch import launch_defaults
+from .machine.launch import LAUNCH_DEFAULTS_NOTE, launch_defaults
 from .machine.precisions import DTYPE_CHOICES
 from .setting_checks import check_counts, check_setting_ranges, check_training_settings
-from .stored_help import HELP_ALL_OPTION, HELP_OPTIONS, is_arguments_file
 
 logger = logging.getLogger(__name__)
 
@@ -228,30 +236,41 @@ def parse_arguments(
         `ParsedArguments`: one instance per dataclass, and the names of the options given.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    defaults = {**launch_defaults(), **(defaults or {})}
-    parser = HfArgumentParser(dataclass_types)
     from_file = {}
     if is_arguments_file(argv[0] if argv else ""):
         # the file's values replace the defaults; the options after it still win, as on any command line
         from_file = _read_known_arguments(argv[0], dataclass_types)
         argv = argv[1:]
-    defaults.update(from_file)
-    parser.set_defaults(**defaults)
+    defaults = {**(defaults or {}), **from_file}
+    parser = argument_parser(dataclass_types, defaults)
     if HELP_ALL_OPTION in argv:
         parser.print_help()
         sys.exit(0)
     if set(HELP_OPTIONS) & set(argv):
         print(short_help(dataclass_types, defaults, description))
         sys.exit(0)
+    parser.set_defaults(**{**launch_defaults(), **defaults})
     try:
         *arguments, unknown = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
     except ValueError as error:  # raised by the dataclasses' own checks (e.g. TrainingArguments.__post_init__)
         raise ScriptError(f"invalid arguments: {error}") from error
     if unknown:
-        raise ScriptError(unknown_options(unknown, dataclass_types))
+        options = (
+            f"--{item.name}" for dataclass_type in dataclass_types for item in fields(dataclass_type) if item.init
+        )
+        raise ScriptError(unknown_options(unknown, options))
     check_counts(arguments)
     check_training_settings(arguments)
     return ParsedArguments(arguments, {*from_file, *given_options(dataclass_types, argv)})
+
+
+def argument_parser(dataclass_types: Sequence[type], defaults: dict[str, Any]) -> HfArgumentParser:
+    """The scripts' parser of `dataclass_types`, with the script's `defaults`, as `--help-all` prints it: the defaults
+    that follow the machine (`launch.launch_defaults`, set before parsing) are named in its epilog, not printed, so
+    that what it prints holds on every machine (`first_answers` stores it)."""
+    parser = HfArgumentParser(dataclass_types, epilog=LAUNCH_DEFAULTS_NOTE)
+    parser.set_defaults(**defaults)
+    return parser
 
 
 def given_options(dataclass_types: Sequence[type], argv: Sequence[str]) -> set[str]:
@@ -272,28 +291,6 @@ class _OnlyGiven(argparse.Namespace):
 
 
 _NOT_GIVEN = object()
-
-
-# What an option the scripts do not take means, where it is one a user is likely to try: the reason and the fix.
-UNTAKEN_OPTIONS = {
-    "--streaming": "run_classification.py reads its data whole (it needs every label before training starts): leave "
-    "--streaming out, and --max_train_samples N keeps the first N documents (run_mlm.py streams text)",
-}
-
-
-def unknown_options(unknown: Sequence[str], dataclass_types: Sequence[type]) -> str:
-    """The one line for command-line arguments no dataclass takes: the reason of `UNTAKEN_OPTIONS`, else the closest
-    option's name."""
-    name = next((argument.split("=", 1)[0] for argument in unknown if argument.startswith("-")), unknown[0])
-    if name in UNTAKEN_OPTIONS:
-        return f"{name}: {UNTAKEN_OPTIONS[name]}."
-    options = [f"--{item.name}" for dataclass_type in dataclass_types for item in fields(dataclass_type) if item.init]
-    close = difflib.get_close_matches(name, options, n=1)
-    hint = f"did you mean {close[0]}? " if close else ""
-    return (
-        f"unknown argument {' '.join(unknown)}: {hint}{HELP_ALL_OPTION} lists every option (a value with spaces "
-        "needs quotes)."
-    )
 
 
 def _read_known_arguments(path: str, dataclass_types: Sequence[type]) -> dict[str, Any]:
@@ -413,19 +410,6 @@ class ScriptTrainingArguments(TrainingArguments):
         super().__post_init__()
 
 
-# Options that name what to train on or start from: given any of them, a script runs what the command line says;
-# given none, it runs its demo with the options given on top (`python run_mlm.py --overwrite_output_dir`).
-DATA_AND_MODEL_OPTIONS = (
-    "--train_file",
-    "--validation_file",
-    "--test_file",
-    "--dataset_name",
-    "--model_name_or_path",
-    "--config_name",
-    "--tokenizer_name",
-)
-
-
 def demo_or_given_arguments(
     argv: Sequence[str] | None, demo_arguments: Sequence[str], announce: bool = True
 ) -> list[str]:
@@ -451,14 +435,6 @@ def demo_or_given_arguments(
     return [*demo_arguments, *argv]
 
 
-def runs_the_demo(argv: Sequence[str]) -> bool:
-    """Whether the arguments leave the data and the model to the demo (see `demo_or_given_arguments`)."""
-    if argv and is_arguments_file(argv[0]):
-        return False
-    names = {argument.split("=", 1)[0] for argument in argv if argument.startswith("-")}
-    return not names & {*DATA_AND_MODEL_OPTIONS, *HELP_OPTIONS, HELP_ALL_OPTION}
-
-
 def command_line(script_file: str | Path, argv: Sequence[str] | None) -> str:
     """
     The command that ran a script, as its model card shows it: `python <script> <arguments>`, quoted for a shell.
@@ -477,3 +453,50 @@ def _relative_if_inside(argument: str, folder: Path) -> str:
     if path.is_absolute() and path.exists() and path.is_relative_to(folder):
         return str(path.relative_to(folder))
     return argument
+
+
+# --- the stored parsers (`first_answers`) ---
+
+
+def live_help(script: str | Path, option: str) -> str:
+    """What `python <script> <option>` (`--help`, `--help-all`) prints through the script's parser (its `main`, run
+    in this process)."""
+    import contextlib
+    import io
+    import runpy
+
+    script_globals = runpy.run_path(str(script), run_name="live_help")  # defines the script, runs nothing
+    printed, program_arguments = io.StringIO(), sys.argv
+    sys.argv = [str(script), option]  # the usage line names the script by sys.argv[0], as when a user runs it
+    try:
+        with contextlib.redirect_stdout(printed):
+            script_globals["main"]()
+    except SystemExit as stop:
+        if stop.code in (0, None):
+            return printed.getvalue()
+    finally:
+        sys.argv = program_arguments
+    raise RuntimeError(f"{script} {option} did not print its help and exit 0")
+
+
+def live_table(script: str | Path) -> dict[str, Any]:
+    """The stored parser of `script` (`first_answers.stored_parser`) as the script makes it now: its short help and
+    the options of `argument_parser` for its `ARGUMENT_TYPES` and `SCRIPT_DEFAULTS`."""
+    import runpy
+
+    script_globals = runpy.run_path(str(script), run_name="live_table")
+    parser = argument_parser(script_globals["ARGUMENT_TYPES"], script_globals["SCRIPT_DEFAULTS"])
+    return {"stamp": parser_stamp(), "help": live_help(script, HELP_OPTIONS[1]), **option_table(parser)}
+
+
+def write_stored_parsers(scripts: list[str]) -> None:
+    """Store each script's parser (`live_table`) where `first_answers` reads it (`STORED_PARSERS_DIR`)."""
+    for script in scripts:
+        stored = STORED_PARSERS_DIR / f"{Path(script).name}.json"
+        text = json.dumps(live_table(script), ensure_ascii=False, indent=1)
+        stored.write_text(text + "\n", encoding="utf-8")
+        print(f"wrote {stored}")
+
+
+if __name__ == "__main__":  # python -m roformer_hf.training.cli run_mlm.py run_classification.py
+    write_stored_parsers(sys.argv[1:])

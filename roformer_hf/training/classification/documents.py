@@ -9,9 +9,10 @@ import datasets
 from transformers import TrainingArguments
 
 from ..cli import ModelArguments
-from ..data.files import DataFormat, data_format, hold_out_validation, limit_examples
-from ..data.sources import headerless_columns, load_splits
+from ..data.files import DataFormat, data_format, headerless_columns
+from ..data.sources import hold_out_validation, limit_examples, load_splits
 from ..errors import ScriptError
+from ..first_answers import DATA_FILES_READ
 from .labels import (
     LabelInfo,
     build_label_maps,
@@ -89,9 +90,8 @@ def read_splits(
 def wanted_splits(data_args: Any, training_args: TrainingArguments) -> list[tuple[str, str, str | None, bool]]:
     """Every split as (name, the option giving its file, the file, whether the run needs it)."""
     return [
-        ("train", "--train_file", data_args.train_file, training_args.do_train),
-        ("validation", "--validation_file", data_args.validation_file, training_args.do_eval),
-        ("test", "--test_file", data_args.test_file, training_args.do_predict),
+        (option.removesuffix("_file"), f"--{option}", getattr(data_args, option), getattr(training_args, reading))
+        for option, reading in DATA_FILES_READ["run_classification.py"].items()
     ]
 
 

@@ -11,6 +11,7 @@ from transformers import TrainingArguments
 
 from ..cli import ModelArguments
 from ..errors import ScriptError
+from ..first_answers import check_request
 from ..outputs.resume import data_run_settings
 from ..outputs.written_files import check_inputs_are_not_outputs, run_inputs
 from .documents import wanted_splits
@@ -31,8 +32,7 @@ def check_classification_arguments(
         training_args (`TrainingArguments`): what the run does and where it writes; `metric_for_best_model` and
             `greater_is_better` are set here for `--early_stopping_patience` when not given.
     """
-    if not (training_args.do_train or training_args.do_eval or training_args.do_predict):
-        raise ScriptError("nothing to do: pass --do_train, --do_eval and/or --do_predict.")
+    check_request("something to do", vars(training_args))
     data_files = {option: path for _, option, path, _ in wanted_splits(data_args, training_args)}
     data_files["--dataset_name"] = data_args.dataset_name
     inputs = run_inputs(model_args, data_files, training_args)

@@ -2,23 +2,26 @@
 kind of data file (suffixes, reader, schema, what empty means, what else breaks one), and one boundary, `read_data`,
 turns whatever a reader raises into one line naming the file and the fix: missing, empty, not UTF-8 (GBK, UTF-16, a
 binary format), not JSON, a dataset card or a `save_to_disk` state that does not parse, the cache `datasets` cannot
-write. Also what both scripts do to the rows they read: the validation split and the sample limits."""
+write. Standard library at the top: the checks of a data file named on the command line also run before torch loads
+(`training/first_answers.py`); `datasets` is imported where a file is read."""
+
+from __future__ import annotations  # the annotations name datasets' types, imported where a file is read
 
 import codecs
 import csv
 import errno
 import json
 import logging
-import math
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
-
-import datasets
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ScriptError
+
+if TYPE_CHECKING:
+    import datasets
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +48,7 @@ class DataFormat:
     builder: str
     options: dict[str, Any] = field(default_factory=dict)
     signature: tuple[bytes, str] | None = None  # a binary format: its first bytes, and what they say it is
-    schema: Callable[[Path], datasets.Features] = lambda path: datasets.Features()  # its columns, read from the file
+    schema: Callable[[Path], datasets.Features] = lambda path: text_columns([])  # its columns, read from the file
     no_rows: Callable[[Path], str | None] = lambda path: None  # the words after the file's name for one of no rows
     broken: Callable[[Path], str | None] = lambda path: None  # what else makes it unreadable, after its name
     reader_takes_any_bytes: bool = False  # the reader loads bytes that are not UTF-8 without a word: check them all
@@ -75,6 +78,8 @@ def header_schema(separator: str) -> Callable[[Path], datasets.Features]:
 
 def text_columns(names: Sequence[str]) -> datasets.Features:
     """Columns of the given names, of text: the schema of a format that declares no types."""
+    import datasets
+
     return datasets.Features({name: datasets.Value("string") for name in names})
 
 
@@ -86,6 +91,7 @@ def header_only(path: Path) -> str | None:
 
 
 def parquet_schema(path: Path) -> datasets.Features:
+    import datasets
     import pyarrow.parquet as pq  # datasets' own dependency
 
     return datasets.Features.from_arrow_schema(pq.read_schema(path))
@@ -105,6 +111,7 @@ def parquet_of_no_rows(path: Path) -> str | None:
 
 
 def arrow_schema(path: Path) -> datasets.Features:
+    import datasets
     import pyarrow.ipc
 
     with pyarrow.memory_map(str(path)) as source:
@@ -152,7 +159,7 @@ def json_schema(path: Path) -> datasets.Features:
     try:
         record = json.loads(first)
     except json.JSONDecodeError:
-        return datasets.Features()
+        return text_columns([])
     return text_columns(list(record) if isinstance(record, dict) else [])
 
 
@@ -367,6 +374,19 @@ def read_utf8_text(path: str | Path, what: str) -> str:
         raise not_utf8_error(path, what, line, data[error.start]) from error
 
 
+def headerless_columns(columns: str | None) -> list[str] | None:
+    """`--columns label,text` as the column names of data files without a header line, each named once."""
+    if columns is None:
+        return None
+    names = [name.strip() for name in columns.split(",")]
+    if len(names) < 2 or not all(names) or len(set(names)) < len(names):
+        raise ScriptError(
+            f"--columns {columns}: name each column of the file once, in order, separated by commas (e.g. --columns "
+            "label,text for label<TAB>text lines)."
+        )
+    return names
+
+
 def check_data_file(path: str, option: str, columns: Sequence[str] | None = None) -> DataFormat:
     """
     Check a data file before loading it: it is of a format the scripts read, exists, is not empty, is UTF-8 (its
@@ -469,6 +489,8 @@ def data_file_error(
     if write_error is not None and (
         write_error.filename is None or Path(write_error.filename).resolve() not in data_files
     ):
+        import datasets
+
         cache = f"--cache_dir {cache_dir}" if cache_dir else f"the datasets cache {datasets.config.HF_DATASETS_CACHE}"
         return ScriptError(
             f"cannot write {cache} ({write_error.strerror or write_error}) while loading the data: give --cache_dir "
@@ -509,6 +531,8 @@ def check_caches_writable(cache_dir: str | None, evaluates: bool) -> None:
         cache_dir (`str`, *optional*): the run's `--cache_dir`.
         evaluates (`bool`): whether the run computes metrics (`--do_eval`, `--do_predict`).
     """
+    import datasets
+
     datasets_cache = Path(cache_dir or datasets.config.HF_DATASETS_CACHE)
     error = folder_write_error(datasets_cache)
     if error is not None and cache_dir is not None:
@@ -649,54 +673,3 @@ DATASET_FILES: dict[str, Callable[[Path], str | None]] = {
     "dataset_info.json": saved_state_problem,
     "dataset_dict.json": saved_state_problem,
 }
-
-
-def hold_out_validation(
-    train: datasets.Dataset | datasets.IterableDataset, percentage: int, seed: int | None = None
-) -> tuple[datasets.Dataset | datasets.IterableDataset, datasets.Dataset | datasets.IterableDataset]:
-    """
-    Split `--validation_split_percentage`% of the training rows off for validation, when no validation file is given.
-
-    Args:
-        train (`datasets.Dataset` or `datasets.IterableDataset`): the training rows.
-        percentage (`int`): the share to hold out, 1 to 99.
-        seed (`int`, *optional*):
-            `None` holds out the last rows in file order (run_mlm.py: the lines of a corpus follow its documents,
-            so validation text is not a neighbour of training text); a seed holds out a random sample
-            (run_classification.py: labelled files are often sorted by label, so the last rows would all be of one
-            class).
-
-    Returns:
-        `tuple`: the rows left for training and the rows held out.
-    """
-    if seed is not None:
-        if len(train) - math.ceil(percentage / 100 * len(train)) < 1:  # scikit-learn's train_test_split rounds up
-            raise ScriptError(
-                f"the training data has {len(train)} row{'s' if len(train) > 1 else ''}, too few to hold out "
-                f"{percentage}% for validation: give --validation_file, a lower --validation_split_percentage, or "
-                "more training data."
-            )
-        held_out = train.train_test_split(test_size=percentage / 100, seed=seed)
-        return held_out["train"], held_out["test"]
-    if isinstance(train, datasets.IterableDataset):  # no length: every row whose index ends in 00..percentage-1
-        kept = train.filter(lambda _, index: index % 100 >= percentage, with_indices=True)
-        return kept, train.filter(lambda _, index: index % 100 < percentage, with_indices=True)
-    if len(train) < 2:
-        raise ScriptError(
-            f"the training data holds only one text, too little to hold out {percentage}% of it for validation: "
-            "give --validation_file, or --validation_split_percentage 0 to train without evaluation."
-        )
-    cut = len(train) - max(1, len(train) * percentage // 100)
-    return train.select(range(cut)), train.select(range(cut, len(train)))
-
-
-def limit_examples(
-    examples: datasets.DatasetDict, limits: dict[str, int | None], streaming: bool
-) -> datasets.DatasetDict:
-    """Keep only the first `limits[split]` examples of each split that has a limit (`None`: all): the
-    `--max_train_samples`, `--max_eval_samples` and `--max_predict_samples` of both scripts."""
-    for split, limit in limits.items():
-        if limit is not None and split in examples:
-            part = examples[split]
-            examples[split] = part.take(limit) if streaming else part.select(range(min(limit, len(part))))
-    return examples

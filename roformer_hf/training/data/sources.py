@@ -8,11 +8,13 @@ field with dots (`meta.label`).
 
 What is wrong with a file (missing, not UTF-8, broken JSON, ...) is said by `files`, what a local dataset folder holds
 and where it is prepared by `folders`; this module says what is wrong with a source as a whole (a folder that is no
-dataset, a split or a key that is not there).
+dataset, a split or a key that is not there). Also what both scripts do to the rows they read: the validation split
+and the sample limits.
 """
 
 import json
 import logging
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,7 +26,14 @@ import huggingface_hub
 
 from ...hub.card_metadata import is_hub_dataset_id
 from ..errors import ScriptError
-from .files import CSV_ONLY_EMPTY_CELLS_MISSING, FILE_KINDS, check_data_file, format_reading, read_data
+from .files import (
+    CSV_ONLY_EMPTY_CELLS_MISSING,
+    FILE_KINDS,
+    check_data_file,
+    format_reading,
+    headerless_columns,
+    read_data,
+)
 from .folders import (
     is_saved_dataset,
     load_saved_folder,
@@ -151,19 +160,6 @@ def say_unused_splits(data_args: Any, split: str, named: dict, files: dict[str, 
             f"--dataset_name {data_args.dataset_name} has no split {split!r}, but has {', '.join(map(repr, unused))}:"
             f"{instead} to read one as the {split} split, pass --{split}_split_name {likely}."
         )
-
-
-def headerless_columns(columns: str | None) -> list[str] | None:
-    """`--columns label,text` as the column names of data files without a header line, each named once."""
-    if columns is None:
-        return None
-    names = [name.strip() for name in columns.split(",")]
-    if len(names) < 2 or not all(names) or len(set(names)) < len(names):
-        raise ScriptError(
-            f"--columns {columns}: name each column of the file once, in order, separated by commas (e.g. --columns "
-            "label,text for label<TAB>text lines)."
-        )
-    return names
 
 
 def load_named_dataset(
@@ -422,3 +418,54 @@ def nested_fields(row: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
             value = value.get(part) if isinstance(value, dict) else None
         values[name] = value
     return values
+
+
+def hold_out_validation(
+    train: datasets.Dataset | datasets.IterableDataset, percentage: int, seed: int | None = None
+) -> tuple[datasets.Dataset | datasets.IterableDataset, datasets.Dataset | datasets.IterableDataset]:
+    """
+    Split `--validation_split_percentage`% of the training rows off for validation, when no validation file is given.
+
+    Args:
+        train (`datasets.Dataset` or `datasets.IterableDataset`): the training rows.
+        percentage (`int`): the share to hold out, 1 to 99.
+        seed (`int`, *optional*):
+            `None` holds out the last rows in file order (run_mlm.py: the lines of a corpus follow its documents,
+            so validation text is not a neighbour of training text); a seed holds out a random sample
+            (run_classification.py: labelled files are often sorted by label, so the last rows would all be of one
+            class).
+
+    Returns:
+        `tuple`: the rows left for training and the rows held out.
+    """
+    if seed is not None:
+        if len(train) - math.ceil(percentage / 100 * len(train)) < 1:  # scikit-learn's train_test_split rounds up
+            raise ScriptError(
+                f"the training data has {len(train)} row{'s' if len(train) > 1 else ''}, too few to hold out "
+                f"{percentage}% for validation: give --validation_file, a lower --validation_split_percentage, or "
+                "more training data."
+            )
+        held_out = train.train_test_split(test_size=percentage / 100, seed=seed)
+        return held_out["train"], held_out["test"]
+    if isinstance(train, datasets.IterableDataset):  # no length: every row whose index ends in 00..percentage-1
+        kept = train.filter(lambda _, index: index % 100 >= percentage, with_indices=True)
+        return kept, train.filter(lambda _, index: index % 100 < percentage, with_indices=True)
+    if len(train) < 2:
+        raise ScriptError(
+            f"the training data holds only one text, too little to hold out {percentage}% of it for validation: "
+            "give --validation_file, or --validation_split_percentage 0 to train without evaluation."
+        )
+    cut = len(train) - max(1, len(train) * percentage // 100)
+    return train.select(range(cut)), train.select(range(cut, len(train)))
+
+
+def limit_examples(
+    examples: datasets.DatasetDict, limits: dict[str, int | None], streaming: bool
+) -> datasets.DatasetDict:
+    """Keep only the first `limits[split]` examples of each split that has a limit (`None`: all): the
+    `--max_train_samples`, `--max_eval_samples` and `--max_predict_samples` of both scripts."""
+    for split, limit in limits.items():
+        if limit is not None and split in examples:
+            part = examples[split]
+            examples[split] = part.take(limit) if streaming else part.select(range(min(limit, len(part))))
+    return examples

@@ -22,6 +22,13 @@ MPI_WORLD_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_
 DYNAMIC_COMPILE_VARIABLE = "ACCELERATE_DYNAMO_USE_DYNAMIC"
 
 
+# What `launch_defaults` sets, for the scripts' --help-all (whose defaults hold on every machine).
+LAUNCH_DEFAULTS_NOTE = (
+    "On a machine without a GPU the scripts set --dataloader_pin_memory false, and under torchrun or accelerate "
+    "launch --use_cpu true as well; the bf16 default follows the CPU (see --bf16)."
+)
+
+
 def launch_defaults() -> dict[str, Any]:
     """
     `TrainingArguments` defaults that follow from the machine and how the script was launched. Without an

@@ -10,8 +10,7 @@ from typing import Any
 import datasets
 from transformers import PreTrainedTokenizerBase, TrainingArguments
 
-from ..data.files import hold_out_validation, limit_examples
-from ..data.sources import load_splits
+from ..data.sources import hold_out_validation, limit_examples, load_splits
 from ..errors import ScriptError
 
 # Texts longer than this many characters are cut into pieces before tokenization (not with --line_by_line, where a

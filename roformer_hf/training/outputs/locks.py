@@ -228,6 +228,27 @@ def refuse_dangling_link(folder: str | Path, option: str) -> None:
             )
 
 
+def refuse_unusable_output_dir(output_dir: str | Path) -> None:
+    """
+    Refuse, before anything is created, an `--output_dir` that cannot be one: a file, a link to nothing
+    (`refuse_dangling_link`), or a path whose nearest existing folder is a file or cannot be written (no permission, a
+    read-only file system). Reads the file system only: the scripts call it before torch loads
+    (`training/first_answers.py`) and again when the run takes the folder.
+    """
+    folder = Path(output_dir)
+    refuse_dangling_link(folder, "--output_dir")
+    if folder.exists() and not folder.is_dir():
+        raise ScriptError(f"--output_dir {folder} is a file, not a folder: choose a folder (a new one is made).")
+    existing = next(path for path in (folder, *folder.parents) if path.exists())
+    if not existing.is_dir():
+        cause = errno.ENOTDIR
+    elif not os.access(existing, os.W_OK | os.X_OK):
+        cause = errno.EROFS if os.statvfs(existing).f_flag & os.ST_RDONLY else errno.EACCES
+    else:
+        return
+    raise output_dir_not_writable(folder, OSError(cause, os.strerror(cause), str(existing)))
+
+
 def lock_output_dir(training_args) -> FolderLock | contextlib.nullcontext:
     """
     The lock of a script's `--output_dir`, taken now by the process that saves (`training_args.should_save`; the
@@ -237,9 +258,8 @@ def lock_output_dir(training_args) -> FolderLock | contextlib.nullcontext:
     """
     if not training_args.should_save:
         return contextlib.nullcontext()
+    refuse_unusable_output_dir(training_args.output_dir)
     lock = FolderLock(training_args.output_dir)
-    if lock.folder.exists() and not lock.folder.is_dir():
-        raise ScriptError(f"--output_dir {lock.folder} is a file, not a folder: choose a folder (a new one is made).")
     try:
         return lock.acquire()
     except OSError as error:
@@ -305,4 +325,5 @@ __all__ = [
     "lock_output_dir",
     "output_dir_not_writable",
     "refuse_dangling_link",
+    "refuse_unusable_output_dir",
 ]

@@ -21,7 +21,7 @@ from transformers import Trainer, TrainingArguments
 from ..errors import ScriptError
 from .checkpoints import atomic_path, give_plain_modes, last_complete_checkpoint, write_json_atomically
 from .interrupts import deferred_stops
-from .locks import check_folder_held, output_dir_not_writable, refuse_dangling_link
+from .locks import check_folder_held, output_dir_not_writable, refuse_unusable_output_dir
 from .output_record import (
     RUN_ONLY_PREFIXES,
     foreign_entries_refusal,
@@ -77,7 +77,7 @@ def check_output_dir(training_args: TrainingArguments, trains: bool = True) -> N
     """
     output_dir = Path(training_args.output_dir)
     overwrite = getattr(training_args, "overwrite_output_dir", False)
-    refuse_dangling_link(output_dir, "--output_dir")
+    refuse_unusable_output_dir(output_dir)
     refuse_untrusted_record(output_dir)
     stale = stale_record_line(output_dir)
     if stale is not None:
