@@ -238,7 +238,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
         "run_classification.py",
         argv,
         DEMO_ARGUMENTS,
-        trains=training_args.do_train,
         evaluates=evaluates,
     ):
         raw_datasets, label_info, sources = load_labelled_documents(model_args, data_args, training_args)

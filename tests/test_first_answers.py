@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 from conftest import HANG_GUARD_S
 from test_bad_inputs import DEMO_VOCAB, ROWS, run_in_process, tiny_run, write_jsonl
+from test_checkpoints import write_checkpoint
 
 from roformer_hf.training import cli, first_answers
 from roformer_hf.training.cli import COMMON_TRAINING_OPTIONS
 from roformer_hf.training.machine import launch
+from roformer_hf.training.outputs.output_record import close_record, open_record
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ("run_mlm.py", "run_classification.py")
@@ -139,6 +141,26 @@ def missing_test_file(script, tmp):
     return [*arguments, "--do_predict", "--test_file", str(tmp / "missing_test.jsonl")]
 
 
+def earlier_run(script, tmp):
+    write_earlier_run(tmp / "out")
+    return tiny_run(script, tmp, write_jsonl(tmp / "train.jsonl", ROWS))
+
+
+def users_file_in_the_way(script, tmp):
+    (tmp / "out").mkdir()
+    (tmp / "out" / "config.json").write_text("{}")  # the user's: no run's record lists it
+    return tiny_run(script, tmp, write_jsonl(tmp / "train.jsonl", ROWS))
+
+
+def write_earlier_run(folder: Path) -> None:
+    """An output folder as a run of the scripts leaves it: a checkpoint and a config, listed by its record."""
+    folder.mkdir(parents=True)
+    open_record(folder)
+    write_checkpoint(folder / "checkpoint-2", 2)
+    (folder / "config.json").write_text("{}")
+    close_record(folder)
+
+
 # Each mistake, the scripts that see it before the imports, and the start of its line.
 FIRST_MISTAKES = {
     "missing_train_file": (missing_train_file, SCRIPTS, "--train_file <tmp>/missing.jsonl: no such file."),
@@ -152,6 +174,8 @@ FIRST_MISTAKES = {
     "nothing_to_do": (nothing_to_do, ("run_classification.py",), "nothing to do: pass --do_train"),
     "no_training_data": (no_training_data, ("run_mlm.py",), "no training data: give --train_file"),
     "missing_test_file": (missing_test_file, ("run_classification.py",), "--test_file <tmp>/missing_test.jsonl:"),
+    "earlier_run": (earlier_run, SCRIPTS, "--output_dir <tmp>/out holds an earlier run (checkpoint-2, config.json):"),
+    "users_file_in_the_way": (users_file_in_the_way, SCRIPTS, "--output_dir <tmp>/out holds config.json"),
 }
 if os.geteuid() != 0:  # root writes anywhere
     FIRST_MISTAKES["output_dir_read_only"] = (
@@ -189,6 +213,21 @@ def test_a_mistake_seen_without_a_model_is_answered_before_torch_loads(case, scr
 GOOD = ["--train_file", str(REPO_ROOT / "data" / "cail_sample.jsonl"), "--tokenizer_name", str(DEMO_VOCAB)]
 
 
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_the_demo_run_again_is_answered_before_torch_loads(script, tmp_path, capsys, monkeypatch):
+    """`python run_mlm.py` a second time: the demo's own output folder holds the first run (its arguments are stored
+    with the parser, its folder written `{script_dir}`)."""
+    folder = tmp_path / "outputs" / script.removesuffix(".py")
+    write_earlier_run(folder)
+    result, imported = run_script(script, cwd=tmp_path)
+    assert result.returncode == 1 and not HEAVY_MODULES & imported, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == [line for line in result.stderr.splitlines() if not line.startswith("import time:")]
+    assert errors[0].startswith(f"error: --output_dir outputs/{folder.name} holds an earlier run")
+    monkeypatch.chdir(tmp_path)
+    assert run_in_process(script, [], capsys) == errors[0]
+
+
 @pytest.mark.parametrize(
     "arguments",
     [
@@ -199,7 +238,7 @@ GOOD = ["--train_file", str(REPO_ROOT / "data" / "cail_sample.jsonl"), "--tokeni
         [*GOOD, "--do_"],  # an abbreviation of several options
         ["args.yaml", "--train_file", "missing.jsonl"],  # a file of arguments: its values join in
         [*GOOD, "--do_train", "--test_file", "missing.jsonl"],  # a test file a run without --do_predict never reads
-        ["--output_dir", "elsewhere"],  # the demo: its own arguments are good
+        ["--output_dir", "elsewhere"],  # the demo, into a new folder
         [*GOOD, "--do_train"],  # nothing wrong
     ],
 )

@@ -246,8 +246,9 @@ def test_a_folder_without_this_version_s_record_is_the_user_s(tmp_path):
     checkpoint folders holding a Trainer's state, are the user's where no record of this version proves them a run's
     (before, the folder was taken for a run's and --overwrite_output_dir deleted its README.md)."""
 
+    from roformer_hf.training.outputs.output_folder import earlier_run_outputs
     from roformer_hf.training.outputs.output_record import run_entries
-    from roformer_hf.training.outputs.run_outputs import check_output_dir, earlier_run_outputs
+    from roformer_hf.training.outputs.run_outputs import check_output_dir
 
     (tmp_path / "checkpoint-4").mkdir()
     (tmp_path / "checkpoint-4" / "trainer_state.json").write_text("{}")

@@ -23,6 +23,7 @@ from .errors import ScriptError
 from .first_answers import (
     HELP_ALL_OPTION,
     HELP_OPTIONS,
+    SCRIPT_DIR,
     STORED_PARSERS_DIR,
     is_arguments_file,
     option_table,
@@ -480,13 +481,16 @@ def live_help(script: str | Path, option: str) -> str:
 
 
 def live_table(script: str | Path) -> dict[str, Any]:
-    """The stored parser of `script` (`first_answers.stored_parser`) as the script makes it now: its short help and
-    the options of `argument_parser` for its `ARGUMENT_TYPES` and `SCRIPT_DEFAULTS`."""
+    """The stored parser of `script` (`first_answers.stored_parser`) as the script makes it now: its short help, its
+    demo's arguments (its folder written `SCRIPT_DIR`) and the options of `argument_parser` for its `ARGUMENT_TYPES` and
+    `SCRIPT_DEFAULTS`."""
     import runpy
 
     script_globals = runpy.run_path(str(script), run_name="live_table")
     parser = argument_parser(script_globals["ARGUMENT_TYPES"], script_globals["SCRIPT_DEFAULTS"])
-    return {"stamp": parser_stamp(), "help": live_help(script, HELP_OPTIONS[1]), **option_table(parser)}
+    script_dir = str(Path(script).resolve().parent)
+    demo = [argument.replace(script_dir, SCRIPT_DIR) for argument in script_globals["DEMO_ARGUMENTS"]]
+    return {"stamp": parser_stamp(), "help": live_help(script, HELP_OPTIONS[1]), "demo": demo, **option_table(parser)}
 
 
 def write_stored_parsers(scripts: list[str]) -> None:

@@ -33,6 +33,8 @@ ARGUMENTS_FILE_SUFFIXES = (".json", ".yaml", ".yml")
 # One `<script>.json` per script: the stamp, the short --help, the options (`option_table`).
 STORED_PARSERS_DIR = Path(__file__).resolve().parent / "help"
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
+# What stands for the scripts' folder in a stored demo's arguments (its data files lie under it).
+SCRIPT_DIR = "{script_dir}"
 
 # Options that name what to train on or start from: given any of them, a script runs what the command line says;
 # given none, it runs its demo with the options given on top (`python run_mlm.py --overwrite_output_dir`).
@@ -77,6 +79,10 @@ DATA_FILES_READ = {
     "run_classification.py": {"train_file": "do_train", "validation_file": "do_eval", "test_file": "do_predict"},
     "run_mlm.py": {"train_file": None, "validation_file": None},
 }
+
+# Whether a run writes a model and checkpoints into --output_dir, by script: the option that says so (None: always;
+# run_mlm.py saves a model even when it only evaluates). What the folder may already hold follows from it.
+WRITES_A_MODEL = {"run_classification.py": "do_train", "run_mlm.py": None}
 
 # How transformers' parser reads the value of a boolean option (`string_to_bool`).
 BOOLEAN_WORDS = {"yes": True, "true": True, "t": True, "y": True, "1": True}
@@ -139,6 +145,12 @@ def check_request(name: str, values: Mapping[str, Any]) -> None:
         raise ScriptError(refusal.format(file_kinds=FILE_KINDS))
 
 
+def writes_a_model(script: str, values: Mapping[str, Any]) -> bool:
+    """Whether a run of `script` with the options `values` writes a model into `--output_dir` (`WRITES_A_MODEL`)."""
+    option = WRITES_A_MODEL.get(script)
+    return option is None or bool(values.get(option))
+
+
 # --- the stored parser ---
 
 
@@ -164,13 +176,20 @@ def option_table(parser: argparse.ArgumentParser) -> dict[str, Any]:
                 "action": actions[type(action)],
                 "nargs": action.nargs,
                 "const": action.const,
-                "default": str(action.default),
+                "default": action.default if is_json_value(action.default) else str(action.default),
                 "choices": None if action.choices is None else [str(choice) for choice in action.choices],
                 "help": action.help,
                 "type": "bool" if value_type == "string_to_bool" else value_type,
             }
         )
     return {"epilog": parser.epilog, "options": options}
+
+
+def is_json_value(value: Any) -> bool:
+    """Whether JSON keeps `value` as it is (argparse prints a default by `str`: the same after the round trip)."""
+    if isinstance(value, list):
+        return all(map(is_json_value, value))
+    return value is None or isinstance(value, bool | int | float | str)
 
 
 def stored_parser(script: str) -> dict[str, Any] | None:
@@ -251,27 +270,37 @@ def package_without_init() -> Iterator[None]:
 
 def first_checks(script: str, table: Mapping[str, Any], argv: Sequence[str]) -> None:
     """
-    The checks that need no model, on the command line as the script's parser would read it, each the function that
-    the run calls again after the imports: an option no script has, nothing asked (`REQUESTS`; not for the demo,
-    whose arguments ask), an unusable `--output_dir` (`locks.refuse_unusable_output_dir`), a data file named that
-    cannot be read (`files.check_data_file`). Raises `ScriptError`; returns where the line is left to the parser.
+    The checks that need no model, on the command line as the script's parser would read it (its demo's arguments
+    first where it runs the demo), each the function that the run calls again after the imports: an option no script
+    has, nothing asked (`check_requests`), an `--output_dir` the run may not write into
+    (`output_folder.refuse_output_dir`), a data file the run reads that cannot be read (`files.check_data_file`).
+    Raises `ScriptError`; returns where the line is left to the parser.
     """
     from roformer_hf.training.data.files import check_data_file, headerless_columns
-    from roformer_hf.training.outputs.locks import refuse_unusable_output_dir
+    from roformer_hf.training.errors import ScriptError
+    from roformer_hf.training.outputs.output_folder import refuse_output_dir
 
+    if runs_the_demo(argv):
+        script_dir = str(Path(sys.argv[0]).resolve().parent)
+        argv = [*(argument.replace(SCRIPT_DIR, script_dir) for argument in table["demo"]), *argv]
     read = given_values(table, argv)
     if read is None:
         return
-    values, unknown = read
+    given, unknown = read
     if unknown:
-        from roformer_hf.training.errors import ScriptError
-
         fields = (f"--{option['dest']}" for option in table["options"] if option["action"] != "help")
         raise ScriptError(unknown_options(unknown, fields))
-    if not runs_the_demo(argv):
-        check_requests(script, values)
-    if "output_dir" in values:
-        refuse_unusable_output_dir(values["output_dir"])
+    values = {}
+    for option in table["options"]:  # the first action of a destination gives its default, as in argparse
+        values.setdefault(option["dest"], option["default"])
+    values |= given
+    check_requests(script, values)
+    refuse_output_dir(
+        values["output_dir"],
+        writes_a_model(script, values),
+        values.get("overwrite_output_dir", False),
+        values.get("resume_from_checkpoint"),
+    )
     columns = headerless_columns(values.get("columns"))
     for name, reading in DATA_FILES_READ.get(script, {}).items():
         path = values.get(name)

@@ -19,6 +19,7 @@ from .console import setup_logging
 from .data.files import check_caches_writable
 from .data.vocabulary_coverage import tokenizer_source, warn_if_many_unknown
 from .errors import ScriptError
+from .first_answers import writes_a_model
 from .machine.launch import check_distributed_launch
 from .machine.threads import choose_threads
 from .outputs.interrupts import (
@@ -159,7 +160,6 @@ def script_run(
     argv: Sequence[str] | None,
     demo_arguments: Sequence[str],
     *,
-    trains: bool = True,
     evaluates: bool = True,
 ) -> Iterator[None]:
     """
@@ -173,9 +173,6 @@ def script_run(
         script (`str`): the script's file name, for the resume command.
         argv (`Sequence[str]`, *optional*): the arguments `main` was given (`None`: those of `sys.argv`).
         demo_arguments (`Sequence[str]`): the script's demo, which `argv` runs when it names no data and no model.
-        trains (`bool`, defaults to `True`): whether the run trains; `--output_dir` is checked before the run for what
-            it writes (earlier runs and the user's files where it trains, the user's files of a result's name where it
-            only evaluates or predicts; `run_outputs.check_output_dir`).
         evaluates (`bool`, defaults to `True`): whether the run evaluates (the metrics' cache is then checked too).
     """
     setup_logging(training_args)
@@ -183,7 +180,8 @@ def script_run(
     check_distributed_launch(training_args)
     with guard_run(training_args, script, demo_or_given_arguments(argv, demo_arguments, announce=False)):
         check_publishing(training_args)
-        check_output_dir(training_args, trains)
+        # checked for what the run writes: a model (`first_answers.writes_a_model`), or only results
+        check_output_dir(training_args, writes_a_model(script, vars(training_args)))
         check_caches_writable(model_args.cache_dir, evaluates=evaluates)
         set_seed(training_args.seed)
         yield

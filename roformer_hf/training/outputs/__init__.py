@@ -10,7 +10,7 @@ Before a run reads anything:
   earlier run's checkpoint (`output_record.user_files_in_run_folders`), a record of what runs wrote that is a link or
   broken by hand (`output_record.refuse_untrusted_record`), an earlier run
   (unless `--overwrite_output_dir` or `--resume_from_checkpoint`), checkpoint or stage folders that are links or files
-  (`run_outputs.check_output_dir`, `run_outputs.refuse_foreign_run_folders`), or too little free space for what the
+  (`output_folder.refuse_output_dir`, `output_folder.refuse_foreign_run_folders`; made before torch loads too), or too little free space for what the
   run writes (`run_outputs.check_free_space`);
 - an input of the run (model, config, tokenizer, data, the checkpoint resumed) is a path the run would write over,
   delete or write into, its caches included (`written_files.check_inputs_are_not_outputs`).

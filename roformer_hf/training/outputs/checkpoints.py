@@ -32,25 +32,18 @@ import fnmatch
 import json
 import logging
 import os
-import shutil
 import stat
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import torch
 from safetensors import SafetensorError, safe_open
-from transformers import TrainerCallback, TrainingArguments
 
 from ..errors import ScriptError
-from ..trainer_internals import around_checkpoint_weights
 from .locks import check_folder_held
 from .written_files import run_folder_number
-
-if TYPE_CHECKING:
-    from transformers import Trainer
 
 logger = logging.getLogger(__name__)
 
@@ -125,61 +118,6 @@ def write_json_atomically(path: str | Path, content: Any, **dump_options: Any) -
 # --- writing checkpoints ---
 
 
-def save_checkpoints_whole(trainer: "Trainer", extra_files: Mapping[str, Any] | None = None) -> None:
-    """
-    Make `trainer` write every checkpoint into a folder of its own and verifiably: an earlier folder of its step is
-    deleted first (`clear_checkpoint_folder`), `extra_files` (name -> JSON content) are written right after the weights,
-    and the manifest last (`ManifestCallback`).
-    """
-    extra_files = dict(extra_files or {})
-
-    def before(folder: Path) -> None:
-        if run_folder_number(folder.name, "checkpoint") is not None:
-            clear_checkpoint_folder(folder, trainer.args)
-
-    def after(folder: Path) -> None:
-        if run_folder_number(folder.name, "checkpoint") is not None and trainer.args.should_save:
-            give_plain_modes(folder)
-            for name, content in extra_files.items():
-                write_json_atomically(folder / name, content, indent=2)
-
-    around_checkpoint_weights(trainer, before, after)
-    trainer.add_callback(ManifestCallback())
-
-
-def clear_checkpoint_folder(checkpoint: Path, args: TrainingArguments) -> None:
-    """
-    Before the Trainer writes `checkpoint`: stop if the run lost its output folder, then delete an earlier folder of
-    that name (its manifest first, so that no part of it passes for complete) or remove a symbolic link in its place
-    without following it. Every process waits until this is done, since each writes its RNG state into the folder.
-    """
-    if args.should_save:
-        check_folder_held(checkpoint)
-        if checkpoint.is_symlink():
-            logger.warning(
-                f"removing the symbolic link {checkpoint} (to {os.readlink(checkpoint)}, which stays as it is) to "
-                "write this run's checkpoint in its place"
-            )
-            checkpoint.unlink()
-        elif checkpoint.is_dir():
-            logger.info(f"replacing {checkpoint}, left from before this resume, with this run's checkpoint")
-            (checkpoint / MANIFEST_NAME).unlink(missing_ok=True)
-            shutil.rmtree(checkpoint)
-        elif checkpoint.exists():
-            checkpoint.unlink()
-    _wait_for_every_process(args)
-
-
-class ManifestCallback(TrainerCallback):
-    """Writes the manifest of each checkpoint once all its files are written (`on_save` follows the Trainer's save)."""
-
-    def on_save(self, args, state, control, **kwargs):
-        _wait_for_every_process(args)  # each process writes its own rng_state_<rank>.pth
-        checkpoint = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-        if args.should_save and checkpoint.is_dir():
-            write_manifest(checkpoint, state.global_step)
-
-
 def write_manifest(checkpoint: Path, step: int) -> None:
     """Write `checkpoint`'s manifest: the step, and the size and checksum of every file in it."""
     files = {
@@ -212,11 +150,6 @@ def file_checksum(path: Path) -> str:
         while length := file.readinto(buffer):
             checksum.update(buffer[:length])
     return checksum.hexdigest()
-
-
-def _wait_for_every_process(args: TrainingArguments) -> None:
-    if args.world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
-        torch.distributed.barrier()
 
 
 # --- verifying checkpoints ---
@@ -469,7 +402,6 @@ __all__ = [
     "give_plain_modes",
     "is_complete_checkpoint",
     "last_complete_checkpoint",
-    "save_checkpoints_whole",
     "verify_checkpoint",
     "write_json_atomically",
 ]

@@ -28,7 +28,8 @@ from ...tokenization import load_vocab
 from ..data.folders import files_datasets_reads
 from ..errors import ScriptError
 from ..machine.precisions import mixed_precision
-from .checkpoints import check_given_checkpoint, last_complete_checkpoint, save_checkpoints_whole
+from .checkpoints import check_given_checkpoint, last_complete_checkpoint
+from .run_outputs import save_checkpoints_whole
 from .written_files import run_folder_number
 
 logger = logging.getLogger(__name__)
@@ -260,7 +261,7 @@ def absolute_path(path: str | None) -> str | None:
 def record_run_settings(trainer: Trainer, settings: Mapping[str, Any]) -> None:
     """
     Make `trainer` write `settings` into every checkpoint it saves, as `RUN_SETTINGS_FILE` right after the weights,
-    and each checkpoint whole and verifiable (`checkpoints.save_checkpoints_whole`): a complete checkpoint always
+    and each checkpoint whole and verifiable (`run_outputs.save_checkpoints_whole`): a complete checkpoint always
     holds the file, listed in its manifest.
     """
     save_checkpoints_whole(trainer, {RUN_SETTINGS_FILE: dict(settings)})

@@ -1,7 +1,9 @@
-"""What a run writes into its output folder, and how it keeps a user's earlier work whole: the refusal to mix with an
-earlier run, the free-space check, a final model that replaces the old one file by file, and only its own files:
-no write, rename or delete follows a symbolic link out of the folder (see `refuse_foreign_run_folders`; files are
-written whole by `checkpoints.atomic_path`, which replaces a link in a file's place)."""
+"""What a run writes into its output folder, and how it keeps a user's earlier work whole: the folder checked before
+anything is written (`output_folder` refuses what a run may not write into), the free-space check, every checkpoint
+written whole (the Trainer's hooks; what makes one complete is `checkpoints`'), a final model that replaces the old one
+file by file, and only its own files: no write, rename or delete follows a symbolic link out of the folder (see
+`output_folder.refuse_foreign_run_folders`; files are written whole by `checkpoints.atomic_path`, which replaces a link
+in a file's place)."""
 
 import errno
 import json
@@ -11,88 +13,49 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import Trainer, TrainingArguments
+from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from ..errors import ScriptError
-from .checkpoints import atomic_path, give_plain_modes, last_complete_checkpoint, write_json_atomically
+from ..trainer_internals import around_checkpoint_weights
+from .checkpoints import (
+    MANIFEST_NAME,
+    atomic_path,
+    give_plain_modes,
+    write_json_atomically,
+    write_manifest,
+)
 from .interrupts import deferred_stops
-from .locks import check_folder_held, output_dir_not_writable, refuse_unusable_output_dir
+from .locks import check_folder_held, output_dir_not_writable
+from .output_folder import earlier_run_outputs, is_resuming, refuse_output_dir
 from .output_record import (
-    RUN_ONLY_PREFIXES,
-    foreign_entries_refusal,
     forget_entries,
     open_record,
-    refuse_untrusted_record,
-    run_entries,
     stale_record_line,
-    user_file_clashes,
-    user_files_in_run_folders,
-    user_files_refusal,
 )
 from .written_files import run_folder_number
 
 logger = logging.getLogger(__name__)
 
 
-def earlier_run_outputs(output_dir: str | Path) -> list[Path]:
-    """The files and folders that earlier runs wrote in `output_dir` (`output_record.run_entries`; empty when it does
-    not exist), but for the lock, the record and staging folders, and with the links and files named as a run's
-    checkpoint or stage folders (`refuse_foreign_run_folders`)."""
-    output_dir = Path(output_dir)
-    if not output_dir.is_dir():
-        return []
-    ours = {output_dir / name for name in run_entries(output_dir) if not name.startswith(RUN_ONLY_PREFIXES)}
-    misplaced = {path for path in _run_folders(output_dir) if path.parent == output_dir and not _is_plain_dir(path)}
-    return sorted(ours | misplaced)
-
-
-def _is_plain_dir(path: Path) -> bool:
-    return path.is_dir() and not path.is_symlink()
-
-
-def is_resuming(training_args: TrainingArguments) -> bool:
-    """Whether `--resume_from_checkpoint` asks to continue a run."""
-    resume = training_args.resume_from_checkpoint
-    return resume is not None and str(resume).lower() != "false"
-
-
 def check_output_dir(training_args: TrainingArguments, trains: bool = True) -> None:
     """
-    Before anything is loaded or written: refuse an output_dir holding a file of the user's that the run would write
-    over (`output_record.user_file_clashes`, whatever the options) or delete inside a checkpoint, stage or runs/
-    folder of an earlier run (`output_record.user_files_in_run_folders`), one whose record is a link or broken by hand
-    (`output_record.refuse_untrusted_record`), one that holds an earlier run (unless `--overwrite_output_dir` or
-    `--resume_from_checkpoint`), a dangling link as output_dir, and checkpoint or stage folders that are links
-    (`refuse_foreign_run_folders`); check that the folder can be written, and open its record of
-    what runs wrote there (`output_record`). A run that does not train (`trains=False`: it only evaluates or
-    predicts) is refused only a file of the user's with the name of a result, picture or predictions file it writes
-    (`written_files.EVALUATION_FILES`): it may write beside a model or an earlier run, never over a user's file.
+    Before anything is loaded or written: refuse an output folder a run may not write into
+    (`output_folder.refuse_output_dir`), say that its record is stale, check that it can be written, and open its
+    record of what runs wrote there (`output_record`).
 
     Raises `ScriptError` naming the options that allow it, or the reason the folder cannot be written.
     """
     output_dir = Path(training_args.output_dir)
     overwrite = getattr(training_args, "overwrite_output_dir", False)
-    refuse_unusable_output_dir(output_dir)
-    refuse_untrusted_record(output_dir)
+    refuse_output_dir(output_dir, trains, overwrite, training_args.resume_from_checkpoint)
     stale = stale_record_line(output_dir)
     if stale is not None:
         logger.warning(stale)
-    if trains and not overwrite:
-        refuse_foreign_run_folders(output_dir)
-    clashes = [name for name in user_file_clashes(output_dir, trains) if not _misnamed_run_folder(output_dir / name)]
-    if clashes:
-        raise user_files_refusal(output_dir, clashes)
-    inside = user_files_in_run_folders(output_dir) if trains else []
-    if inside:
-        raise foreign_entries_refusal(output_dir, inside)
-    earlier = earlier_run_outputs(output_dir) if trains else []
-    if earlier and not overwrite and not is_resuming(training_args):
-        raise earlier_run_error(output_dir, earlier)
     try:
         output_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=output_dir, prefix=".write-test-"):
@@ -101,60 +64,6 @@ def check_output_dir(training_args: TrainingArguments, trains: bool = True) -> N
         raise output_dir_not_writable(output_dir, error) from error
     if training_args.should_save:
         open_record(output_dir)
-
-
-def _misnamed_run_folder(path: Path) -> bool:
-    """A link or a file named as a run's checkpoint or stage folder: `refuse_foreign_run_folders` refuses it, and
-    `--overwrite_output_dir` deletes the link (never what it points to) or the file."""
-    return run_folder_number(path.name) is not None and not _is_plain_dir(path)
-
-
-def earlier_run_error(output_dir: Path, earlier: list[Path]) -> ScriptError:
-    """The refusal of an earlier run's folder, offering `--resume_from_checkpoint true` only where a complete
-    checkpoint makes it work (a run killed before its first checkpoint has none)."""
-    names = ", ".join(path.name for path in earlier[:3]) + (", ..." if len(earlier) > 3 else "")
-    folders = [output_dir, *(path for path in output_dir.glob("stage-*") if _is_plain_dir(path))]
-    if last_complete_checkpoint(*folders, announce=False) is None:
-        return ScriptError(
-            f"--output_dir {output_dir} holds an earlier run ({names}) without a complete checkpoint to resume from: "
-            "add --overwrite_output_dir to replace it, or choose another --output_dir."
-        )
-    return ScriptError(
-        f"--output_dir {output_dir} holds an earlier run ({names}): add --overwrite_output_dir to replace it, "
-        "--resume_from_checkpoint true to continue it, or choose another --output_dir."
-    )
-
-
-def refuse_foreign_run_folders(output_dir: Path) -> None:
-    """
-    Refuse (`ScriptError`) an output folder whose `checkpoint-<n>` or `stage-<n>` folder is a symbolic link or a file:
-    the Trainer would write the run's checkpoints through the link, into a folder that is not the run's own (another
-    model's, whose files it would overwrite), or fail on the file. `--overwrite_output_dir` deletes such a link or
-    file instead, never what a link points to.
-    """
-    for path in _run_folders(output_dir):
-        name = path.relative_to(output_dir)
-        if path.is_symlink():
-            raise ScriptError(
-                f"--output_dir {output_dir} holds {name}, a symbolic link to {os.readlink(path)}: a run writes only "
-                f"into folders of its own, and would write its checkpoints through the link; remove the link (rm "
-                f"{path}, which leaves what it points to as it is), or add --overwrite_output_dir, which deletes the "
-                "link and nothing it points to (to resume from the checkpoint it points to, give that folder to "
-                "--resume_from_checkpoint)."
-            )
-        if not path.is_dir():
-            raise ScriptError(
-                f"--output_dir {output_dir} holds {name}, a file where a run keeps a folder of its own: move it "
-                "away, or add --overwrite_output_dir, which deletes it."
-            )
-
-
-def _run_folders(output_dir: Path) -> list[Path]:
-    """The paths of output_dir named as a run's checkpoint and stage folders, and those of its stage folders."""
-    top = sorted(path for path in output_dir.glob("*-*") if run_folder_number(path.name) is not None)
-    stages = [path for path in top if run_folder_number(path.name, "stage") is not None and _is_plain_dir(path)]
-    inside = [path for stage in stages for path in sorted(stage.glob("checkpoint-*"))]
-    return [*top, *(path for path in inside if run_folder_number(path.name, "checkpoint") is not None)]
 
 
 def prepare_output_dir(
@@ -167,7 +76,7 @@ def prepare_output_dir(
     """
     with training_args.main_process_first(local=False, desc="clearing output_dir"):
         overwrite = getattr(training_args, "overwrite_output_dir", False)
-        if overwrite and training_args.should_save and not is_resuming(training_args):
+        if overwrite and training_args.should_save and not is_resuming(training_args.resume_from_checkpoint):
             earlier = earlier_run_outputs(training_args.output_dir)
             for path in earlier:  # only what runs wrote (output_record): the user's files stay
                 logger.warning(f"--overwrite_output_dir: deleting {path}")
@@ -340,3 +249,66 @@ def final_save_failed_error(output_dir: Path, rescued: Path | None, error: BaseE
         f"no space left on device while saving the final model to {output_dir} ({error}); {saved}, and what "
         f"{output_dir} held before is unchanged: free some space and copy it there."
     )
+
+
+# --- checkpoints written whole (what makes one complete: `checkpoints`) ---
+
+
+def save_checkpoints_whole(trainer: Trainer, extra_files: Mapping[str, Any] | None = None) -> None:
+    """
+    Make `trainer` write every checkpoint into a folder of its own and verifiably: an earlier folder of its step is
+    deleted first (`clear_checkpoint_folder`), `extra_files` (name -> JSON content) are written right after the weights,
+    and the manifest last (`ManifestCallback`).
+    """
+    extra_files = dict(extra_files or {})
+
+    def before(folder: Path) -> None:
+        if run_folder_number(folder.name, "checkpoint") is not None:
+            clear_checkpoint_folder(folder, trainer.args)
+
+    def after(folder: Path) -> None:
+        if run_folder_number(folder.name, "checkpoint") is not None and trainer.args.should_save:
+            give_plain_modes(folder)
+            for name, content in extra_files.items():
+                write_json_atomically(folder / name, content, indent=2)
+
+    around_checkpoint_weights(trainer, before, after)
+    trainer.add_callback(ManifestCallback())
+
+
+def clear_checkpoint_folder(checkpoint: Path, args: TrainingArguments) -> None:
+    """
+    Before the Trainer writes `checkpoint`: stop if the run lost its output folder, then delete an earlier folder of
+    that name (its manifest first, so that no part of it passes for complete) or remove a symbolic link in its place
+    without following it. Every process waits until this is done, since each writes its RNG state into the folder.
+    """
+    if args.should_save:
+        check_folder_held(checkpoint)
+        if checkpoint.is_symlink():
+            logger.warning(
+                f"removing the symbolic link {checkpoint} (to {os.readlink(checkpoint)}, which stays as it is) to "
+                "write this run's checkpoint in its place"
+            )
+            checkpoint.unlink()
+        elif checkpoint.is_dir():
+            logger.info(f"replacing {checkpoint}, left from before this resume, with this run's checkpoint")
+            (checkpoint / MANIFEST_NAME).unlink(missing_ok=True)
+            shutil.rmtree(checkpoint)
+        elif checkpoint.exists():
+            checkpoint.unlink()
+    _wait_for_every_process(args)
+
+
+class ManifestCallback(TrainerCallback):
+    """Writes the manifest of each checkpoint once all its files are written (`on_save` follows the Trainer's save)."""
+
+    def on_save(self, args, state, control, **kwargs):
+        _wait_for_every_process(args)  # each process writes its own rng_state_<rank>.pth
+        checkpoint = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if args.should_save and checkpoint.is_dir():
+            write_manifest(checkpoint, state.global_step)
+
+
+def _wait_for_every_process(args: TrainingArguments) -> None:
+    if args.world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.barrier()
