@@ -202,6 +202,58 @@ def test_a_resume_at_the_end_of_the_last_stage_is_finished_once_the_run_saved_it
         find_starting_point(training_args, stages)
 
 
+def stopped_before_its_final_save(straight: Path, output_dir: Path) -> Path:
+    """The straight run's folder as a run killed (SIGKILL) after its last checkpoint, at --max_steps, and before its
+    final save left it (test_output_safety.py's `final-save` kill): every checkpoint, no final model or state."""
+    shutil.copytree(straight, output_dir)
+    for name in FINAL_MODEL_FILES:
+        (output_dir / name).unlink(missing_ok=True)
+    return output_dir
+
+
+@pytest.mark.parametrize("script", ["run_classification", "run_mlm"])
+def test_a_resume_from_the_end_of_a_run_stopped_before_its_final_save_trains_no_step(
+    script,
+    tmp_path,
+    straight_classification_run,
+    news_file,  # noqa: F811
+    capsys,
+):
+    """A resume from checkpoint-6 of a run of --max_steps 6 stopped before its final save trained a 7th step (the
+    Trainer checks the end after a step, not before the first; step 6 is mid-epoch here) and wrote checkpoint-7. Now it
+    trains none: the final model is checkpoint-6's, the weights of the uninterrupted run, with its state; the next
+    resume finds the run finished. run_mlm.py without --stages likewise (its last stage is `resume.train_from`'s)."""
+    from roformer_hf.training.script_runner import run_script
+
+    if script == "run_mlm":
+        straight, arguments = (
+            tmp_path / "straight",
+            mlm_arguments(news_file, tmp_path / "straight", "--max_steps", "6"),
+        )
+        del arguments[arguments.index("--stages") : arguments.index("--stages") + 2]  # one plain stage
+        main = run_mlm.main
+        main(arguments)
+    else:
+        (straight, arguments), main = straight_classification_run, run_classification.main
+    output_dir = stopped_before_its_final_save(straight, tmp_path / "out")
+    resume = [*with_output_dir(arguments, output_dir), "--resume_from_checkpoint", "true"]
+    main(resume)
+    assert sorted(path.name for path in output_dir.glob("checkpoint-*")) == [
+        "checkpoint-2",
+        "checkpoint-4",
+        "checkpoint-6",
+    ]
+    assert json.loads((output_dir / "trainer_state.json").read_text())["global_step"] == 6
+    assert_same_weights(straight, output_dir)
+    capsys.readouterr()
+    run_script(lambda: main(resume))  # no SystemExit: exit status 0
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .startswith(f"the run is finished: {output_dir / 'checkpoint-6'} is at step 6, the end of --max_steps 6")
+    )
+
+
 def test_every_checkpoint_a_script_writes_is_verified(straight_classification_run):
     straight, _ = straight_classification_run
     for step in (2, 4, 6):
