@@ -127,8 +127,9 @@ def train_from(trainer: Trainer, checkpoint: str | None) -> dict[str, float]:
     if checkpoint is None or not is_at_end(checkpoint, trainer.args):
         return trainer.train(resume_from_checkpoint=checkpoint).metrics
     trainer.state = TrainerState.load_from_json(str(Path(checkpoint) / "trainer_state.json"))
-    best = trainer.state.best_model_checkpoint
-    weights = best if trainer.args.load_best_model_at_end and best and Path(best).is_dir() else checkpoint
+    best = trainer.state.best_model_checkpoint  # the path as the run gave it: found by its name beside `checkpoint`
+    best = Path(checkpoint).parent / Path(best).name if best and trainer.args.load_best_model_at_end else None
+    weights = best if best is not None and best.is_dir() else checkpoint
     load_checkpoint_weights(trainer.model, weights)
     if trainer.is_world_process_zero():
         length = _run_end(Path(checkpoint), trainer.args)[1]
