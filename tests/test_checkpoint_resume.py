@@ -202,6 +202,66 @@ def test_a_resume_at_the_end_of_the_last_stage_is_finished_once_the_run_saved_it
         find_starting_point(training_args, stages)
 
 
+def stopped_before_its_final_save(straight: Path, output_dir: Path) -> Path:
+    """The straight run's folder as a run killed (SIGKILL) after its last checkpoint, at --max_steps, and before its
+    final save left it (test_output_safety.py's `final-save` kill): every checkpoint, no final model or state."""
+    shutil.copytree(straight, output_dir)
+    for name in FINAL_MODEL_FILES:
+        (output_dir / name).unlink(missing_ok=True)
+    return output_dir
+
+
+def straight_run_of(case: str, tmp_path: Path, straight_classification_run, news_text: Path):
+    """An uninterrupted run of --max_steps 6, a checkpoint every 2 steps: its folder, arguments and script's main."""
+    if case == "run_classification":
+        return (*straight_classification_run, run_classification.main)
+    output_dir, main = tmp_path / "straight", run_classification.main
+    if case == "run_mlm":  # one plain stage
+        arguments, main = mlm_arguments(news_text, output_dir, "--max_steps", "6"), run_mlm.main
+        del arguments[arguments.index("--stages") : arguments.index("--stages") + 2]
+    else:  # the final model is the best checkpoint's, here the one of the highest loss: not checkpoint-6's
+        best = ("--load_best_model_at_end", "--metric_for_best_model", "loss", "--greater_is_better", "true")
+        evaluations = ("--eval_strategy", "steps", "--eval_steps", "2", *best)
+        arguments = classification_arguments(classification_files.__wrapped__(tmp_path), output_dir, *evaluations)
+        arguments += ["--max_steps", "6"]
+    main(arguments)
+    return output_dir, arguments, main
+
+
+@pytest.mark.parametrize("case", ["run_classification", "run_mlm", "load_best_model_at_end"])
+def test_a_resume_from_the_end_of_a_run_stopped_before_its_final_save_trains_no_step(
+    case,
+    tmp_path,
+    straight_classification_run,
+    news_file,  # noqa: F811
+    capsys,
+):
+    """A resume from checkpoint-6 of a run of --max_steps 6 stopped before its final save trained a 7th step (the
+    Trainer checks the end after a step, not before the first; step 6 is mid-epoch here) and wrote checkpoint-7. Now it
+    trains none: the final model is checkpoint-6's (the best checkpoint's under --load_best_model_at_end), the weights
+    of the uninterrupted run, with its state; the next resume finds the run finished. run_mlm.py without --stages
+    likewise (its last stage is `resume.train_from`'s)."""
+    from roformer_hf.training.script_runner import run_script
+
+    straight, arguments, main = straight_run_of(case, tmp_path, straight_classification_run, news_file)
+    output_dir = stopped_before_its_final_save(straight, tmp_path / "out")
+    resume = [*with_output_dir(arguments, output_dir), "--resume_from_checkpoint", "true"]
+    main(resume)
+    checkpoints = sorted(path.name for path in output_dir.glob("checkpoint-*"))
+    assert checkpoints == ["checkpoint-2", "checkpoint-4", "checkpoint-6"]
+    assert json.loads((output_dir / "trainer_state.json").read_text())["global_step"] == 6
+    assert_same_weights(straight, output_dir)
+    if case == "load_best_model_at_end":
+        with pytest.raises(AssertionError):
+            assert_same_weights(straight / "checkpoint-6", output_dir)
+    capsys.readouterr()
+    run_script(lambda: main(resume))  # no SystemExit: exit status 0
+    finished = capsys.readouterr().err.strip()
+    assert finished.startswith(
+        f"the run is finished: {output_dir / 'checkpoint-6'} is at step 6, the end of --max_steps"
+    )
+
+
 def test_every_checkpoint_a_script_writes_is_verified(straight_classification_run):
     straight, _ = straight_classification_run
     for step in (2, 4, 6):

@@ -254,14 +254,23 @@ def test_run_mlm_killed_anywhere_resumes_to_the_same_weights(tmp_path, straight_
 
 
 @pytest.mark.slow
-def test_run_classification_killed_while_checkpointing_resumes_to_the_same_weights(tmp_path, classification_files):
-    run_classification.main(classification_arguments(classification_files, tmp_path / "straight"))
+@pytest.mark.parametrize(
+    "kill_at",
+    [
+        "checkpoint:checkpoint-4",  # its weights written, not its trainer_state.json: skipped on resume
+        "final-save",  # checkpoint-6 complete, at --max_steps, the final model not in place: resumed, no step trained
+    ],
+)
+def test_run_classification_killed_anywhere_resumes_to_the_same_weights(tmp_path, classification_files, kill_at):
+    """Step 6 is mid-epoch (4 steps an epoch): resumed from checkpoint-6, the Trainer trained a 7th step."""
+    run_classification.main(classification_arguments(classification_files, tmp_path / "straight", "--max_steps", "6"))
     output_dir = tmp_path / "killed"
-    arguments = classification_arguments(classification_files, output_dir)
-    killed_run("run_classification.py", arguments, "checkpoint:checkpoint-4", tmp_path)
-    assert (output_dir / "checkpoint-4" / "model.safetensors").exists()
+    arguments = classification_arguments(classification_files, output_dir, "--max_steps", "6")
+    killed_run("run_classification.py", arguments, kill_at, tmp_path)
+    assert not (output_dir / "model.safetensors").exists()
     run_classification.main([*arguments, "--resume_from_checkpoint", "true"])
     assert_same_weights(tmp_path / "straight", output_dir)
+    assert not (output_dir / "checkpoint-7").exists()
 
 
 # --- two runs into one folder ---

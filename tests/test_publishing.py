@@ -186,6 +186,25 @@ def push_hub_strategy_every_save(monkeypatch, tmp) -> list[str]:
     return ["--push_to_hub", "--hub_strategy", "every_save"]
 
 
+def hub_references(branches: list[str], tags: list[str]):
+    """A stand-in for `HfApi.list_repo_refs`: a repository with these branches and tags."""
+    from huggingface_hub.hf_api import GitRefInfo, GitRefs
+
+    def reference(name: str, kind: str) -> GitRefInfo:
+        return GitRefInfo(name=name, ref=f"refs/{kind}/{name}", target_commit="0" * 40)
+
+    def list_repo_refs(api, repo_id, **kwargs):
+        return GitRefs([reference(name, "heads") for name in branches], [], [reference(name, "tags") for name in tags])
+
+    return list_repo_refs
+
+
+def push_hub_revision_a_tag(monkeypatch, tmp) -> list[str]:
+    hub_in_reach(monkeypatch)
+    monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_refs", hub_references(["main"], ["v1.0"]))
+    return ["--push_to_hub", "--hub_revision", "v1.0"]
+
+
 def dataset_test_split_of_another_name(monkeypatch, tmp) -> list[str]:
     from test_data_sources import split_folder
 
@@ -239,6 +258,7 @@ PUSH_CASES = {
     "dataset_test_split_of_another_name": ("run_classification.py", dataset_test_split_of_another_name),
     "push_hub_strategy_checkpoints": ("both scripts", push_hub_strategy_checkpoints),
     "push_hub_strategy_every_save": ("both scripts", push_hub_strategy_every_save),
+    "push_hub_revision_a_tag": ("both scripts", push_hub_revision_a_tag),
 }
 
 
@@ -303,6 +323,30 @@ def test_a_push_or_license_that_would_fail_is_refused_before_training(case, scri
         assert (output_dir / "model.safetensors").is_file() and (output_dir / "README.md").is_file()
     else:  # refused before any step: nothing trained or saved
         assert not (output_dir / "model.safetensors").exists() and not list(output_dir.glob("checkpoint-*"))
+
+
+def test_hub_revision_is_refused_only_where_it_is_a_tag(monkeypatch):
+    """A branch (also one named as a tag), a revision the repository lacks (created as a branch) and a repository not
+    created yet pass; a tag of the repository is refused (row `push_hub_revision_a_tag`)."""
+    import httpx2
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    from roformer_hf.training.errors import ScriptError
+    from roformer_hf.training.publishing import check_hub_revision
+
+    api = huggingface_hub.HfApi()
+    monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_refs", hub_references(["main", "v2.0"], ["v1.0", "v2.0"]))
+    for revision in (None, "main", "dev", "v2.0"):
+        check_hub_revision(api, "someone/cail-roformer", revision)
+    with pytest.raises(ScriptError, match=r"^--hub_revision v1\.0 is a tag of someone/cail-roformer, "):
+        check_hub_revision(api, "someone/cail-roformer", "v1.0")
+
+    def not_created(api, repo_id, **kwargs):
+        response = httpx2.Response(404, request=httpx2.Request("GET", f"https://huggingface.co/api/models/{repo_id}"))
+        raise RepositoryNotFoundError("404 Repository Not Found", response=response)
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_refs", not_created)
+    check_hub_revision(api, "someone/new-model", "v1.0")
 
 
 @pytest.mark.parametrize(("load_best_model_at_end", "best_step"), [(True, 3), (True, 6), (False, 3)])

@@ -7,6 +7,7 @@ handed `push_to_hub=False` (`trainer_arguments`): its own pushes, at every check
 upload the whole output folder as it lies.
 """
 
+import logging
 from dataclasses import replace
 from difflib import get_close_matches
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 
 import huggingface_hub
 from huggingface_hub import ModelCard
-from huggingface_hub.errors import HFValidationError
+from huggingface_hub.errors import HFValidationError, RepositoryNotFoundError
 from huggingface_hub.utils import validate_repo_id
 from transformers import Trainer, TrainingArguments
 
@@ -22,6 +23,8 @@ from ..hub.card_metadata import HUB_LICENSES, is_hub_license
 from ..hub.hub_upload import commit_folder
 from ..hub.model_card import TrainingSummary, write_model_card
 from .errors import ScriptError
+
+logger = logging.getLogger(__name__)
 
 
 def trainer_arguments(training_args: TrainingArguments) -> TrainingArguments:
@@ -34,7 +37,8 @@ def check_publishing(args: TrainingArguments) -> None:
     Before the first training step, what would otherwise fail after it: `--license` (a Hub license id, not empty),
     and with `--push_to_hub` the repository id's form (`--hub_model_id`, else the output folder's name), offline mode,
     whether the Hub answers with the token (`HfApi.whoami`) and whether the token may write to the repository's
-    namespace. Raises `ScriptError` naming the option to change.
+    namespace, and that `--hub_revision` names no tag of the repository. Raises `ScriptError` naming the option to
+    change.
     """
     check_license(args.license)
     if not args.push_to_hub:
@@ -56,8 +60,9 @@ def check_publishing(args: TrainingArguments) -> None:
             "unset HF_HUB_OFFLINE, or leave out --push_to_hub and upload the output folder later with "
             "roformer_hf.hub.hub_upload.push_folder_to_hub."
         )
+    api = huggingface_hub.HfApi(token=args.hub_token)
     try:
-        identity = huggingface_hub.HfApi(token=args.hub_token).whoami()
+        identity = api.whoami()
     except (
         Exception
     ) as error:  # no token, a refused one, no connection (httpx's errors are no OSErrors): all stop here
@@ -67,6 +72,8 @@ def check_publishing(args: TrainingArguments) -> None:
             "or pass --hub_token, check the connection, or leave out --push_to_hub."
         ) from error
     check_namespace(repo_name, identity)
+    repo_id = repo_name if "/" in repo_name else f"{identity.get('name')}/{repo_name}"  # create_repo's namespace
+    check_hub_revision(api, repo_id, args.hub_revision)
 
 
 def check_hub_strategy(hub_strategy: str) -> None:
@@ -125,6 +132,30 @@ def check_namespace(repo_name: str, identity: dict[str, Any]) -> None:
             f"--push_to_hub: --hub_model_id {repo_name} is under {namespace}, where your token ({identity['name']}) "
             f"cannot create or write a repository (its namespaces: {', '.join(filter(None, own))}): name the "
             f"repository under one of them, or pass --hub_token of an account of {namespace}."
+        )
+
+
+def check_hub_revision(api: huggingface_hub.HfApi, repo_id: str, revision: str | None) -> None:
+    """
+    A `--hub_revision` that is a tag of `repo_id` (and no branch) is refused before training: the upload commits onto
+    a branch, and onto a tag it fails only once the model is trained. A repository not created yet has no tags; where
+    its references cannot be read otherwise, the upload's own failure stays the one line (`upload_failure`).
+    """
+    if not revision:
+        return
+    try:
+        references = api.list_repo_refs(repo_id)
+    except RepositoryNotFoundError:
+        return
+    except Exception:  # the Hub answered whoami: an upload that fails after all is said at the end, in one line
+        logger.warning(f"--hub_revision {revision}: the branches and tags of {repo_id} could not be read to check it.")
+        return
+    tags = {reference.name for reference in references.tags}
+    if revision in tags and revision not in {reference.name for reference in references.branches}:
+        raise ScriptError(
+            f"--hub_revision {revision} is a tag of {repo_id}, and the upload commits onto a branch: name a branch "
+            "with --hub_revision (one that does not exist is created), or leave it out to upload to the default "
+            "branch."
         )
 
 

@@ -30,7 +30,7 @@ from ..machine.launch import compiled_for_every_length
 from ..machine.precisions import NO_MIXED_PRECISION, mixed_precision
 from ..outputs.divergence import StopOnNonFiniteWeights
 from ..outputs.interrupts import StopAtStepBoundary, raise_if_stopped
-from ..outputs.resume import check_resume, find_resume_checkpoint, record_run_settings
+from ..outputs.resume import check_resume, find_resume_checkpoint, record_run_settings, train_from
 from ..outputs.run_outputs import atomic_path, prepare_output_dir, save_metrics, save_model_atomically, save_state
 from ..publishing import evaluation_origins, trainer_arguments
 from ..static_shapes import (
@@ -204,10 +204,10 @@ def fine_tune(trainer: Trainer, train_dataset: datasets.Dataset, data_args: Any)
     if checkpoint is not None:
         check_resume(checkpoint, trainer.model, trainer.processing_class, settings)
     record_run_settings(trainer, settings)
-    result = trainer.train(resume_from_checkpoint=checkpoint)
+    trained = train_from(trainer, checkpoint)  # no step from a checkpoint at the end: the final save is what's left
     raise_if_stopped(trainer)
     save_model_atomically(trainer)
-    train_metrics = {**result.metrics, **training_arithmetic(args)}  # threads and precision: what reproduces it
+    train_metrics = {**trained, **training_arithmetic(args)}  # threads and precision: what reproduces it
     metrics = {**train_metrics, "train_samples": len(set(train_dataset["document_index"]))}
     trainer.log_metrics("train", train_metrics)
     save_metrics(trainer, "train", train_metrics)

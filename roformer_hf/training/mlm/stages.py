@@ -17,14 +17,19 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file
 from transformers import PreTrainedModel, TrainerCallback, TrainingArguments
 
 from ...text_classification_pipeline import MIN_SEQ_LENGTH
 from ..errors import ScriptError
 from ..outputs.checkpoints import atomic_path, check_given_checkpoint, last_complete_checkpoint
 from ..outputs.interrupts import raise_if_stopped
-from ..outputs.resume import RESTART_ADVICE, check_not_finished, find_resume_checkpoint
+from ..outputs.resume import (
+    RESTART_ADVICE,
+    check_not_finished,
+    find_resume_checkpoint,
+    load_checkpoint_weights,
+    train_from,
+)
 from ..outputs.run_outputs import save_metrics, save_model_atomically, save_state
 from ..outputs.written_files import run_folder_number
 from ..static_shapes import StaticShapeTrainer
@@ -224,10 +229,7 @@ def checkpoint_step(checkpoint: str) -> int:
 
 def load_stage_end(model: PreTrainedModel, checkpoint: str) -> dict:
     """Load the weights a finished stage ended with into `model`; return its optimizer and scheduler state."""
-    for weights_file in sorted(Path(checkpoint).glob("*.safetensors")):
-        unexpected = model.load_state_dict(load_file(weights_file), strict=False).unexpected_keys
-        if unexpected:
-            raise ScriptError(f"{checkpoint} holds weights of another model ({unexpected[0]}, ...).")
+    load_checkpoint_weights(model, checkpoint)
     return {
         name: torch.load(Path(checkpoint) / f"{name}.pt", weights_only=True) for name in ("optimizer", "scheduler")
     }
@@ -278,26 +280,22 @@ def walk_stages(
     """
     Train and evaluate the stages from `first_index` on (resuming the first from `checkpoint` if given), each from
     the weights, optimizer and schedule the previous one ended with; the last saves the final model into output_dir.
-    A checkpoint at the end of its stage starts the next stage. Returns the last stage's trainer.
+    A checkpoint at the end of a stage before the last starts the next stage; at the end of the last, the run saves
+    what it had not (`resume.train_from`). Returns the last stage's trainer.
     """
-    start_state = None
+    start_state, last = None, len(stages) - 1
     stage_steps = stages[first_index].steps
-    if checkpoint is not None and stage_steps is not None and checkpoint_step(checkpoint) >= stage_steps:
+    if checkpoint is not None and first_index < last and checkpoint_step(checkpoint) >= stage_steps:
         start_state = load_stage_end(model, checkpoint)
         first_index, checkpoint = first_index + 1, None
     schedule_steps = sum(stage.steps for stage in stages) if stages[0].steps is not None else None
-    output_dir, last = Path(training_args.output_dir), len(stages) - 1
-    trainer = None
+    output_dir = Path(training_args.output_dir)
     for index in range(first_index, len(stages)):
         args = stage_training_args(training_args, stages, index)
         trainer = build_stage_trainer(index, args, schedule_steps, start_state)
         final_model_dir = output_dir if index == last else None
         run_stage(trainer, stages, index, checkpoint, index == 0 and checkpoint is None, final_model_dir)
-        start_state, checkpoint = stage_end_state(trainer) if args.do_train else None, None
-    if trainer is None:  # resumed from the end of the last stage
-        args = stage_training_args(training_args, stages, last)
-        trainer = build_stage_trainer(last, replace(args, do_train=False), None, None)
-        run_stage(trainer, stages, last, None, False, output_dir)
+        start_state, checkpoint = stage_end_state(trainer) if args.do_train and index < last else None, None
     return trainer
 
 
@@ -320,7 +318,7 @@ def run_stage(
             evaluate_initial_model(trainer)
     if trainer.args.do_train:
         logger.info(f"*** Stage {index + 1}/{len(stages)}: {stages[index]} ***")
-        metrics = trainer.train(resume_from_checkpoint=checkpoint).metrics
+        metrics = train_from(trainer, checkpoint)
         raise_if_stopped(trainer)
     if final_model_dir is not None:
         save_model_atomically(trainer, final_model_dir)

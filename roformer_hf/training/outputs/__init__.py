@@ -23,7 +23,8 @@ Before a run resumes:
 - it was trained with other settings, another model or another vocabulary, or its training data changed
   (`resume.check_resume`, one table of rules: `resume.RESUME_RULES`);
 - the run is finished (its checkpoint at the end of its steps or epochs): one line, nothing changed, exit status 0
-  (`resume.check_not_finished`);
+  (`resume.check_not_finished`); stopped there before its final save, it trains no step and saves what is missing
+  (`resume.train_from`);
 - a pickle file in it would run code when loaded (`pickle_refusal`, turned into one line by `script_runner.guard_run`).
 
 During a run:

@@ -11,7 +11,8 @@ says: refused or applied with a warning, compared as parsed values. The model (i
 compared for every checkpoint, also one without that record (transformers' own Trainer's).
 
 A resume of a run that already trained to its end (its checkpoint at `--max_steps`, or at the end of its epochs)
-changes nothing: `RunFinished` says so in one line, and the script ends with exit status 0.
+changes nothing: `RunFinished` says so in one line, and the script ends with exit status 0. A run stopped between that
+checkpoint and its final save is not finished: its resume trains no step (`train_from`) and saves what is missing.
 """
 
 import hashlib
@@ -22,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from transformers import PreTrainedModel, Trainer, TrainingArguments
+from safetensors.torch import load_file
+from transformers import PreTrainedModel, Trainer, TrainerState, TrainingArguments
 
 from ...tokenization import load_vocab
 from ..data.folders import files_datasets_reads
@@ -74,25 +76,14 @@ class RunFinished(Exception):
 
 def check_not_finished(checkpoint: str | Path, training_args: TrainingArguments) -> None:
     """
-    Raise `RunFinished` when `checkpoint` is at the end of the training `training_args` ask for (`--max_steps`, or,
-    where the run's epochs are those the checkpoint was trained for, the last step of its epochs) and the run ended
-    there: its output folder's own trainer_state.json, saved after the final model, is of that step too. Resumed, the
-    Trainer would train one step past the end, and the scripts rewrite the results and the card. A run stopped between
-    its last checkpoint and its final save is not finished: resumed, it saves what is missing.
+    Raise `RunFinished` when `checkpoint` is at the end of the training `training_args` ask for (`is_at_end`) and the
+    run ended there: its output folder's own trainer_state.json, saved after the final model, is of that step too.
+    Resumed, the Trainer would train one step past the end, and the scripts rewrite the results and the card. A run
+    stopped between its last checkpoint and its final save is not finished: resumed, it saves what is missing
+    (`train_from`).
     """
-    step, end = _state_step(Path(checkpoint)), training_args.max_steps
-    if end <= 0:
-        settings_file = Path(checkpoint) / RUN_SETTINGS_FILE
-        recorded = json.loads(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else {}
-        same_epochs = recorded.get("num_train_epochs") == training_args.num_train_epochs
-        end = _state_step(Path(checkpoint), "max_steps") if same_epochs and recorded.get("max_steps") == end else None
-        length = f"--num_train_epochs {training_args.num_train_epochs:g} ({end} steps)"
-    elif run_folder_number(Path(training_args.output_dir).name, "stage") is not None:  # run_mlm.py's last stage
-        length = f"the last of --stages ({end} steps)"
-    else:
-        length = f"--max_steps {end}"
-    at_end = step is not None and end is not None and 0 < end <= step
-    if not at_end or (_state_step(Path(training_args.output_dir)) or -1) < step:
+    step, (end, length) = _state_step(Path(checkpoint)), _run_end(Path(checkpoint), training_args)
+    if not is_at_end(checkpoint, training_args) or (_state_step(Path(training_args.output_dir)) or -1) < step:
         return
     raise RunFinished(
         f"the run is finished: {checkpoint} is at step {step}, {'the end' if step == end else 'past the end'} of "
@@ -100,6 +91,63 @@ def check_not_finished(checkpoint: str | Path, training_args: TrainingArguments)
         "to train on, resume with a larger --max_steps or --num_train_epochs.",
         announce=training_args.process_index == 0,
     )
+
+
+def is_at_end(checkpoint: str | Path, training_args: TrainingArguments) -> bool:
+    """Whether `checkpoint` is at (or past) the step the training `training_args` ask for ends at (`_run_end`)."""
+    step, (end, _) = _state_step(Path(checkpoint)), _run_end(Path(checkpoint), training_args)
+    return step is not None and end is not None and 0 < end <= step
+
+
+def _run_end(checkpoint: Path, training_args: TrainingArguments) -> tuple[int | None, str]:
+    """
+    The step the run ends at, and its length in words: `--max_steps`, or, where the run's epochs are those the
+    checkpoint was trained for, the last step of its epochs (`None` where they are not).
+    """
+    end = training_args.max_steps
+    if end <= 0:
+        settings_file = checkpoint / RUN_SETTINGS_FILE
+        recorded = json.loads(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else {}
+        same_epochs = recorded.get("num_train_epochs") == training_args.num_train_epochs
+        end = _state_step(checkpoint, "max_steps") if same_epochs and recorded.get("max_steps") == end else None
+        return end, f"--num_train_epochs {training_args.num_train_epochs:g} ({end} steps)"
+    if run_folder_number(Path(training_args.output_dir).name, "stage") is not None:  # run_mlm.py's last stage
+        return end, f"the last of --stages ({end} steps)"
+    return end, f"--max_steps {end}"
+
+
+def train_from(trainer: Trainer, checkpoint: str | None) -> dict[str, float]:
+    """
+    `trainer.train(resume_from_checkpoint=checkpoint)`, and its metrics. From a checkpoint at the end of the run
+    (`is_at_end`: a run stopped between its last checkpoint and its final save), which the Trainer would train one step
+    past (it checks the end after a step, not before the first), no step is trained: the trainer takes the
+    checkpoint's state and weights (the best checkpoint's under `--load_best_model_at_end`, as training's end does),
+    and the metrics are only the epoch reached; the script then saves the final model and evaluates as after
+    training.
+    """
+    if checkpoint is None or not is_at_end(checkpoint, trainer.args):
+        return trainer.train(resume_from_checkpoint=checkpoint).metrics
+    trainer.state = TrainerState.load_from_json(str(Path(checkpoint) / "trainer_state.json"))
+    best = trainer.state.best_model_checkpoint  # the path as the run gave it: found by its name beside `checkpoint`
+    best = Path(checkpoint).parent / Path(best).name if best and trainer.args.load_best_model_at_end else None
+    weights = best if best is not None and best.is_dir() else checkpoint
+    load_checkpoint_weights(trainer.model, weights)
+    if trainer.is_world_process_zero():
+        length = _run_end(Path(checkpoint), trainer.args)[1]
+        logger.warning(
+            f"{checkpoint} is at step {trainer.state.global_step}, the end of {length}, and the run stopped before its "
+            f"final save: no step is trained, the final model is saved from {weights}."
+        )
+    return {"epoch": trainer.state.epoch}
+
+
+def load_checkpoint_weights(model: PreTrainedModel, checkpoint: str | Path) -> None:
+    """Load the weights of `checkpoint` (its safetensors files) into `model`; a weight they leave out (a tied decoder)
+    keeps the model's. Raises `ScriptError` for weights of another model."""
+    for weights_file in sorted(Path(checkpoint).glob("*.safetensors")):
+        unexpected = model.load_state_dict(load_file(weights_file), strict=False).unexpected_keys
+        if unexpected:
+            raise ScriptError(f"{checkpoint} holds weights of another model ({unexpected[0]}, ...).")
 
 
 def _state_step(folder: Path, field: str = "global_step") -> int | None:
@@ -431,7 +479,10 @@ __all__ = [
     "check_resume",
     "data_digest",
     "find_resume_checkpoint",
+    "is_at_end",
+    "load_checkpoint_weights",
     "record_run_settings",
     "run_settings",
     "sampling_settings",
+    "train_from",
 ]
