@@ -41,13 +41,14 @@ from roformer_hf.configuration import POSITIVE_FIELDS
 from roformer_hf.training.data import files as data_files
 from roformer_hf.training.data.files import find_utf8_error
 from roformer_hf.training.errors import ScriptError
+from roformer_hf.training.first_answers import DEBUG_VARIABLE
 from roformer_hf.training.machine import cpu_precision
 from roformer_hf.training.machine.cpu_arithmetic import CpuBf16, cpu_bf16
 from roformer_hf.training.machine.launch import trains_on_cpu
 from roformer_hf.training.outputs.checkpoints import MANIFEST_NAME, write_manifest
 from roformer_hf.training.outputs.locks import LOCK_FILE_NAME, FolderLock
 from roformer_hf.training.outputs.resume import RUN_SETTINGS_FILE
-from roformer_hf.training.script_runner import DEBUG_VARIABLE, run_script
+from roformer_hf.training.script_runner import run_script
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TABLE_FILE = REPO_ROOT / "docs" / "bad_inputs.md"

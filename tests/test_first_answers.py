@@ -285,3 +285,11 @@ def test_a_renamed_script_is_answered_by_its_parser(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["my_run_mlm.py", "--help"])
     first_answers.answer_first()
     assert capsys.readouterr().out == ""
+
+
+def test_with_tracebacks_asked_for_the_run_makes_its_own_checks(monkeypatch, capsys):
+    """`ROFORMER_HF_DEBUG=1` asks for the traceback of a user error: the checks wait for the run, which raises it."""
+    monkeypatch.setenv(first_answers.DEBUG_VARIABLE, "1")
+    monkeypatch.setattr(sys, "argv", ["run_mlm.py", "--train_file", "missing.txt", "--tokenizer_name", "vocab.txt"])
+    first_answers.answer_first()
+    assert capsys.readouterr() == ("", "")

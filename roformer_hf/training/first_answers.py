@@ -20,6 +20,7 @@ import contextlib
 import difflib
 import importlib.metadata
 import json
+import os
 import sys
 import types
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -84,6 +85,9 @@ DATA_FILES_READ = {
 # run_mlm.py saves a model even when it only evaluates). What the folder may already hold follows from it.
 WRITES_A_MODEL = {"run_classification.py": "do_train", "run_mlm.py": None}
 
+# Set to 1 to see the traceback of a user error instead of the one-line message (the checks then wait for the imports).
+DEBUG_VARIABLE = "ROFORMER_HF_DEBUG"
+
 # How transformers' parser reads the value of a boolean option (`string_to_bool`).
 BOOLEAN_WORDS = {"yes": True, "true": True, "t": True, "y": True, "1": True}
 BOOLEAN_WORDS |= {"no": False, "false": False, "f": False, "n": False, "0": False}
@@ -143,6 +147,11 @@ def check_request(name: str, values: Mapping[str, Any]) -> None:
     _, options, refusal = REQUESTS[name]
     if not any(values.get(option) for option in options):
         raise ScriptError(refusal.format(file_kinds=FILE_KINDS))
+
+
+def shows_tracebacks() -> bool:
+    """Whether a user error keeps its traceback (`DEBUG_VARIABLE` set to anything but 0 or false)."""
+    return os.environ.get(DEBUG_VARIABLE, "").lower() not in ("", "0", "false")
 
 
 def writes_a_model(script: str, values: Mapping[str, Any]) -> bool:
@@ -324,6 +333,8 @@ def answer_first() -> None:
     if set(HELP_OPTIONS) & set(argv):
         sys.stdout.write(table["help"])
         sys.exit(0)
+    if shows_tracebacks():  # the run's own checks raise with their tracebacks
+        return
     with package_without_init():
         from roformer_hf.training.errors import ScriptError
 

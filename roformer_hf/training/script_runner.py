@@ -3,7 +3,6 @@ traceback unless `ROFORMER_HF_DEBUG=1`), and `guard_run` holds the output folder
 around the work, and `script_run` takes the steps every script takes before its own (`guard_run` among them)."""
 
 import logging
-import os
 import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -19,7 +18,7 @@ from .console import setup_logging
 from .data.files import check_caches_writable
 from .data.vocabulary_coverage import tokenizer_source, warn_if_many_unknown
 from .errors import ScriptError
-from .first_answers import writes_a_model
+from .first_answers import shows_tracebacks, writes_a_model
 from .machine.launch import check_distributed_launch
 from .machine.threads import choose_threads
 from .outputs.interrupts import (
@@ -43,10 +42,6 @@ logger = logging.getLogger(__name__)
 USER_ERRORS = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
 
 
-# Set to 1 to see the traceback of a user error instead of the one-line message.
-DEBUG_VARIABLE = "ROFORMER_HF_DEBUG"
-
-
 def run_script(main: Callable[[], object]) -> None:
     """
     Run a script's `main()`; a `ScriptError` or a missing file becomes one line on stderr and exit status 1, a stop
@@ -58,7 +53,7 @@ def run_script(main: Callable[[], object]) -> None:
         main (`Callable`):
             The script's entry point, called without arguments (it reads `sys.argv`).
     """
-    if os.environ.get(DEBUG_VARIABLE, "").lower() not in ("", "0", "false"):
+    if shows_tracebacks():
         main()
     else:
         try:
