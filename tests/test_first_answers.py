@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import HANG_GUARD_S
-from test_bad_inputs import DEMO_VOCAB, ROWS, run_in_process, tiny_run, write_jsonl
+from test_bad_inputs import DEMO_VOCAB, ROWS, run_in_process, tiny_run, with_value, write_jsonl
 from test_checkpoints import write_checkpoint
 
 from roformer_hf.training import cli, first_answers
@@ -141,6 +141,23 @@ def missing_test_file(script, tmp):
     return [*arguments, "--do_predict", "--test_file", str(tmp / "missing_test.jsonl")]
 
 
+def missing_vocab(script, tmp):
+    arguments = tiny_run(script, tmp, write_jsonl(tmp / "train.jsonl", ROWS))
+    return with_value(arguments, "--tokenizer_name", str(tmp / "vocab.txt"))
+
+
+def missing_checkpoint(script, tmp):
+    return [*tiny_run(script, tmp, write_jsonl(tmp / "train.jsonl", ROWS)), "--model_name_or_path", "./checkpoint"]
+
+
+def missing_config(script, tmp):
+    return [*tiny_run(script, tmp, write_jsonl(tmp / "train.jsonl", ROWS)), "--config_name", str(tmp / "config")]
+
+
+def offline_hub_model(script, tmp):
+    return [*tiny_run(script, tmp, write_jsonl(tmp / "train.jsonl", ROWS)), "--config_name", "someone/not-cached"]
+
+
 def earlier_run(script, tmp):
     write_earlier_run(tmp / "out")
     return tiny_run(script, tmp, write_jsonl(tmp / "train.jsonl", ROWS))
@@ -174,6 +191,10 @@ FIRST_MISTAKES = {
     "nothing_to_do": (nothing_to_do, ("run_classification.py",), "nothing to do: pass --do_train"),
     "no_training_data": (no_training_data, ("run_mlm.py",), "no training data: give --train_file"),
     "missing_test_file": (missing_test_file, ("run_classification.py",), "--test_file <tmp>/missing_test.jsonl:"),
+    "missing_vocab": (missing_vocab, SCRIPTS, "--tokenizer_name <tmp>/vocab.txt: no such file."),
+    "missing_checkpoint": (missing_checkpoint, SCRIPTS, "--model_name_or_path ./checkpoint: no such folder or file."),
+    "missing_config": (missing_config, SCRIPTS, "--config_name <tmp>/config: no such folder or file."),
+    "offline_hub_model": (offline_hub_model, SCRIPTS, "--config_name someone/not-cached: there is no such local"),
     "earlier_run": (earlier_run, SCRIPTS, "--output_dir <tmp>/out holds an earlier run (checkpoint-2, config.json):"),
     "users_file_in_the_way": (users_file_in_the_way, SCRIPTS, "--output_dir <tmp>/out holds config.json"),
 }

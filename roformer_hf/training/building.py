@@ -3,7 +3,6 @@ loaded with a message that names the fix."""
 
 import inspect
 import logging
-import re
 import sys
 import types
 import typing
@@ -19,6 +18,7 @@ from ..configuration import RoFormerConfig, without_replaced_labels
 from .cli import ModelArguments
 from .errors import ScriptError
 from .first_answers import check_request
+from .model_sources import check_config_source, check_model_source, check_tokenizer_source
 
 logger = logging.getLogger(__name__)
 
@@ -135,10 +135,8 @@ def build_config(
         defaults:
             Values the script derives (from the tokenizer, the labels...), applied before the user's overrides.
     """
+    check_config_source(vars(model_args))
     source = model_args.config_name or model_args.model_name_or_path
-    if source is not None:
-        option = "--config_name" if model_args.config_name else "--model_name_or_path"
-        check_model_source(source, option, "config.json", model_args)
     try:
         if source is None:
             config_dict = {}
@@ -166,16 +164,7 @@ def build_tokenizer(model_args: ModelArguments):
     from ..tokenization import RoFormerJiebaTokenizer
 
     check_request("a tokenizer", vars(model_args))
-    source = model_args.tokenizer_name or model_args.model_name_or_path
-    option = "--tokenizer_name" if model_args.tokenizer_name else "--model_name_or_path"
-    if source.endswith(".txt") and not Path(source).is_file():
-        raise ScriptError(f"{option} {source}: no such file.")
-    check_model_source(source, option, "vocab.txt", model_args)
-    if Path(source).is_dir() and not (Path(source) / "vocab.txt").is_file():
-        raise ScriptError(
-            f"{option} {source} holds no vocab.txt, so it is not a tokenizer folder: give the folder a tokenizer "
-            "was saved in, or a vocab.txt."
-        )
+    source = check_tokenizer_source(vars(model_args))
     try:
         if Path(source).is_file():
             return RoFormerJiebaTokenizer(vocab_file=source)
@@ -205,7 +194,13 @@ def build_model(
         if model_args.attn_implementation is not None:
             model.set_attn_implementation(model_args.attn_implementation)
         return model
-    check_model_source(model_args.model_name_or_path, "--model_name_or_path", "config.json", model_args)
+    check_model_source(
+        model_args.model_name_or_path,
+        "--model_name_or_path",
+        "config.json",
+        model_args.cache_dir,
+        model_args.model_revision,
+    )
     model, loading_info = load_checkpoint(model_args, config, model_class)
     if loading_info["mismatched_keys"] and not model_args.ignore_mismatched_sizes:
         shapes = ", ".join(
@@ -303,39 +298,6 @@ def head_names(weight_names: list[str], base_model_prefix: str) -> str:
         module = ".".join(parts[:2]) if parts[0] == base_model_prefix else parts[0]
         counts[module] = counts.get(module, 0) + 1
     return ", ".join(f"{module} ({count} weight{'s' * (count > 1)})" for module, count in sorted(counts.items()))
-
-
-# "name" or "namespace/name": what the Hub accepts as a repository id.
-HUB_ID_PATTERN = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
-
-
-def check_model_source(source: str, option: str, filename: str, model_args: ModelArguments) -> None:
-    """
-    Check that `source` is a local folder or file, or a Hub id that can be loaded: refuse a missing local path and,
-    when the Hub is offline, a Hub id that is not in the cache (transformers' own messages for both are misleading).
-
-    Args:
-        source (`str`): the folder, file or Hub id given.
-        option (`str`): the argument that named it, for the message.
-        filename (`str`): a file every such source holds (`"vocab.txt"`, `"config.json"`), looked up in the cache.
-        model_args (`ModelArguments`): for the cache folder and revision.
-    """
-    from huggingface_hub import constants, try_to_load_from_cache
-
-    if Path(source).exists():
-        return
-    if not HUB_ID_PATTERN.fullmatch(source) or source.startswith("."):
-        raise ScriptError(f"{option} {source}: no such folder or file.")
-    if not constants.HF_HUB_OFFLINE:
-        return
-    cached = try_to_load_from_cache(
-        source, filename, cache_dir=model_args.cache_dir, revision=model_args.model_revision
-    )
-    if not isinstance(cached, str):
-        raise ScriptError(
-            f"{option} {source}: there is no such local folder, and the Hub model {source} is not in the cache while "
-            "the Hub is offline (HF_HUB_OFFLINE=1): give a local folder, or download it once with the network on."
-        )
 
 
 def damaged_weights_error(source: str, error: Exception) -> ScriptError:

@@ -282,11 +282,13 @@ def first_checks(script: str, table: Mapping[str, Any], argv: Sequence[str]) -> 
     The checks that need no model, on the command line as the script's parser would read it (its demo's arguments
     first where it runs the demo), each the function that the run calls again after the imports: an option no script
     has, nothing asked (`check_requests`), an `--output_dir` the run may not write into
-    (`output_folder.refuse_output_dir`), a data file the run reads that cannot be read (`files.check_data_file`).
-    Raises `ScriptError`; returns where the line is left to the parser.
+    (`output_folder.refuse_output_dir`), a data file the run reads that cannot be read (`files.check_data_file`), a
+    tokenizer, config or checkpoint that is not there (`model_sources`). Raises `ScriptError`; returns where the line
+    is left to the parser.
     """
     from roformer_hf.training.data.files import check_data_file, headerless_columns
     from roformer_hf.training.errors import ScriptError
+    from roformer_hf.training.model_sources import check_config_source, check_tokenizer_source
     from roformer_hf.training.outputs.output_folder import refuse_output_dir
 
     if runs_the_demo(argv):
@@ -316,6 +318,8 @@ def first_checks(script: str, table: Mapping[str, Any], argv: Sequence[str]) -> 
         if path is None or Path(path).is_dir() or (reading is not None and not values.get(reading)):
             continue  # not read by this run, or a folder (a save_to_disk split, which the run reads to check)
         check_data_file(path, f"--{name}", columns)
+    check_tokenizer_source(values)
+    check_config_source(values)
 
 
 def answer_first() -> None:
