@@ -1,5 +1,5 @@
-"""How long the scripts take to answer what needs no model: `--help`, `--help-all`, a missing `--train_file`, an unknown
-option; wall time of the whole command and the imports `python -X importtime` lists (their top-level cumulative time,
+"""How long the scripts take to answer what needs no model: `--help`, `--help-all`, a missing `--train_file`, an
+unknown option; wall time of the whole command and the imports `python -X importtime` lists (their top-level cumulative time,
 how many modules, whether torch, transformers or datasets among them), quiet and beside busy processes.
 
     python benchmarks/bench_first_answers.py                    # this checkout

@@ -1,8 +1,8 @@
-"""The command line of the scripts: the model arguments, transformers' `TrainingArguments` as the scripts use them,
-and parsing them, from files of arguments (`.json`, `.yaml`) too; the demo each script runs when its command line
-names no data and no model, and the command a model card shows; the short `--help` (the scripts' own options, then the
-most used of `TrainingArguments`; `first_answers.py` keeps it, and every option, to answer before torch loads). The checks of the
-settings are in `setting_checks.py`."""
+"""The command line of the scripts: the model arguments, transformers' `TrainingArguments` as the scripts use them, and
+parsing them, from files of arguments (`.json`, `.yaml`) too; the demo each script runs when its command line names
+no data and no model, and the command a model card shows; the short `--help` (the scripts' own options, then the
+most used of `TrainingArguments`; `first_answers.py` keeps it, and every option, to answer before torch loads). The
+checks of the settings are in `setting_checks.py`."""
 
 import argparse
 import json
@@ -482,8 +482,8 @@ def live_help(script: str | Path, option: str) -> str:
 
 def live_table(script: str | Path) -> dict[str, Any]:
     """The stored parser of `script` (`first_answers.stored_parser`) as the script makes it now: its short help, its
-    demo's arguments (its folder written `SCRIPT_DIR`) and the options of `argument_parser` for its `ARGUMENT_TYPES` and
-    `SCRIPT_DEFAULTS`."""
+    demo's arguments (its folder written `SCRIPT_DIR`) and the options of `argument_parser` for its `ARGUMENT_TYPES`
+    and `SCRIPT_DEFAULTS`."""
     import runpy
 
     script_globals = runpy.run_path(str(script), run_name="live_table")

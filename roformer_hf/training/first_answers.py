@@ -1,18 +1,20 @@
 """What the scripts answer before torch loads: `--help`, `--help-all`, and the mistakes that need no model to see (an
-option no script has, nothing asked of the run, a data file missing, empty, not UTF-8 or of a kind the scripts do not
-read, an output folder that cannot be one). Importing `roformer_hf` imports torch, transformers and datasets to register
-the Auto classes (10 s on a quiet 2-core CPU); the scripts read this file by path first and run `answer_first`.
+option no script has, nothing asked of the run, an output folder the run may not write into, a data file it reads
+that is missing, empty, not UTF-8 or of a kind the scripts do not read, a tokenizer, config or checkpoint that is
+not there). Importing `roformer_hf` imports torch, transformers and datasets to register the Auto classes (10 s on a
+quiet 2-core CPU); the scripts read this file by path first and run `answer_first`.
 
-It answers from `help/<script>.json`, what the script's parser is: the short `--help` text, and every option (its flags,
-how many values it takes, its default, choices and help), from which `--help-all` is printed by argparse as the parser
-itself prints it and the command line is read as the parser reads it. That file is written from the live parser by
-`python -m roformer_hf.training.cli run_mlm.py run_classification.py` (`cli.write_stored_parsers`) and stamped with the transformers
-version (the training options come from transformers); tests/test_first_answers.py fails when the two drift apart.
+It answers from `help/<script>.json`, what the script's parser is: the short `--help` text, the demo's arguments and
+every option (its flags, how many values it takes, its default, choices and help), from which argparse prints
+`--help-all` as the script's parser prints it and reads a command line as that parser reads it. The file is written
+from the live parser by `python -m roformer_hf.training.cli run_mlm.py run_classification.py` and stamped with the
+transformers version (the training options come from transformers); tests/test_first_answers.py fails when the two
+drift apart.
 
-The checks are the functions the run calls again later (`FIRST_CHECKS`), imported from their modules without the
-package's `__init__` (`package_without_init`). Where anything is unsure (another transformers, a file of arguments, a
-value argparse would refuse), `answer_first` returns and the script's own parser answers after the imports.
-Standard library only, at the top.
+The checks are the functions the run calls again later (`first_checks`), imported from their modules without the
+package's `__init__` (`package_without_init`). Where anything is unsure (another transformers, a file of arguments,
+a line argparse would refuse, tracebacks asked for), `answer_first` returns and the script's own parser and checks
+answer after the imports. Standard library only, at the top.
 """
 
 import argparse
@@ -94,6 +96,7 @@ BOOLEAN_WORDS |= {"no": False, "false": False, "f": False, "n": False, "0": Fals
 
 
 def boolean(value: str) -> bool:
+    """A boolean option's value, read as transformers' parser reads it."""
     if value.lower() not in BOOLEAN_WORDS:
         raise argparse.ArgumentTypeError(f"{value!r} is not a boolean")
     return BOOLEAN_WORDS[value.lower()]
@@ -202,7 +205,7 @@ def is_json_value(value: Any) -> bool:
 
 
 def stored_parser(script: str) -> dict[str, Any] | None:
-    """The stored parser of `script` (a file name, e.g. `run_mlm.py`), where its stamp is the installed transformers."""
+    """The stored parser of `script` (a file name: `run_mlm.py`), where its stamp is the installed transformers."""
     stored = STORED_PARSERS_DIR / f"{script}.json"
     if not stored.is_file():
         return None

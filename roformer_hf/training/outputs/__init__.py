@@ -6,12 +6,12 @@ Before a run reads anything:
 - the output folder is held by another run, or was deleted, moved or replaced during this one (`locks`); it is a file,
   a link to nothing, or its lock file cannot be written (`locks`);
 - it holds a file of the user's (not proven a run's by the record: `output_record.run_entries`) that the run would
-  write over (`output_record.user_file_clashes`) or delete with an
-  earlier run's checkpoint (`output_record.user_files_in_run_folders`), a record of what runs wrote that is a link or
-  broken by hand (`output_record.refuse_untrusted_record`), an earlier run
-  (unless `--overwrite_output_dir` or `--resume_from_checkpoint`), checkpoint or stage folders that are links or files
-  (`output_folder.refuse_output_dir`, `output_folder.refuse_foreign_run_folders`; made before torch loads too), or too little free space for what the
-  run writes (`run_outputs.check_free_space`);
+  write over (`output_record.user_file_clashes`) or delete with an earlier run's checkpoint
+  (`output_record.user_files_in_run_folders`), a record of what runs wrote that is a link or broken by hand
+  (`output_record.refuse_untrusted_record`), an earlier run (unless `--overwrite_output_dir` or
+  `--resume_from_checkpoint`), checkpoint or stage folders that are links or files
+  (`output_folder.refuse_foreign_run_folders`): `output_folder.refuse_output_dir` makes these before torch loads too;
+  or too little free space for what the run writes (`run_outputs.check_free_space`);
 - an input of the run (model, config, tokenizer, data, the checkpoint resumed) is a path the run would write over,
   delete or write into, its caches included (`written_files.check_inputs_are_not_outputs`).
 
