@@ -687,11 +687,13 @@ def test_whole_model_and_tokenizer_files_load_as_before(tmp_path):
 def test_pipeline_names_a_damaged_weights_file_and_still_serves_transformers_roformer(tokenizer, tmp_path):
     """pipeline() tries transformers' own RoFormer class after ours fails, and swallows our error: the damaged file is
     named when pipeline() reads the config instead (for fill-mask as for text-classification), with the line
-    from_pretrained gives, and a checkpoint of transformers' own RoFormer is served as before in the same process."""
+    from_pretrained gives; the folder's tokenizer still loads, and a checkpoint of transformers' own RoFormer is served
+    as before in the same process."""
     line = served_with_weights_cut_short("fill-mask", RoFormerForMaskedLM)(tmp_path / "ours")
     folder = tmp_path / "ours" / "model"
     assert line == exception_line(lambda: RoFormerForMaskedLM.from_pretrained(folder))
     assert line.startswith(f"OSError: {folder / 'model.safetensors'} cannot be read (")
+    assert type(transformers.AutoTokenizer.from_pretrained(folder)) is RoFormerJiebaTokenizer  # its files are whole
     theirs = transformers.RoFormerConfig(**SMALL, vocab_size=len(tokenizer))
     transformers.RoFormerForMaskedLM(theirs).save_pretrained(tmp_path / "theirs")
     fill_mask = transformers.pipeline("fill-mask", model=str(tmp_path / "theirs"), tokenizer=tokenizer)
