@@ -248,7 +248,10 @@ class RoFormerConfig(PreTrainedConfig):
     def from_dict(cls, config_dict: dict[str, Any], **kwargs) -> "RoFormerConfig":
         """As transformers' `from_dict`, without the saved value of a run-only field (`RUN_ONLY_FIELDS`); as a keyword
         argument (`from_pretrained(path, sparse_prediction=True)`) it still applies. Labels given as keyword arguments
-        replace the saved ones (`without_replaced_labels`)."""
+        replace the saved ones (`without_replaced_labels`). A config read from a folder by `AutoConfig` (which passes
+        `name_or_path`) checks the folder's model files: `pipeline()` reads it first, and then swallows the errors of
+        the model classes it tries, falling back to transformers' own RoFormer class of the same name."""
+        check_model_files(kwargs.get("name_or_path"), MODEL_FILES)
         config_dict = {key: value for key, value in config_dict.items() if key not in RUN_ONLY_FIELDS}
         loaded = super().from_dict(without_replaced_labels(config_dict, kwargs), **kwargs)
         config = loaded[0] if isinstance(loaded, tuple) else loaded  # (config, unused kwargs) when asked

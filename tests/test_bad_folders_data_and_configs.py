@@ -16,6 +16,7 @@ from pathlib import Path
 
 import huggingface_hub
 import pytest
+import transformers
 from conftest import bad_input_rows, check_table_names_the_cases
 from test_bad_inputs import (
     BOTH,
@@ -35,7 +36,13 @@ from test_bad_inputs import (
 )
 from test_bad_settings_and_data import file_digests
 
-from roformer_hf import RoFormerConfig, RoFormerForSequenceClassification, RoFormerJiebaTokenizer, RoFormerModel
+from roformer_hf import (
+    RoFormerConfig,
+    RoFormerForMaskedLM,
+    RoFormerForSequenceClassification,
+    RoFormerJiebaTokenizer,
+    RoFormerModel,
+)
 
 TABLE_HEADER = "## Output folders shared with the user"
 
@@ -512,6 +519,17 @@ def damaged_tokenizer(damage: Callable[[Path], None]) -> Callable[[Path], str]:
     return case
 
 
+def served_with_weights_cut_short(task: str, model_class: type) -> Callable[[Path], str]:
+    """pipeline(task) of a saved model and tokenizer whose model.safetensors was cut in half."""
+
+    def case(tmp: Path) -> str:
+        folder = saved_tokenizer(saved_model(tmp / "model", model_class))
+        cut_in_half(folder / "model.safetensors")
+        return exception_line(lambda: transformers.pipeline(task, model=str(folder)))
+
+    return case
+
+
 def regressor_asked_for_one_class(tmp: Path) -> str:
     folder = saved_model(tmp / "regressor", RoFormerForSequenceClassification, num_labels=1, problem_type="regression")
     load = RoFormerForSequenceClassification.from_pretrained
@@ -541,6 +559,10 @@ ROUTE_CASES = {
         damaged_model(lambda folder: (folder / "model.safetensors").write_bytes(b"<!DOCTYPE html><html>...</html>")),
     ),
     "config_json_cut_short": ("from_pretrained", damaged_model(lambda folder: cut_in_half(folder / "config.json"))),
+    "pipeline_model_safetensors_cut_short": (
+        "pipeline()",
+        served_with_weights_cut_short("text-classification", RoFormerForSequenceClassification),
+    ),
     "tokenizer_config_json_cut_short": ("from_pretrained", damaged_tokenizer(cut_in_half)),
     "tokenizer_config_json_not_utf8": (
         "from_pretrained",
@@ -552,8 +574,12 @@ ROUTE_CASES = {
         "run_classification.py",
         lambda script, tmp, monkeypatch: overrides_run(f"{TINY_MODEL},num_labels=3")(script, tmp),
     ),
+    "label2id_key_override_against_the_data": (
+        "run_classification.py",
+        lambda script, tmp, monkeypatch: overrides_run(f"{TINY_MODEL},label2id.civil=1")(script, tmp),
+    ),
 }
-LIBRARY_ROUTE_CASES = [case for case, (where, _) in ROUTE_CASES.items() if where == "from_pretrained"]
+LIBRARY_ROUTE_CASES = [case for case, (where, _) in ROUTE_CASES.items() if where in ("from_pretrained", "pipeline()")]
 
 
 def test_the_route_table_and_the_cases_name_the_same_bad_inputs():
@@ -658,6 +684,23 @@ def test_whole_model_and_tokenizer_files_load_as_before(tmp_path):
     assert tokenizer("今天天气")["input_ids"][0] == tokenizer.cls_token_id
 
 
+def test_pipeline_names_a_damaged_weights_file_and_still_serves_transformers_roformer(tokenizer, tmp_path):
+    """pipeline() tries transformers' own RoFormer class after ours fails, and swallows our error: the damaged file is
+    named when pipeline() reads the config instead (for fill-mask as for text-classification), with the line
+    from_pretrained gives; the folder's tokenizer still loads, and a checkpoint of transformers' own RoFormer is served
+    as before in the same process."""
+    line = served_with_weights_cut_short("fill-mask", RoFormerForMaskedLM)(tmp_path / "ours")
+    folder = tmp_path / "ours" / "model"
+    assert line == exception_line(lambda: RoFormerForMaskedLM.from_pretrained(folder))
+    assert line.startswith(f"OSError: {folder / 'model.safetensors'} cannot be read (")
+    assert type(transformers.AutoTokenizer.from_pretrained(folder)) is RoFormerJiebaTokenizer  # its files are whole
+    theirs = transformers.RoFormerConfig(**SMALL, vocab_size=len(tokenizer))
+    transformers.RoFormerForMaskedLM(theirs).save_pretrained(tmp_path / "theirs")
+    fill_mask = transformers.pipeline("fill-mask", model=str(tmp_path / "theirs"), tokenizer=tokenizer)
+    assert type(fill_mask.model) is transformers.RoFormerForMaskedLM
+    assert len(fill_mask("今天天气很[MASK]。", top_k=2)) == 2
+
+
 REMOTE_CODE_CHILD = """
 import json
 import sys
@@ -677,7 +720,8 @@ print(json.dumps(lines))
 
 def test_the_rules_and_the_file_boundary_travel_with_the_checkpoints_code(tmp_path):
     """A checkpoint loaded with its own code where roformer_hf is not installed refuses a label named twice and names
-    a damaged weights file, as roformer_hf does: both live in the configuration.py it carries."""
+    a damaged weights file, as roformer_hf does: both live in the configuration.py it carries. AutoConfig names the
+    damaged weights file too (it loaded before), since pipeline() reads the config there first."""
     folder = saved_model(tmp_path / "classifier", RoFormerForSequenceClassification, id2label={0: "civil", 1: "crime"})
     settings = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     twice = {**settings, "id2label": {"0": "civil", "1": "civil"}, "label2id": None}
@@ -695,5 +739,6 @@ def test_the_rules_and_the_file_boundary_travel_with_the_checkpoints_code(tmp_pa
     assert lines_of_a_child() == [named_twice, named_twice]  # AutoConfig, then the model
     (folder / "config.json").write_text(json.dumps(settings), encoding="utf-8")
     cut_in_half(folder / "model.safetensors")
-    [line] = lines_of_a_child()
-    assert line.startswith(f"OSError: {folder / 'model.safetensors'} cannot be read (")
+    config_line, model_line = lines_of_a_child()
+    assert config_line == model_line
+    assert model_line.startswith(f"OSError: {folder / 'model.safetensors'} cannot be read (")

@@ -16,6 +16,7 @@ from roformer_hf.training.classification.labels import (
     build_label_maps,
     check_finite_labels,
     check_label_kinds,
+    check_overrides_keep_labels,
     class_label_names,
     encode_label,
     infer_problem_type,
@@ -319,3 +320,24 @@ def test_a_problem_type_override_is_read_as_one_of_its_values():
     assert config.problem_type == REGRESSION
     with pytest.raises(ScriptError, match=r"problem_type='bogus' is not a valid 'regression' or "):
         build_config(ModelArguments(config_overrides=f"problem_type=bogus,{tiny}"))
+
+
+def test_a_label_map_key_override_is_set_in_the_datas_maps():
+    """`--config_overrides label2id.civil=1` is checked against the data's labels, which it names, not the LABEL_0, ...
+    of a config built before them (a repeat of the data's maps, `label2id.civil=0`, `id2label.1=criminal`, was
+    refused for those too; id2label's keys are ints)."""
+    from roformer_hf.training.building import build_config
+    from roformer_hf.training.cli import ModelArguments
+
+    tiny = "vocab_size=100,hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64"
+    data = LabelInfo(SINGLE_LABEL, ["civil", "criminal"])
+    for repeat in ("label2id.civil=0", "id2label.1=criminal"):
+        arguments = ModelArguments(config_overrides=f"{tiny},{repeat}")
+        check_overrides_keep_labels(arguments, data)
+        assert LabelInfo.of_config(build_config(arguments, **data.config_fields())) == data
+    with pytest.raises(ScriptError) as refused:
+        check_overrides_keep_labels(ModelArguments(config_overrides=f"{tiny},label2id.civil=1"), data)
+    assert str(refused.value).startswith(
+        """--config_overrides sets label2id to {"civil": 1, "criminal": 1}, but a classifier's labels come from the """
+        "data, which has 2 labels ('civil', 'criminal'): leave label2id out of --config_overrides"
+    )

@@ -52,6 +52,7 @@ def parse_config_overrides(overrides: str | None, config: PreTrainedConfig) -> d
             current = kwargs.get(field_name, getattr(config, field_name))
             if not isinstance(current, dict):
                 raise ScriptError(f"--config_overrides: {field_name!r} is not a dict field, so {key!r} is invalid.")
+            sub_key = next((name for name in current if str(name) == sub_key), sub_key)  # id2label's keys are ints
             value = _convert_value(key, text, current[sub_key], ()) if sub_key in current else _guess_value(text)
             kwargs[field_name] = {**current, sub_key: value}
         else:
@@ -142,7 +143,13 @@ def build_config(
             config_dict = {}
         else:
             config_dict, _ = config_class.get_config_dict(source, **model_args.hub_kwargs())
-        overrides = parse_config_overrides(model_args.config_overrides, config_class(**config_dict))
+        # The source's settings are checked as given, also those the defaults replace; a dict field's keys
+        # (`label2id.civil=1`) are then set in the value the run uses: the defaults' labels, not the LABEL_0, ... of a
+        # config that does not know them yet.
+        before_overrides = config_class(**config_dict)
+        if defaults:
+            before_overrides = config_class(**{**without_replaced_labels(config_dict, defaults), **defaults})
+        overrides = parse_config_overrides(model_args.config_overrides, before_overrides)
         if "hidden_size" in overrides and config_dict.get("embedding_size") == config_dict.get("hidden_size"):
             config_dict["embedding_size"] = None  # an embedding size that followed the hidden size keeps following it
         config_dict.pop("model_type", None)  # original checkpoints say "roformer"

@@ -71,6 +71,7 @@ def build_tokenizer_and_classifier(
     model_args: ModelArguments, label_info: LabelInfo
 ) -> tuple[PreTrainedTokenizerBase, RoFormerForSequenceClassification]:
     """The tokenizer, and the classifier with its label maps (a new head on a pretrained encoder, or from scratch)."""
+    check_overrides_keep_labels(model_args, label_info)
     tokenizer = build_tokenizer(model_args)
     label_config = label_info.config_fields()
     if model_args.model_name_or_path is None:
@@ -78,7 +79,6 @@ def build_tokenizer_and_classifier(
     else:
         check_label_change(model_args, label_info)
     config = build_config(model_args, **label_config)
-    check_overrides_keep_labels(model_args, config, label_info)
     check_vocabulary_fits(tokenizer, config)
     return tokenizer, build_model(model_args, config, RoFormerForSequenceClassification)
 

@@ -3,6 +3,7 @@ The labels of run_classification.py: the checks of a label column, the problem t
 maps taken from the training data or from a fine-tuned checkpoint, and the training target of one label.
 """
 
+import json
 import logging
 import math
 from collections.abc import Sequence
@@ -11,6 +12,7 @@ from typing import Any
 
 import datasets
 
+from ...configuration import RoFormerConfig
 from ..building import build_config, parse_config_overrides
 from ..cli import ModelArguments
 from ..errors import ScriptError
@@ -475,23 +477,25 @@ def label_info_from_checkpoint(model_args: ModelArguments) -> LabelInfo:
 LABEL_FIELDS = ("num_labels", "id2label", "label2id", "problem_type")
 
 
-def check_overrides_keep_labels(model_args: ModelArguments, config: Any, label_info: LabelInfo) -> None:
+def check_overrides_keep_labels(model_args: ModelArguments, label_info: LabelInfo) -> None:
     """
-    Refuse `--config_overrides` of a label field (`num_labels=3`, `problem_type=regression`) that makes the classifier
-    another task than the data's: its head would be trained and saved with labels no row has (LABEL_2), or without
-    labels the data has. An override that repeats the data's labels is no contradiction.
+    Refuse, before the config is built, `--config_overrides` of a label field (`num_labels=3`, `label2id.civil=1`,
+    `problem_type=regression`) that says other labels than the data's: the labels come from the data, and the head
+    would be trained and saved with labels no row has (LABEL_2), or without labels the data has. Keys of a label map
+    are set in the data's maps; an override that repeats the data's labels is no contradiction.
     """
-    overridden = [key for key in parse_config_overrides(model_args.config_overrides, config) if key in LABEL_FIELDS]
-    made = LabelInfo.of_config(config)
-    if not overridden or (made == label_info and config.num_labels == label_info.num_labels):
+    data_fields = label_info.config_fields()
+    overrides = parse_config_overrides(model_args.config_overrides, RoFormerConfig(**data_fields))
+    changed = {
+        key: overrides[key] for key in LABEL_FIELDS if key in overrides and overrides[key] != data_fields.get(key)
+    }
+    if not changed:
         return
-    made_words = made.described()
-    if made.problem_type == REGRESSION and config.num_labels != 1:
-        made_words = f"{config.num_labels} scores (regression)"
+    settings = ", ".join(f"{key} to {json.dumps(value, ensure_ascii=False)}" for key, value in changed.items())
     raise ScriptError(
-        f"--config_overrides sets {', '.join(overridden)}, which makes the classifier one of {made_words}, but the "
-        f"data has {label_info.described()}: leave {', '.join(overridden)} out of --config_overrides; the labels come "
-        "from the data (--problem_type names the task)."
+        f"--config_overrides sets {settings}, but a classifier's labels come from the data, which has "
+        f"{label_info.described()}: leave {', '.join(changed)} out of --config_overrides (--problem_type names the "
+        "task; the label names are the values of the data's label column: rename them there to name them otherwise)."
     )
 
 
