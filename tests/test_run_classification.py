@@ -351,8 +351,9 @@ def test_bad_input_raises_a_clear_error(bad_data, roformer_vocab, case, message)
 def test_bad_input_exits_with_one_line(bad_data, roformer_vocab):
     folder, rows = bad_data
     train = write_jsonl(folder / "train.jsonl", [{"content": row["text"], "label": row["label"]} for row in rows])
+    arguments = ["--train_file", str(train), "--tokenizer_name", str(roformer_vocab), "--do_train"]
     completed = subprocess.run(
-        [sys.executable, "run_classification.py", "--train_file", str(train), "--do_train"],
+        [sys.executable, "run_classification.py", *arguments],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
