@@ -136,8 +136,7 @@ def build_config(
         defaults:
             Values the script derives (from the tokenizer, the labels...), applied before the user's overrides.
     """
-    check_config_source(vars(model_args))
-    source = model_args.config_name or model_args.model_name_or_path
+    source = check_config_source(vars(model_args))
     try:
         if source is None:
             config_dict = {}

@@ -63,10 +63,11 @@ def check_tokenizer_source(values: Mapping[str, Any]) -> str:
     return source
 
 
-def check_config_source(values: Mapping[str, Any]) -> None:
+def check_config_source(values: Mapping[str, Any]) -> str | None:
     """The config a run starts from (`--config_name`, else `--model_name_or_path`, else none: from scratch), checked
     by `check_model_source`. `values` holds the model arguments."""
     source = values["config_name"] or values["model_name_or_path"]
     if source is not None:
         option = "--config_name" if values["config_name"] else "--model_name_or_path"
         check_model_source(source, option, "config.json", values.get("cache_dir"), values.get("model_revision"))
+    return source

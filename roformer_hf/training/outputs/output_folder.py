@@ -26,15 +26,8 @@ def refuse_output_dir(
     output_dir: str | Path, trains: bool = True, overwrite: bool = False, resume_from_checkpoint: Any = None
 ) -> None:
     """
-    Refuse an output folder a run may not write into: one that cannot be a folder
-    (`locks.refuse_unusable_output_dir`), whose record is a link or broken by hand
-    (`output_record.refuse_untrusted_record`), that holds a file of the user's the run would write over
-    (`output_record.user_file_clashes`, whatever the options) or delete inside a checkpoint, stage or runs/ folder of
-    an earlier run (`output_record.user_files_in_run_folders`), an earlier run (unless `overwrite` or a resume), or
-    checkpoint or stage folders that are links or files (`refuse_foreign_run_folders`). A run that does not train
-    (`trains=False`: it only evaluates or predicts) is refused only a file of the user's with the name of a result,
-    picture or predictions file it writes (`written_files.EVALUATION_FILES`): it may write beside a model or an earlier
-    run, never over a user's file.
+    Refuse an output folder a run may not write into: one that cannot be a folder or whose record cannot be trusted
+    (`refuse_untrusted_output_dir`), or one holding what the run may not write over (`refuse_what_output_dir_holds`).
 
     Args:
         output_dir (`str` or `Path`): `--output_dir`.
@@ -44,9 +37,31 @@ def refuse_output_dir(
 
     Raises `ScriptError` naming the options that allow it.
     """
-    output_dir = Path(output_dir)
+    refuse_untrusted_output_dir(output_dir)
+    refuse_what_output_dir_holds(output_dir, trains, overwrite, resume_from_checkpoint)
+
+
+def refuse_untrusted_output_dir(output_dir: str | Path) -> None:
+    """Refuse an output folder that cannot be one (`locks.refuse_unusable_output_dir`) or whose record is a link or
+    broken by hand (`output_record.refuse_untrusted_record`): what it holds cannot be told apart then."""
     refuse_unusable_output_dir(output_dir)
     refuse_untrusted_record(output_dir)
+
+
+def refuse_what_output_dir_holds(
+    output_dir: str | Path, trains: bool = True, overwrite: bool = False, resume_from_checkpoint: Any = None
+) -> None:
+    """
+    Refuse an output folder (whose record can be trusted: `refuse_untrusted_output_dir`) that holds a file of the
+    user's the run would write over (`output_record.user_file_clashes`, whatever the options) or delete inside a
+    checkpoint, stage or runs/ folder of an earlier run (`output_record.user_files_in_run_folders`), an earlier run
+    (unless `overwrite` or a resume), or checkpoint or stage folders that are links or files
+    (`refuse_foreign_run_folders`). A run that does not train (`trains=False`: it only evaluates or predicts) is refused
+    only a file of the user's with the name of a result, picture or predictions file it writes
+    (`written_files.EVALUATION_FILES`): it may write beside a model or an earlier run, never over a user's file.
+    Arguments as for `refuse_output_dir`.
+    """
+    output_dir = Path(output_dir)
     if trains and not overwrite:
         refuse_foreign_run_folders(output_dir)
     clashes = [name for name in user_file_clashes(output_dir, trains) if not _misnamed_run_folder(output_dir / name)]

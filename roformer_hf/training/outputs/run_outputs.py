@@ -30,9 +30,14 @@ from .checkpoints import (
     write_manifest,
 )
 from .interrupts import deferred_stops
-from .locks import check_folder_held, output_dir_not_writable, refuse_unusable_output_dir
-from .output_folder import earlier_run_outputs, is_resuming, refuse_output_dir
-from .output_record import forget_entries, open_record, refuse_untrusted_record, stale_record_line
+from .locks import check_folder_held, output_dir_not_writable
+from .output_folder import (
+    earlier_run_outputs,
+    is_resuming,
+    refuse_untrusted_output_dir,
+    refuse_what_output_dir_holds,
+)
+from .output_record import forget_entries, open_record, stale_record_line
 from .written_files import run_folder_number
 
 logger = logging.getLogger(__name__)
@@ -40,20 +45,19 @@ logger = logging.getLogger(__name__)
 
 def check_output_dir(training_args: TrainingArguments, trains: bool = True) -> None:
     """
-    Before anything is loaded or written: say that the folder's record is stale (once it is a folder and its record
-    can be trusted), refuse an output folder a run may not write into (`output_folder.refuse_output_dir`), check that
-    it can be written, and open its record of what runs wrote there (`output_record`).
+    Before anything is loaded or written: refuse an output folder a run may not write into (`output_folder`'s two
+    halves of `refuse_output_dir`, with the line that its record is stale between them), check that it can be
+    written, and open its record of what runs wrote there (`output_record`).
 
     Raises `ScriptError` naming the options that allow it, or the reason the folder cannot be written.
     """
     output_dir = Path(training_args.output_dir)
     overwrite = getattr(training_args, "overwrite_output_dir", False)
-    refuse_unusable_output_dir(output_dir)
-    refuse_untrusted_record(output_dir)
+    refuse_untrusted_output_dir(output_dir)
     stale = stale_record_line(output_dir)  # said first: it is why files under a run's names count as the user's
     if stale is not None:
         logger.warning(stale)
-    refuse_output_dir(output_dir, trains, overwrite, training_args.resume_from_checkpoint)
+    refuse_what_output_dir_holds(output_dir, trains, overwrite, training_args.resume_from_checkpoint)
     try:
         output_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=output_dir, prefix=".write-test-"):
