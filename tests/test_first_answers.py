@@ -263,21 +263,23 @@ def test_the_demo_run_again_is_answered_before_torch_loads(script, tmp_path, cap
         [*GOOD, "--do_train"],  # nothing wrong
     ],
 )
-def test_what_the_first_checks_leave_to_the_parser(arguments, monkeypatch, capsys):
+def test_what_the_first_checks_leave_to_the_parser(arguments, tmp_path, monkeypatch, capsys):
     """Nothing is answered early where the script's parser may answer otherwise, or where the run reads nothing
     wrong: `answer_first` returns, having printed nothing and left no module of the package imported."""
+    monkeypatch.chdir(tmp_path)  # the default --output_dir, outputs/run_classification, holds no earlier run here
     modules = set(sys.modules)
-    monkeypatch.setattr(sys, "argv", ["run_classification.py", *arguments])
+    monkeypatch.setattr(sys, "argv", [str(REPO_ROOT / "run_classification.py"), *arguments])  # its demo's data
     first_answers.answer_first()
     assert capsys.readouterr() == ("", "")
     assert set(sys.modules) - modules == set()
 
 
-def test_the_first_checks_import_nothing_of_the_package_they_keep(monkeypatch):
+def test_the_first_checks_import_nothing_of_the_package_they_keep(tmp_path, monkeypatch):
     """The package imported without its __init__ for the checks is forgotten after them: the run imports it whole."""
+    monkeypatch.chdir(tmp_path)  # the default --output_dir, outputs/run_mlm, holds no earlier run (the demo's) here
     for name in [name for name in sys.modules if name.split(".")[0] == "roformer_hf"]:
         monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setattr(sys, "argv", ["run_mlm.py", *GOOD])
+    monkeypatch.setattr(sys, "argv", [str(REPO_ROOT / "run_mlm.py"), *GOOD])
     first_answers.answer_first()
     assert not [name for name in sys.modules if name.split(".")[0] == "roformer_hf"]
 
